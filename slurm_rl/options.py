@@ -1,0 +1,83 @@
+"""Job options: CLI flags resolved against the spec once, into one frozen object.
+
+Precedence: CLI flag > spec default > built-in default. ``render`` and ``submit`` only read this.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .errors import UsageError
+from .spec import ClusterSpec
+
+_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """Everything a job needs besides the spec. Paths are absolute."""
+
+    experiment: str
+    experiment_args: tuple[str, ...] = ()
+    nodes: int = 1
+    name: str = "slurm-rl"
+    user: str = "user"
+    workdir: str = "/"
+    python: str = "python3"
+    gpus_per_node: int = 0
+    cpus_per_node: int | None = None
+    time: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    container_image: str | None = None
+    port_base: int | None = None
+    ready_timeout_s: float = 180.0
+    oversubscribe: bool = False
+    extra_env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def resolve_options(spec: ClusterSpec, experiment: str, *, experiment_args: tuple[str, ...] = (),
+                    nodes: int = 1, name: str | None = None, user: str, workdir: str | None = None,
+                    gpus_per_node: int | None = None, cpus_per_node: int | None = None,
+                    time: str | None = None, partition: str | None = None,
+                    account: str | None = None, container_image: str | None = None,
+                    port_base: int | None = None, ready_timeout_s: float = 180.0,
+                    oversubscribe: bool = False) -> JobOptions:
+    """Validate flags (exit-2 errors name the flag) and merge them with the spec."""
+    exp = Path(experiment)
+    if not exp.is_file():
+        raise UsageError(f"experiment {experiment!r} does not exist or is not a file; pass the path of your driver script")
+    if nodes < 1:
+        raise UsageError(f"--nodes {nodes}: must be >= 1")
+    if gpus_per_node is not None and gpus_per_node < 0:
+        raise UsageError(f"--gpus-per-node {gpus_per_node}: must be >= 0")
+    if cpus_per_node is not None and cpus_per_node < 1:
+        raise UsageError(f"--cpus-per-node {cpus_per_node}: must be >= 1")
+    if time is not None and not _TIME.match(time):
+        raise UsageError(f"--time {time!r}: not a SLURM time; use MM, HH:MM:SS or D-HH:MM:SS, e.g. 1:00:00")
+    if ready_timeout_s <= 0:
+        raise UsageError(f"--ready-timeout {ready_timeout_s}: must be > 0 seconds")
+    job_name = name or exp.stem
+    if not _NAME.match(job_name):
+        raise UsageError(f"--name {job_name!r}: use up to 64 letters, digits, '.', '_' or '-'")
+    image = container_image
+    if image is not None and spec.container_runtime == "none":
+        raise UsageError("--container-image: the spec's container_runtime is \"none\"; set it to pyxis or apptainer")
+    return JobOptions(
+        experiment=str(exp.resolve()), experiment_args=tuple(experiment_args), nodes=nodes,
+        name=job_name, user=user, workdir=str(Path(workdir or os.getcwd()).resolve()),
+        python=spec.python or sys.executable,
+        gpus_per_node=spec.gpus_per_node if gpus_per_node is None else gpus_per_node,
+        cpus_per_node=cpus_per_node if cpus_per_node is not None else spec.cpus_per_node,
+        time=time, partition=partition or spec.partition, account=account or spec.account,
+        container_image=image, port_base=port_base, ready_timeout_s=float(ready_timeout_s),
+        oversubscribe=oversubscribe,
+    )

@@ -1,0 +1,144 @@
+"""The one module that calls SLURM (sbatch, squeue, sacct, scancel, scontrol, srun).
+
+Every call is an argv list (never a shell), has a timeout, and fails with ``SlurmCommandError``
+carrying argv, exit code, stdout and stderr. Tests pass a fake ``runner``; the lab uses the real one.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .errors import JobError, SlurmCommandError, UsageError
+
+
+@dataclass(frozen=True)
+class Completed:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+Runner = Callable[[Sequence[str], float], Completed]
+
+
+def subprocess_runner(argv: Sequence[str], timeout_s: float) -> Completed:
+    try:
+        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise SlurmCommandError(argv, None, _text(exc.stdout), _text(exc.stderr),
+                                hint=f"no answer within {timeout_s:g} s; is slurmctld up?") from None
+    except FileNotFoundError:
+        raise UsageError(f"`{argv[0]}` is not installed or not on PATH; run slurm-rl on a SLURM "
+                         f"login node, or use `slurm-rl run` for a local run") from None
+    return Completed(p.returncode, p.stdout, p.stderr)
+
+
+def _text(b: bytes | str | None) -> str:
+    if b is None:
+        return ""
+    return b.decode(errors="replace") if isinstance(b, bytes) else b
+
+
+# Job states in which the job will not run again.
+FINISHED_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+                   "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: int
+    state: str           # e.g. PENDING, RUNNING, COMPLETED; "UNKNOWN" if SLURM forgot it
+    nodelist: str = ""
+    exit_code: int | None = None
+    reason: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.state.split()[0] in FINISHED_STATES
+
+    @property
+    def in_queue(self) -> bool:
+        return self.state in {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED",
+                              "REQUEUED", "RESIZING", "SIGNALING", "STAGE_OUT", "REQUEUE_HOLD"}
+
+
+class SlurmClient:
+    """Thin, typed wrappers over the SLURM commands slurm-rl needs."""
+
+    def __init__(self, runner: Runner = subprocess_runner, timeout_s: float = 30.0) -> None:
+        self.runner = runner
+        self.timeout_s = timeout_s
+
+    def run(self, argv: Sequence[str], timeout_s: float | None = None, check: bool = True,
+            hint: str = "") -> Completed:
+        res = self.runner(argv, timeout_s or self.timeout_s)
+        if check and res.returncode != 0:
+            raise SlurmCommandError(argv, res.returncode, res.stdout, res.stderr, hint=hint)
+        return res
+
+    @staticmethod
+    def available() -> bool:
+        return shutil.which("sbatch") is not None
+
+    def sbatch(self, script: str, hold: bool = False, extra: Sequence[str] = ()) -> int:
+        argv = ["sbatch", "--parsable", *(["--hold"] if hold else []), *extra, script]
+        out = self.run(argv, hint="check the partition, account and limits in your spec").stdout.strip()
+        m = re.match(r"^(\d+)", out.splitlines()[-1] if out else "")
+        if not m:
+            raise SlurmCommandError(argv, 0, out, "", hint="could not read a job id from sbatch's output")
+        return int(m.group(1))
+
+    def release(self, job_id: int) -> None:
+        self.run(["scontrol", "release", str(job_id)])
+
+    def scancel(self, job_id: int, signal: str | None = None, batch_only: bool = False) -> None:
+        argv = ["scancel"]
+        if signal:
+            argv += [f"--signal={signal}"]
+        if batch_only:
+            argv += ["--batch"]
+        self.run([*argv, str(job_id)])
+
+    def requeue(self, job_id: int) -> None:
+        self.run(["scontrol", "requeue", str(job_id)])
+
+    def show_hostnames(self, nodelist: str) -> list[str]:
+        return self.run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
+
+    def job_state(self, job_id: int) -> JobState:
+        """State from squeue while queued, else sacct, else scontrol; UNKNOWN if all forgot it."""
+        res = self.run(["squeue", "-h", "-j", str(job_id), "-o", "%i|%T|%N|%r"], check=False)
+        for line in res.stdout.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) == 4 and parts[0] == str(job_id):
+                return JobState(job_id, parts[1], parts[2], None, parts[3])
+        res = self.run(["scontrol", "show", "job", "-o", str(job_id)], check=False)
+        if res.returncode == 0 and "JobState=" in res.stdout:
+            fields = dict(re.findall(r"(\w+)=(\S*)", res.stdout))
+            code = fields.get("ExitCode", "")
+            return JobState(job_id, fields.get("JobState", "UNKNOWN"), fields.get("NodeList", ""),
+                            int(code.split(":")[0]) if code[:1].isdigit() else None, fields.get("Reason", ""))
+        res = self.run(["sacct", "-n", "-X", "-P", "-j", str(job_id), "-o", "JobID,State,NodeList,ExitCode"],
+                       check=False)
+        for line in res.stdout.splitlines():
+            parts = line.split("|")
+            if len(parts) == 4 and parts[0] == str(job_id):
+                code = parts[3].split(":")[0]
+                return JobState(job_id, parts[1].split()[0], parts[2], int(code) if code.isdigit() else None)
+        return JobState(job_id, "UNKNOWN")
+
+    def require_job(self, job_id: int) -> JobState:
+        st = self.job_state(job_id)
+        if st.state == "UNKNOWN":
+            raise JobError(f"job {job_id}: SLURM does not know it (squeue, scontrol and sacct); check the id with `slurm-rl list`")
+        return st
+
+    @staticmethod
+    def attach_argv(job_id: int, node: str) -> list[str]:
+        """argv for an interactive shell inside a running job, on ``node``."""
+        return ["srun", "--overlap", f"--jobid={job_id}", f"--nodelist={node}", "--nodes=1",
+                "--ntasks=1", "--pty", "bash", "-l"]

@@ -1,0 +1,250 @@
+"""The cluster spec: schema, loading, defaults and one-line validation errors.
+
+A spec is a JSON file describing a site (ReaL's fields plus what a Ray-on-SLURM launcher needs).
+It is found via ``--spec PATH``, else ``CLUSTER_SPEC_PATH``, else a built-in local default whose
+fileroot is ``~/.cache/slurm_rl``. ``load_spec`` returns a frozen ``ClusterSpec`` or raises
+``SpecError`` whose message is one line: the field, the bad value, and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import SpecError
+
+SPEC_ENV_VAR = "CLUSTER_SPEC_PATH"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+# What to tell the user for each field when its value is wrong.
+FIXES: dict[str, str] = {
+    "cluster_type": 'use "slurm" or "local"',
+    "cluster_name": "use letters, digits, '.', '_' or '-', e.g. \"my-cluster\"",
+    "fileroot": 'use an absolute path on the shared filesystem, e.g. "/lustre/$USER/slurm_rl"',
+    "default_mount": 'use comma-separated "/src:/dst[:ro]" entries with absolute paths',
+    "node_type_from_node_name": 'use an object of {"regex": "type"}, e.g. {"gpu\\\\d+": "gpu"}',
+    "gpu_type_from_node_name": 'use an object of {"regex": "gpu type"}, e.g. {"gpu\\\\d+": "h100"}',
+    "cpu_image": "set a container image for CPU nodes, or container_runtime \"none\"",
+    "gpu_image": "set a container image for GPU nodes, or container_runtime \"none\"",
+    "node_name_prefix": 'use the prefix of your node names, e.g. "NODE"',
+    "partition": 'use a partition name from `sinfo -s`, or null',
+    "account": "use an account name from `sacctmgr show assoc user=$USER`, or null",
+    "gpus_per_node": "use an integer >= 0",
+    "cpus_per_node": "use an integer >= 1, or null to use what SLURM allocates",
+    "container_runtime": 'use "pyxis", "apptainer" or "none"',
+    "python": 'use the python on the nodes, e.g. "/shared/venv/bin/python", or null',
+    "setup": "use a list of shell lines",
+    "env": 'use an object of {"NAME": "value"} with string values',
+}
+
+
+class ClusterSpec(BaseModel):
+    """A resolved, validated cluster spec. Frozen: resolve once, pass around."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    cluster_type: Literal["slurm", "local"] = "slurm"
+    cluster_name: str
+    fileroot: str
+    default_mount: str = ""
+    node_type_from_node_name: dict[str, str] = Field(default_factory=dict)
+    gpu_type_from_node_name: dict[str, str] = Field(default_factory=dict)
+    cpu_image: str | None = None
+    gpu_image: str | None = None
+    node_name_prefix: str = "NODE"
+    partition: str | None = None
+    account: str | None = None
+    gpus_per_node: int = Field(default=0, ge=0)
+    cpus_per_node: int | None = Field(default=None, ge=1)
+    container_runtime: Literal["pyxis", "apptainer", "none"] = "none"
+    python: str | None = None
+    setup: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("cluster_name")
+    @classmethod
+    def _cluster_name(cls, v: str) -> str:
+        if not _CLUSTER_NAME.match(v):
+            raise ValueError("not a valid name")
+        return v
+
+    @field_validator("fileroot")
+    @classmethod
+    def _fileroot(cls, v: str) -> str:
+        expanded = os.path.expanduser(os.path.expandvars(v))
+        if not v.strip():
+            raise ValueError("is empty")
+        if not os.path.isabs(expanded):
+            raise ValueError("is a relative path")
+        return os.path.normpath(expanded)
+
+    @field_validator("default_mount")
+    @classmethod
+    def _mounts(cls, v: str) -> str:
+        for entry in filter(None, (e.strip() for e in v.split(","))):
+            parts = entry.split(":")
+            if len(parts) not in (2, 3) or not all(p.startswith("/") for p in parts[:2]):
+                raise ValueError(f"entry {entry!r} is not /src:/dst[:opts]")
+        return v
+
+    @field_validator("node_type_from_node_name", "gpu_type_from_node_name")
+    @classmethod
+    def _regexes(cls, v: dict[str, str]) -> dict[str, str]:
+        for pattern in v:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"regex {pattern!r} does not compile ({exc})") from None
+        return v
+
+    @field_validator("node_name_prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        if not v or not re.match(r"^[A-Za-z0-9_.-]+$", v):
+            raise ValueError("is not a node name prefix")
+        return v
+
+    @field_validator("python")
+    @classmethod
+    def _python(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("is empty")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"variable name {name!r} is not a valid shell name")
+        return v
+
+    @model_validator(mode="after")
+    def _images(self) -> ClusterSpec:
+        if self.container_runtime != "none":
+            if not self.cpu_image:
+                raise _FieldProblem("cpu_image", None, f"is required with container_runtime {self.container_runtime!r}")
+            if self.gpus_per_node > 0 and not self.gpu_image:
+                raise _FieldProblem("gpu_image", None, f"is required with container_runtime {self.container_runtime!r} and gpus_per_node > 0")
+        return self
+
+    # ---- derived views -------------------------------------------------------------------
+
+    @property
+    def mounts(self) -> list[str]:
+        """default_mount as a list, without empty entries."""
+        return [e.strip() for e in self.default_mount.split(",") if e.strip()]
+
+    def node_type(self, node_name: str) -> str | None:
+        """The node type of a node name (first matching regex), None if nothing matches."""
+        return _first_match(self.node_type_from_node_name, node_name)
+
+    def gpu_type(self, node_name: str) -> str | None:
+        return _first_match(self.gpu_type_from_node_name, node_name)
+
+    def check_node_names(self, names: list[str]) -> None:
+        """Raise SpecError for a node that matches no node type regex (if any are defined)."""
+        if not self.node_type_from_node_name:
+            return
+        for name in names:
+            if self.node_type(name) is None:
+                patterns = ", ".join(repr(p) for p in self.node_type_from_node_name)
+                raise SpecError(
+                    f"node_type_from_node_name: node {name!r} matches none of {patterns}; "
+                    f"add a regex that matches it")
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(), indent=2, sort_keys=True) + "\n"
+
+
+class _FieldProblem(ValueError):
+    """A cross-field problem that must be reported against one named field."""
+
+    def __init__(self, field: str, value: Any, problem: str) -> None:
+        super().__init__(problem)
+        self.field, self.value, self.problem = field, value, problem
+
+
+def _first_match(table: dict[str, str], name: str) -> str | None:
+    for pattern, kind in table.items():
+        if re.match(pattern, name):
+            return kind
+    return None
+
+
+def default_local_spec() -> ClusterSpec:
+    """The spec used when neither --spec nor CLUSTER_SPEC_PATH is given: embedded local Ray."""
+    return ClusterSpec(cluster_type="local", cluster_name="local",
+                       fileroot=str(Path.home() / ".cache" / "slurm_rl"))
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _one_line(exc: ValidationError, data: dict[str, Any], source: str) -> str:
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    ctx_error = (err.get("ctx") or {}).get("error")
+    if isinstance(ctx_error, _FieldProblem):
+        field = ctx_error.field
+        return f"{source}: {field}: {ctx_error.problem}; {FIXES.get(field, '')}".rstrip("; ")
+    if err["type"] == "extra_forbidden":
+        key = loc[0]
+        close = difflib.get_close_matches(key, list(ClusterSpec.model_fields), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else "valid keys: " + ", ".join(ClusterSpec.model_fields)
+        return f"{source}: unknown key {key!r}; {hint}"
+    field = loc[0] if loc else "?"
+    if err["type"] == "missing":
+        return f"{source}: {field}: is required; {FIXES.get(field, 'add it')}"
+    where = ".".join(loc)
+    value = data.get(field) if len(loc) == 1 else err.get("input")
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] in ("string_type", "int_type", "dict_type", "list_type", "literal_error", "bool_type",
+                       "int_parsing", "greater_than_equal"):
+        msg = {"string_type": "must be a string", "int_type": "must be an integer",
+               "dict_type": "must be an object", "list_type": "must be a list",
+               "int_parsing": "must be an integer", "bool_type": "must be a boolean"}.get(err["type"], msg)
+    return f"{source}: {where}: {msg} (got {_describe(value)}); {FIXES.get(field, '')}".rstrip("; ")
+
+
+def parse_spec(data: Any, source: str = "spec") -> ClusterSpec:
+    """Validate a decoded JSON object into a ClusterSpec, or raise a one-line SpecError."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: the spec must be a JSON object {{...}}, got {type(data).__name__}")
+    try:
+        return ClusterSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_one_line(exc, data, source)) from None
+
+
+def load_spec_file(path: str | os.PathLike[str]) -> ClusterSpec:
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"spec {str(p)!r} does not exist or is not a file; pass --spec PATH or set {SPEC_ENV_VAR}")
+    try:
+        data = json.loads(p.read_text())
+    except UnicodeDecodeError:
+        raise SpecError(f"{p}: not UTF-8 text; save the spec as UTF-8 JSON") from None
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; fix the JSON syntax") from None
+    return parse_spec(data, str(p))
+
+
+def resolve_spec_path(cli_path: str | None, environ: dict[str, str] | None = None) -> str | None:
+    """--spec wins over CLUSTER_SPEC_PATH; None means the local default."""
+    env = os.environ if environ is None else environ
+    return cli_path or env.get(SPEC_ENV_VAR) or None
+
+
+def load_spec(cli_path: str | None = None, environ: dict[str, str] | None = None) -> ClusterSpec:
+    path = resolve_spec_path(cli_path, environ)
+    return load_spec_file(path) if path else default_local_spec()
