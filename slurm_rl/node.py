@@ -35,10 +35,16 @@ from .procs import MARKER_ENV, stop_job_processes
 
 PR_SET_CHILD_SUBREAPER = 36
 POLL_S = 0.05
+DRIVER_GRACE_S = 2.0  # a signalled driver gets this long to exit (checkpoint) before the kill
+STOPPED_RC = 143      # 128 + SIGTERM: the job was stopped from outside
 
 
 class NodeFailure(Exception):
     """This node cannot go on; the message names what failed and where to look."""
+
+
+class Stopped(Exception):
+    """The job is being stopped from outside (signal) or by node 0; not this node's fault."""
 
 
 class Bootstrap:
@@ -56,6 +62,7 @@ class Bootstrap:
         self.stop_requested = threading.Event()
         self.stop_reason = ""
         self.driver: subprocess.Popen[bytes] | None = None
+        self._stop_seen_at: float | None = None
         self.log = open(self.paths.node_log(self.node), "a", buffering=1)  # noqa: SIM115
 
     # ---- helpers -------------------------------------------------------------------------
@@ -81,9 +88,11 @@ class Bootstrap:
 
     def wait_until(self, condition, deadline_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
         end = time.monotonic() + deadline_s
-        while not condition():
+        while True:
             if self.stop_requested.is_set():
-                raise NodeFailure(f"stopped while waiting for {what}: {self.stop_reason}")
+                raise Stopped(f"stopped while waiting for {what}: {self.stop_reason}")
+            if condition():
+                return
             if time.monotonic() > end:
                 raise NodeFailure(f"timed out after {deadline_s:g} s waiting for {what}")
             time.sleep(POLL_S)
@@ -141,7 +150,7 @@ class Bootstrap:
         src_dir = os.environ.get("SLURM_RL_EXPERIMENT_SRC_DIR")
         if src_dir:  # imports next to the original experiment keep working
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [src_dir, env.get("PYTHONPATH")]))
-        argv = [sys.executable, exp, *self.args.experiment_args]
+        argv = [sys.executable, exp, *json.loads(os.environ.get("SLURM_RL_EXPERIMENT_ARGS", "[]"))]
         self.event("driver_start", argv=argv)
         with open(self.paths.driver_log, "ab") as out:
             self.driver = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -210,28 +219,80 @@ class Bootstrap:
             except (OSError, shutil.Error) as exc:
                 self.say(f"could not copy Ray logs: {exc}")
 
-    def run(self) -> int:
-        rc = 1
+    def setup_failure(self) -> str:
+        from .render import SETUP_FIRST_LINE
+
+        index = self.args.failed_setup_line - SETUP_FIRST_LINE
         try:
-            self.event("node_start", ip=self.node_ip(self.node), cpus=self.cpus, gpus=self.gpus)
-            rc = self.run_head() if self.rank == 0 else self.run_worker()
+            setup = json.loads(self.paths.spec.read_text()).get("setup", [])
+            text = repr(setup[index]) if 0 <= index < len(setup) else "?"
+        except (OSError, ValueError):
+            text = "?"
+        return (f"setup[{index}] {text} exited {self.args.failed_setup_rc} (spec field 'setup'; "
+                f"its output is in {self.paths.batch_log})")
+
+    def run_role(self) -> int:
+        """Node 0: head + driver, returns the driver's exit code. Others: join, wait for stop."""
+        if self.args.failed_setup_line is not None:
+            raise NodeFailure(self.setup_failure())
+        self.event("node_start", ip=self.node_ip(self.node), cpus=self.cpus, gpus=self.gpus)
+        return self.run_head() if self.rank == 0 else self.run_worker()
+
+    def run(self) -> int:
+        """Run the role in a thread so that a stop (signal, failed node) is acted on at once,
+        even while `ray start` is blocked in C code; then clean up and return the exit code."""
+        done = threading.Event()
+        outcome: dict[str, object] = {}
+
+        def target() -> None:
+            try:
+                outcome["rc"] = self.run_role()
+            except NodeFailure as exc:
+                outcome["failure"] = exc
+            except Stopped:
+                pass
+            except BaseException as exc:  # noqa: BLE001 - reported, then the node stops
+                outcome["failure"] = NodeFailure(f"unexpected error in the bootstrap: {exc!r}")
+            finally:
+                done.set()
+
+        threading.Thread(target=target, name="role", daemon=True).start()
+        while not done.wait(POLL_S):
+            if self.stop_requested.is_set() and not self._driver_running(DRIVER_GRACE_S):
+                break
+        try:
+            if "failure" in outcome:
+                exc = outcome["failure"]
+                msg = f"{self.node}: {exc}; see {self.paths.node_log(self.node)}"
+                self.say(f"FAILED: {exc}")
+                self.event("node_failed", error=str(exc))
+                write_atomic(self.paths.job_dir / "nodes" / f"{self.rank}.failed", msg + "\n")
+                self.finish(1, msg)
+                return 1
+            rc = outcome.get("rc")
+            if not isinstance(rc, int):  # stopped before the role finished
+                self.event("node_stopped", reason=self.stop_reason)
+                if self.paths.stop_flag.exists():  # node 0 had finished: a normal end
+                    return 0
+                self.finish(STOPPED_RC, self.stop_reason or "stopped")
+                return STOPPED_RC
             if self.rank == 0:
-                reason = self.stop_reason or ("driver exited 0" if rc == 0 else f"driver exited {rc}")
+                reason = self.stop_reason or f"driver exited {rc}"
                 if rc < 0:
                     reason = f"driver killed by signal {signal.Signals(-rc).name}"
                     rc = 128 - rc
                 self.finish(rc, reason)
-        except NodeFailure as exc:
-            msg = f"{self.node}: {exc}; see {self.paths.node_log(self.node)}"
-            self.say(f"FAILED: {exc}")
-            self.event("node_failed", error=str(exc))
-            write_atomic(self.paths.job_dir / "nodes" / f"{self.rank}.failed", msg + "\n")
-            if self.rank == 0 or not self.stop_requested.is_set():
-                self.finish(1, msg)
-            rc = 1
+            return rc
         finally:
             self.cleanup()
-        return rc
+
+    def _driver_running(self, grace_s: float) -> bool:
+        """True while a signalled driver may still exit by itself (it got the signal too)."""
+        if self.driver is None or self.driver.poll() is not None:
+            return False
+        if self._stop_seen_at is None:
+            self._stop_seen_at = time.monotonic()
+        return time.monotonic() - self._stop_seen_at < grace_s
 
     def finish(self, rc: int, reason: str) -> None:
         if not self.paths.exit_code.exists():
@@ -273,7 +334,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--nodes", type=int, required=True)
     p.add_argument("--ready-timeout-s", type=float, default=180.0)
     p.add_argument("--port-base", type=int, default=None)
-    p.add_argument("experiment_args", nargs="*")
+    p.add_argument("--failed-setup-line", type=int, default=None,
+                   help="(from the ERR trap) the node script line of the setup line that failed")
+    p.add_argument("--failed-setup-rc", type=int, default=None)
     return p.parse_args(argv)
 
 

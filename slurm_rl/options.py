@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import UsageError
+from .ports import ports_for
 from .spec import ClusterSpec
 
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$")
@@ -50,7 +51,7 @@ def resolve_options(spec: ClusterSpec, experiment: str, *, experiment_args: tupl
                     time: str | None = None, partition: str | None = None,
                     account: str | None = None, container_image: str | None = None,
                     port_base: int | None = None, ready_timeout_s: float = 180.0,
-                    oversubscribe: bool = False) -> JobOptions:
+                    oversubscribe: bool = False, python: str | None = None) -> JobOptions:
     """Validate flags (exit-2 errors name the flag) and merge them with the spec."""
     exp = Path(experiment)
     if not exp.is_file():
@@ -63,6 +64,8 @@ def resolve_options(spec: ClusterSpec, experiment: str, *, experiment_args: tupl
         raise UsageError(f"--cpus-per-node {cpus_per_node}: must be >= 1")
     if time is not None and not _TIME.match(time):
         raise UsageError(f"--time {time!r}: not a SLURM time; use MM, HH:MM:SS or D-HH:MM:SS, e.g. 1:00:00")
+    if port_base is not None:
+        ports_for(0, port_base)  # validates the range, names --port-base
     if ready_timeout_s <= 0:
         raise UsageError(f"--ready-timeout {ready_timeout_s}: must be > 0 seconds")
     job_name = name or exp.stem
@@ -74,7 +77,7 @@ def resolve_options(spec: ClusterSpec, experiment: str, *, experiment_args: tupl
     return JobOptions(
         experiment=str(exp.resolve()), experiment_args=tuple(experiment_args), nodes=nodes,
         name=job_name, user=user, workdir=str(Path(workdir or os.getcwd()).resolve()),
-        python=spec.python or sys.executable,
+        python=python or spec.python or sys.executable,
         gpus_per_node=spec.gpus_per_node if gpus_per_node is None else gpus_per_node,
         cpus_per_node=cpus_per_node if cpus_per_node is not None else spec.cpus_per_node,
         time=time, partition=partition or spec.partition, account=account or spec.account,

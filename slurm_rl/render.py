@@ -5,6 +5,7 @@ interpolates goes through the ``shq`` filter (shell quoting).
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
@@ -16,6 +17,9 @@ from .paths import JobPaths
 from .spec import ClusterSpec
 
 TEMPLATE_NAME = "sbatch.sh.j2"
+# Line of the node script (the heredoc in the template) that holds the first setup line; the
+# bootstrap uses it to name the setup line that failed.
+SETUP_FIRST_LINE = 5
 
 
 def templates_dir() -> Path:
@@ -81,12 +85,12 @@ def container_args(spec: ClusterSpec, opts: JobOptions, job_dir_expr: str) -> tu
 
 
 def node_command(spec: ClusterSpec, opts: JobOptions) -> str:
-    """What every node runs: the spec's setup lines, then the slurm-rl bootstrap."""
+    """The bootstrap command line every node runs after the spec's setup lines (without the
+    experiment arguments, which are exported in SLURM_RL_EXPERIMENT_ARGS)."""
     args = [shlex.quote(opts.python), "-m", "slurm_rl.node", '--job-dir "$SLURM_RL_JOB_DIR"',
             "--nodes", str(opts.nodes), "--ready-timeout-s", f"{opts.ready_timeout_s:g}"]
     if opts.port_base is not None:
         args += ["--port-base", str(opts.port_base)]
-    args += ["--", *(shlex.quote(a) for a in opts.experiment_args)]
     return " ".join(args)
 
 
@@ -99,5 +103,6 @@ def render_sbatch(spec: ClusterSpec, opts: JobOptions) -> str:
         version=__version__, spec=spec, opts=opts,
         directives=sbatch_directives(spec, opts, name_dir),
         name_dir=str(name_dir), env=env, srun_flags=srun_flags,
-        command_prefix=" ".join(prefix), experiment_src_dir=str(Path(opts.experiment).parent), setup=spec.setup, node_command=node_command(spec, opts),
+        launch=" ".join([*prefix, 'bash -c "$SLURM_RL_NODE_SCRIPT"']),
+        experiment_args=json.dumps(list(opts.experiment_args)), experiment_src_dir=str(Path(opts.experiment).parent), setup=spec.setup, node_command=node_command(spec, opts),
     )

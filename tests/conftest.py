@@ -1,0 +1,58 @@
+"""Shared fixtures: the lab (a real SLURM, see tests/lab/slurm-lab), golden files, CLI runner."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LAB = REPO / "tests" / "lab" / "slurm-lab"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-goldens", action="store_true",
+                     help="rewrite tests/golden/* from the current render instead of comparing")
+
+
+@pytest.fixture
+def update_goldens(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-goldens"))
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the real `slurm-rl` entry point in a subprocess (exit codes and stderr as users see)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "slurm_rl.cli", *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd, timeout=timeout, check=False)
+
+
+def lab_nodes() -> list[str]:
+    """Idle/allocated nodes of the lab partition, or [] when no lab is up."""
+    if shutil.which("sinfo") is None:
+        return []
+    try:
+        out = subprocess.run(["sinfo", "-h", "-N", "-p", "lab", "-o", "%N %t"], capture_output=True,
+                             text=True, timeout=10, check=False).stdout
+    except subprocess.TimeoutExpired:
+        return []
+    return sorted({line.split()[0] for line in out.splitlines()
+                   if len(line.split()) == 2 and line.split()[1] in ("idle", "mix", "alloc")})
+
+
+def lab_exec(node: str, *cmd: str, timeout: float = 30) -> str:
+    return subprocess.run([str(LAB), "exec", node, "--", *cmd], capture_output=True, text=True,
+                          timeout=timeout, check=True).stdout
+
+
+@pytest.fixture(scope="session")
+def lab() -> list[str]:
+    nodes = lab_nodes()
+    if len(nodes) < 3:
+        pytest.skip("the SLURM lab is not up: run `sudo tests/lab/slurm-lab up --nodes 3`")
+    return nodes

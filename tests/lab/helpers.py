@@ -1,0 +1,68 @@
+"""Helpers for lab tests: submit through the real CLI, look at nodes through slurm-lab exec."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from tests.conftest import LAB, REPO, run_cli
+
+SPEC = str(REPO / "cluster_specs" / "lab.json")
+EXPERIMENTS = REPO / "tests" / "lab" / "experiments"
+# Processes every lab node always has (PID 1 and the slurmd), plus transient SLURM helpers.
+BASELINE = ("tini", "slurmd", "slurmstepd", "ps", "sleep")
+
+
+def submit(experiment: str, *args: str, nodes: int = 3, extra: tuple[str, ...] = (),
+           timeout: float = 180) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """`slurm-rl submit --wait --json`; returns the process and its parsed JSON line."""
+    res = run_cli("submit", SPEC, str(EXPERIMENTS / experiment), "--nodes", str(nodes), "--wait", "--json",
+                  *extra, "--", *args, timeout=timeout)
+    lines = [line for line in res.stdout.splitlines() if line.startswith("{")]
+    return res, (json.loads(lines[-1]) if lines else {})
+
+
+def node_processes(node: str) -> list[str]:
+    """Command lines of every process on a lab node except the baseline ones."""
+    out = subprocess.run([str(LAB), "exec", node, "--", "ps", "-eo", "pid=,comm=,args="], capture_output=True,
+                         text=True, timeout=30, check=True).stdout
+    procs = []
+    for line in out.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) >= 2 and parts[1] not in BASELINE:
+            procs.append(line.strip())
+    return procs
+
+
+def job_leftovers(nodes: list[str], job_id: int) -> dict[str, list[str]]:
+    """Per node: processes of the job (its temp dir or marker) and its node-local temp dir."""
+    found: dict[str, list[str]] = {}
+    for node in nodes:
+        out = subprocess.run(
+            [str(LAB), "exec", node, "--", "sh", "-c",
+             f"for p in /proc/[0-9]*; do "
+             f"if tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -qx SLURM_RL_JOB_ID={job_id} || "
+             f"tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q srl-{job_id}; then "
+             f"echo \"${{p#/proc/}} $(tr '\\0' ' ' < $p/cmdline | cut -c1-80)\"; fi; done; "
+             f"[ -e /tmp/srl-{job_id} ] && echo tempdir /tmp/srl-{job_id} || true"],
+            capture_output=True, text=True, timeout=30, check=True).stdout
+        items = [line for line in out.splitlines() if line.strip() and "sh -c" not in line and "grep" not in line]
+        if items:
+            found[node] = items
+    return found
+
+
+def wait_for(condition, timeout_s: float, poll_s: float = 0.2):  # type: ignore[no-untyped-def]
+    """Poll ``condition`` until it returns something truthy; return it, or the last value."""
+    end = time.monotonic() + timeout_s
+    value = condition()
+    while not value and time.monotonic() < end:
+        time.sleep(poll_s)
+        value = condition()
+    return value
+
+
+def job_dir(data: dict) -> Path:
+    return Path(data["job_dir"])

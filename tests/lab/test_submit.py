@@ -1,0 +1,84 @@
+"""`slurm-rl submit` on the real lab: one Ray cluster per job, exit codes, sharing, failures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+
+from slurm_rl.events import read_events
+from tests.conftest import run_cli
+from tests.lab.helpers import SPEC, job_dir, job_leftovers, submit, wait_for
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
+
+
+def test_three_node_job(lab: list[str]) -> None:
+    res, data = submit("check_cluster.py", "3", nodes=3)
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    jd = job_dir(data)
+    report = json.loads(next(line for line in (jd / "logs" / "driver.log").read_text().splitlines()
+                             if line.startswith("REPORT "))[7:])
+    assert report["nodes"] == 3 and report["pidns"] == 3 and report["tags"]
+    assert report["ips"] == ["10.77.0.11", "10.77.0.12", "10.77.0.13"]
+    assert {"job_id", "job_dir", "nodes", "state"} <= set(data) and data["state"] == "COMPLETED"
+    # the job dir holds what the README promises
+    for name in ("sbatch.sh", "spec.json", "experiment.py", "cluster.json", "events.jsonl", "exit_code",
+                 "exit_reason", "logs/driver.log", "logs/batch.log", "logs/node-node1.log", "logs/node-node3.log"):
+        assert (jd / name).exists(), name
+    cluster = json.loads((jd / "cluster.json").read_text())
+    assert cluster["head_node"] == "node1" and cluster["ready_time"] and len(cluster["nodes"]) == 3
+    events = {e["event"] for e in read_events(jd / "events.jsonl")}
+    assert {"submitted", "node_start", "node_up", "ready", "driver_start", "driver_end", "node_cleaned"} <= events
+    assert (jd / "logs" / "ray" / "node2" / "raylet.out").exists()  # Ray's logs copied back
+    # nothing of the job is left on any node
+    assert wait_for(lambda: not job_leftovers(lab, data["job_id"]), 10), job_leftovers(lab, data["job_id"])
+    # status --json has the same keys as submit --json
+    st = run_cli("status", str(data["job_id"]), "--json", "--spec", SPEC)
+    assert st.returncode == 0, st.stderr
+    assert {"job_id", "job_dir", "nodes", "state"} <= set(json.loads(st.stdout.splitlines()[0]))
+
+
+def test_driver_exit_code_is_the_job_exit_code(lab: list[str]) -> None:
+    res, data = submit("exit_code.py", "3", nodes=1)
+    assert res.returncode == 3, (res.stdout, res.stderr)
+    assert data["exit_code"] == 3 and "driver exited 3" in data["exit_reason"]
+    out = subprocess.run(["scontrol", "show", "job", str(data["job_id"])], capture_output=True, text=True,
+                         check=True).stdout
+    assert "ExitCode=3:0" in out
+
+
+def test_two_jobs_share_nodes(lab: list[str]) -> None:
+    results: dict[str, tuple] = {}
+
+    def go(key: str) -> None:
+        results[key] = submit("check_cluster.py", "2", nodes=2, extra=("--oversubscribe", "--name", f"share-{key}"))
+
+    threads = [threading.Thread(target=go, args=(k,)) for k in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=200)
+    (ra, da), (rb, db) = results["a"], results["b"]
+    assert ra.returncode == 0 and rb.returncode == 0, (ra.stderr, rb.stderr)
+    ca = json.loads((job_dir(da) / "cluster.json").read_text())
+    cb = json.loads((job_dir(db) / "cluster.json").read_text())
+    assert set(ca["nodes"]) & set(cb["nodes"]), "the jobs should have shared a node"
+    assert ca["ports"]["gcs"] != cb["ports"]["gcs"]
+
+
+def test_failing_node_fails_the_job_fast_and_names_it(lab: list[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    spec = json.loads(open(SPEC).read())
+    spec["setup"] = ['test "$(hostname)" != node2']
+    bad_spec = tmp_path / "bad-node2.json"
+    bad_spec.write_text(json.dumps(spec))
+    t0 = time.monotonic()
+    res = run_cli("submit", str(bad_spec), "tests/lab/experiments/exit_code.py", "--nodes", "3", "--wait",
+                  "--", "0", timeout=120)
+    elapsed = time.monotonic() - t0
+    assert res.returncode == 1, (res.stdout, res.stderr)
+    assert "node2" in res.stderr and "setup[0]" in res.stderr
+    assert elapsed < 20, elapsed

@@ -1,0 +1,151 @@
+"""Render: golden files (byte for byte), quoting of awkward values, determinism, --dry-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from slurm_rl.cli import cli
+from slurm_rl.options import JobOptions, resolve_options
+from slurm_rl.render import render_sbatch
+from slurm_rl.spec import load_spec_file, parse_spec
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests" / "golden"
+
+BASE_OPTS = JobOptions(experiment="/home/alice/rl/experiment.py", experiment_args=("--lr", "3e-4", "a b"),
+                       nodes=4, name="grpo", user="alice", workdir="/home/alice/rl",
+                       python="/shared/venv/bin/python")
+
+CASES = {
+    "lab": (REPO / "cluster_specs" / "lab.json", replace(BASE_OPTS, nodes=3, time="0:10:00")),
+    "pyxis": (REPO / "cluster_specs" / "example-pyxis.json", replace(BASE_OPTS, gpus_per_node=8)),
+    "apptainer": (REPO / "cluster_specs" / "example-apptainer.json", replace(BASE_OPTS, gpus_per_node=4, port_base=20000)),
+    "none-setup": (None, replace(BASE_OPTS, oversubscribe=True, account="acct", partition="debug")),
+}
+
+
+def _spec(path: Path | None):  # type: ignore[no-untyped-def]
+    if path is not None:
+        return load_spec_file(path)
+    return parse_spec({"cluster_name": "plain", "fileroot": "/nfs/srl", "setup": ["module load cuda", "source /nfs/env.sh"],
+                       "env": {"B_VAR": "two words", "A_VAR": "it's"}, "cpus_per_node": 8})
+
+
+def _resolved(spec, opts: JobOptions, tmp_path: Path) -> JobOptions:  # type: ignore[no-untyped-def]
+    """Resolve flags against the spec as `submit` does, then pin the machine-specific paths."""
+    exp = tmp_path / "experiment.py"
+    exp.write_text("")
+    got = resolve_options(spec, str(exp), experiment_args=opts.experiment_args, nodes=opts.nodes, name=opts.name,
+                          user=opts.user, gpus_per_node=opts.gpus_per_node, time=opts.time,
+                          partition=opts.partition, account=opts.account, port_base=opts.port_base,
+                          oversubscribe=opts.oversubscribe, python=opts.python)
+    return replace(got, experiment=opts.experiment, workdir=opts.workdir)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden(case: str, update_goldens: bool, tmp_path: Path) -> None:
+    spec_path, opts = CASES[case]
+    spec = _spec(spec_path)
+    text = render_sbatch(spec, _resolved(spec, opts, tmp_path))
+    golden = GOLDEN / f"{case}.sbatch"
+    if update_goldens:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert golden.exists(), f"missing golden file {golden}; run pytest --update-goldens and review the diff"
+    assert text == golden.read_text()
+
+
+def test_render_is_deterministic() -> None:
+    spec_path, opts = CASES["pyxis"]
+    assert render_sbatch(_spec(spec_path), opts) == render_sbatch(_spec(spec_path), opts)
+
+
+def test_pyxis_flags(tmp_path: Path) -> None:
+    spec_path, opts = CASES["pyxis"]
+    spec = _spec(spec_path)
+    opts = _resolved(spec, opts, tmp_path)
+    text = render_sbatch(spec, opts)
+    assert "#SBATCH --partition=batch" in text and "#SBATCH --account=my-account" in text
+    for flag in ("--container-image=nvcr.io/nvidia/pytorch:25.01-py3",
+                 "--container-mounts=/lustre:/lustre,/home/datasets:/datasets:ro,/lustre/fsw/slurm_rl:/lustre/fsw/slurm_rl",
+                 '--container-name="slurm-rl-$SLURM_JOB_ID"', "--no-container-mount-home",
+                 "--container-workdir=/home/alice/rl", "#SBATCH --gpus-per-node=8"):
+        assert flag in text
+    # --container-image on the command line wins over the spec's image
+    text = render_sbatch(_spec(spec_path), replace(opts, container_image="my/img:1"))
+    assert "--container-image=my/img:1" in text
+
+
+AWKWARD = ["a'; echo INJECTED; '", "with space/and \"quotes\"", "new\nline", "$(touch /tmp/pwned)", "back\\slash"]
+
+
+@pytest.mark.parametrize("awkward", AWKWARD)
+def test_awkward_values_survive_the_shell(tmp_path: Path, awkward: str) -> None:
+    """Run the rendered script with a fake srun: every value arrives byte for byte."""
+    workdir = tmp_path / f"work {awkward}"
+    workdir.mkdir(parents=True)
+    spec = parse_spec({"cluster_name": "c", "fileroot": str(tmp_path / "root"),
+                       "env": {"AWK": awkward}, "setup": ["true"]})
+    opts = replace(BASE_OPTS, experiment=str(workdir / "exp.py"), workdir=str(workdir),
+                   experiment_args=(awkward, "--x"), python=sys.executable, name="n")
+    script = tmp_path / "sbatch.sh"
+    script.write_text(render_sbatch(spec, opts))
+    fakebin = tmp_path / "bin"
+    fakebin.mkdir()
+    dump = tmp_path / "dump.json"
+    (fakebin / "srun").write_text(
+        "#!/usr/bin/env python3\nimport json, os, sys\n"
+        f"json.dump({{'argv': sys.argv[1:], 'env': dict(os.environ)}}, open({str(dump)!r}, 'w'))\n")
+    (fakebin / "srun").chmod(0o755)
+    env = {"PATH": f"{fakebin}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "HOME": str(tmp_path)}
+    res = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert "INJECTED" not in res.stdout + res.stderr
+    assert not Path("/tmp/pwned").exists()
+    got = json.loads(dump.read_text())
+    assert got["env"]["SLURM_RL_WORKDIR"] == str(workdir)
+    assert got["env"]["AWK"] == awkward
+    assert json.loads(got["env"]["SLURM_RL_EXPERIMENT_ARGS"]) == [awkward, "--x"]
+    assert got["env"]["SLURM_RL_JOB_DIR"] == str(tmp_path / "root" / "alice" / "n" / "42")
+    # the node script itself parses
+    assert got["argv"][-3:-1] == ["bash", "-c"]
+    node_script = got["argv"][-1]
+    assert subprocess.run(["bash", "-n", "-c", node_script], check=False).returncode == 0
+
+
+def test_dry_run_prints_what_render_prints(tmp_path: Path) -> None:
+    exp = tmp_path / "exp.py"
+    exp.write_text("print('hi')\n")
+    spec = str(REPO / "cluster_specs" / "lab.json")
+    a = CliRunner().invoke(cli, ["render", spec, str(exp), "-N", "2"])
+    b = CliRunner().invoke(cli, ["submit", spec, str(exp), "-N", "2", "--dry-run"])
+    assert a.exit_code == 0 and b.exit_code == 0, (a.output, b.output)
+    assert a.stdout == b.stdout and "#SBATCH --nodes=2" in a.stdout
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    (["-N", "0"], "--nodes"),
+    (["--time", "soon"], "--time"),
+    (["--gpus-per-node", "-2"], "--gpus-per-node"),
+    (["--name", "bad name"], "--name"),
+    (["--port-base", "80"], "--port-base"),
+    (["--container-image", "x"], "container_runtime"),
+])
+def test_bad_flags_exit_2(tmp_path: Path, flags: list[str], needle: str) -> None:
+    exp = tmp_path / "exp.py"
+    exp.write_text("")
+    res = CliRunner().invoke(cli, ["submit", str(REPO / "cluster_specs" / "lab.json"), str(exp), "--dry-run", *flags])
+    assert res.exit_code == 2, res.output
+    assert needle in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_missing_experiment_exit_2() -> None:
+    res = CliRunner().invoke(cli, ["submit", str(REPO / "cluster_specs" / "lab.json"), "/nope/exp.py", "--dry-run"])
+    assert res.exit_code == 2 and "does not exist" in res.stderr
