@@ -39,10 +39,19 @@ def wait_for_job(spec: ClusterSpec, job_id: int, client: SlurmClient, quiet: boo
         time.sleep(0.1)
         summary = summarize(paths, client.job_state(job_id))
     if not quiet:
-        reason = summary.exit_reason or f"no exit reason recorded; see {paths.batch_log}"
+        reason = summary.exit_reason or _batch_log_reason(paths.batch_log)
         console.print(f"job {job_id}: {summary.state}, exit code {summary.exit_code}: {reason}")
         console.print(f"  driver log: {paths.driver_log}")
     return summary
+
+
+def _batch_log_reason(batch_log: Path) -> str:
+    """For a job that died before slurm-rl could say why: the last lines SLURM wrote."""
+    try:
+        tail = [line for line in batch_log.read_text(errors="replace").splitlines() if line.strip()][-3:]
+    except FileNotFoundError:
+        return f"the job ended before writing {batch_log}"
+    return f"the job ended before slurm-rl started on every node; {batch_log} ends with: " + " | ".join(tail)
 
 
 def print_table(rows: Iterable[JobSummary]) -> None:
