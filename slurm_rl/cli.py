@@ -252,6 +252,8 @@ def attach(job_id: int, spec_flag: str | None) -> None:
         raise UsageError(f"job {job_id}: no cluster.json yet in {paths.job_dir}; wait until `slurm-rl status {job_id}` says ready")
     argv = SlurmClient.attach_argv(job_id, cluster["head_node"])
     os.environ["RAY_ADDRESS"] = cluster["address"]
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(paths.ray_auth_token)
     os.execvp(argv[0], argv)
 
 

@@ -47,6 +47,10 @@ class JobPaths:
         return self.job_dir / "options.json"
 
     @property
+    def ray_auth_token(self) -> Path:
+        return self.job_dir / "ray_auth_token"
+
+    @property
     def experiment(self) -> Path:
         return self.job_dir / "experiment.py"
 

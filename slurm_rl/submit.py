@@ -7,6 +7,7 @@ its final name before the job can start; no race, no guessing the job id.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -21,6 +22,17 @@ from .slurm import SlurmClient
 from .spec import ClusterSpec
 
 
+TOKEN_FILE = "ray_auth_token"
+
+
+def write_token(path: Path) -> None:
+    """A fresh Ray auth token for one job, readable by its owner only. Every node and the driver
+    of the job use it (RAY_AUTH_MODE=token); nobody else can talk to the job's Ray."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+
+
 @dataclass(frozen=True)
 class Submitted:
     job_id: int
@@ -32,6 +44,7 @@ def stage_job_dir(stage: Path, spec: ClusterSpec, opts: JobOptions, script: str)
     (stage / "logs").mkdir(parents=True)
     (stage / "nodes").mkdir()
     write_atomic(stage / "sbatch.sh", script)
+    write_token(stage / TOKEN_FILE)
     write_atomic(stage / "spec.json", spec.to_json())
     write_json(stage / "options.json", opts.as_dict())
     shutil.copy2(opts.experiment, stage / "experiment.py")

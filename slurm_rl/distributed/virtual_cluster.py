@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,16 @@ def local_tag(environ: dict[str, str] | None = None) -> str:
     return f"{LOCAL_TAG_PREFIX}_tag_{'_'.join(devices)}"
 
 
+def _record_connected(resources: dict[str, float]) -> None:
+    """In a slurm-rl job, add `driver_connected` to events.jsonl (bring-up is measured from it)."""
+    job_dir = os.environ.get("SLURM_RL_JOB_DIR")
+    if job_dir:
+        from ..events import append_event
+
+        append_event(Path(job_dir) / "events.jsonl", "driver_connected",
+                     nodes=int(resources.get(SLURM_MANAGED_RESOURCE, 0)))
+
+
 def init_ray(log_dir: str | None = None) -> str:
     """Attach to the right Ray cluster or start a local one; returns which branch was taken.
 
@@ -50,6 +61,7 @@ def init_ray(log_dir: str | None = None) -> str:
         resources = ray.cluster_resources()
         if SLURM_MANAGED_RESOURCE in resources:
             logger.info("init_ray: connected to a SLURM-managed Ray cluster (%s)", resources)
+            _record_connected(resources)
             return "slurm_managed"
         if tag in resources:
             logger.info("init_ray: reusing the local Ray cluster tagged %s", tag)
