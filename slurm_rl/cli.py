@@ -145,7 +145,8 @@ def render(**kw: Any) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the sbatch script and submit nothing.")
 @click.option("--wait", is_flag=True, help="Follow the job until it ends; exit with the driver's exit code.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (job_id, job_dir, nodes, state).")
-def submit(dry_run: bool, wait: bool, as_json: bool, **kw: Any) -> None:
+@click.option("--hold", is_flag=True, help="Submit held; start it later with `scontrol release JOBID`.")
+def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> None:
     """Submit EXPERIMENT as one SLURM job running one Ray cluster over --nodes nodes.
 
     \b
@@ -161,7 +162,7 @@ def submit(dry_run: bool, wait: bool, as_json: bool, **kw: Any) -> None:
         click.echo(render_sbatch(s, opts), nl=False)
         return
     client = SlurmClient()
-    res = do_submit(s, opts, client)
+    res = do_submit(s, opts, client, release=not hold)
     if as_json and not wait:
         click.echo(json.dumps({"job_id": res.job_id, "job_dir": str(res.paths.job_dir), "nodes": opts.nodes,
                                "state": client.job_state(res.job_id).state}))
@@ -255,6 +256,57 @@ def attach(job_id: int, spec_flag: str | None) -> None:
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ["RAY_AUTH_TOKEN_PATH"] = str(paths.ray_auth_token)
     os.execvp(argv[0], argv)
+
+
+def _teardown(job_id: int, force: bool, as_json: bool, spec_flag: str | None) -> None:
+    from .slurm import SlurmClient
+    from .teardown import teardown as do_teardown
+
+    report = do_teardown(load_spec(spec_flag), current_user(), job_id, SlurmClient(), force=force)
+    if as_json:
+        click.echo(json.dumps(report.as_dict()))
+        return
+    what = "cancelled" if report.cancelled else f"was already {report.state_before.lower()}"
+    click.echo(f"job {job_id}: {what}; {report.killed_total} leftover process(es) stopped in {report.seconds:.1f} s")
+    if not report.per_node:
+        click.echo("  nothing to clean on nodes (the job never started on any)")
+    for n in report.per_node:
+        killed = ", ".join(f"{k['name']}({k['pid']})" for k in n["killed"]) or "nothing left"
+        tmp = "; removed its temp dir" if n.get("temp_dir_removed") else ""
+        click.echo(f"  {n['node']}: {killed}{tmp}")
+
+
+_TEARDOWN_OPTS = [
+    click.argument("job_id", type=int),
+    click.option("--force", is_flag=True, help="Kill the job's processes at once instead of letting them stop on SIGTERM first."),
+    click.option("--json", "as_json", is_flag=True, help="One JSON object with the per-node report."),
+    click.option("--spec", "spec_flag", metavar="PATH", help=f"Cluster spec (default: ${SPEC_ENV_VAR})."),
+]
+
+
+def _with(opts: list[Callable[..., Any]], f: Callable[..., Any]) -> Callable[..., Any]:
+    for d in reversed(opts):
+        f = d(f)
+    return f
+
+
+@cli.command(context_settings=CONTEXT)
+@functools.partial(_with, _TEARDOWN_OPTS)
+def teardown(job_id: int, force: bool, as_json: bool, spec_flag: str | None) -> None:
+    """Cancel JOB_ID if it runs, then stop whatever of it is left on each of its nodes.
+
+    Only processes positively marked as this job's are touched (its marker variable, its
+    node-local temp dir); never another job's or user's. Safe to run twice. Exit 2 for a job
+    that is not yours or unknown.
+    """
+    _teardown(job_id, force, as_json, spec_flag)
+
+
+@cli.command(context_settings=CONTEXT)
+@functools.partial(_with, _TEARDOWN_OPTS)
+def cancel(job_id: int, force: bool, as_json: bool, spec_flag: str | None) -> None:
+    """Alias of `teardown`."""
+    _teardown(job_id, force, as_json, spec_flag)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -142,3 +142,26 @@ class SlurmClient:
         """argv for an interactive shell inside a running job, on ``node``."""
         return ["srun", "--overlap", f"--jobid={job_id}", f"--nodelist={node}", "--nodes=1",
                 "--ntasks=1", "--pty", "bash", "-l"]
+
+    def job_owner(self, job_id: int) -> str | None:
+        """The user name owning a job SLURM still knows, else None."""
+        res = self.run(["squeue", "-h", "-j", str(job_id), "-o", "%u"], check=False)
+        owner = res.stdout.strip()
+        if owner:
+            return owner.splitlines()[0]
+        res = self.run(["scontrol", "show", "job", "-o", str(job_id)], check=False)
+        m = re.search(r"UserId=([^(\s]+)", res.stdout)
+        return m.group(1) if m else None
+
+    def run_on_nodes(self, job_id: int | None, nodes: list[str], argv: list[str],
+                     timeout_s: float = 60.0) -> Completed:
+        """Run argv once on each node: inside job ``job_id`` (srun --overlap) while its
+        allocation lives, else as a short step of its own on exactly those nodes."""
+        common = [f"--nodelist={','.join(nodes)}", f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}",
+                  "--ntasks-per-node=1", "--kill-on-bad-exit=0", "--quiet"]
+        if job_id is not None:
+            srun = ["srun", "--overlap", f"--jobid={job_id}", *common]
+        else:
+            srun = ["srun", "--oversubscribe", "--time=2", "--job-name=slurm-rl-cleanup", "--cpus-per-task=1",
+                    "--mem=0", *common]
+        return self.run([*srun, *argv], timeout_s=timeout_s, check=False)

@@ -50,7 +50,7 @@ def stage_job_dir(stage: Path, spec: ClusterSpec, opts: JobOptions, script: str)
     shutil.copy2(opts.experiment, stage / "experiment.py")
 
 
-def submit(spec: ClusterSpec, opts: JobOptions, client: SlurmClient) -> Submitted:
+def submit(spec: ClusterSpec, opts: JobOptions, client: SlurmClient, release: bool = True) -> Submitted:
     if spec.cluster_type != "slurm":
         raise UsageError(f"spec {spec.cluster_name!r} has cluster_type \"local\"; use `slurm-rl run` or a SLURM spec")
     script = render_sbatch(spec, opts)
@@ -69,5 +69,6 @@ def submit(spec: ClusterSpec, opts: JobOptions, client: SlurmClient) -> Submitte
     paths = JobPaths.for_job(spec.fileroot, opts.user, opts.name, job_id)
     os.rename(stage, paths.job_dir)
     append_event(paths.events, "submitted", job_id=job_id, nodes=opts.nodes)
-    client.release(job_id)
+    if release:
+        client.release(job_id)
     return Submitted(job_id, paths, script)

@@ -66,3 +66,39 @@ def wait_for(condition, timeout_s: float, poll_s: float = 0.2):  # type: ignore[
 
 def job_dir(data: dict) -> Path:
     return Path(data["job_dir"])
+
+
+def start(experiment: str, *args: str, nodes: int = 3, extra: tuple[str, ...] = ()) -> dict:
+    """Submit without waiting; returns the --json object (job_id, job_dir, ...)."""
+    res = run_cli("submit", SPEC, str(EXPERIMENTS / experiment), "--nodes", str(nodes), "--json", *extra,
+                  "--", *args, timeout=60)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.splitlines()[-1])
+
+
+def in_queue(job_id: int) -> bool:
+    out = subprocess.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"], capture_output=True, text=True,
+                         timeout=10).stdout.strip()
+    return out not in ("", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT")
+
+
+def wait_ready(data: dict, timeout_s: float = 120) -> list[tuple[str, int]]:
+    """Wait for hold.py's driver_ready file; returns [(host, actor pid)]."""
+    ready = job_dir(data) / "driver_ready"
+    assert wait_for(lambda: ready.exists() and ready.read_text().endswith("\n"), timeout_s), \
+        f"job {data['job_id']} never got ready; see {job_dir(data) / 'logs'}"
+    return [(h, int(p)) for h, p in (line.split() for line in ready.read_text().splitlines())]
+
+
+def wait_gone(job_id: int, timeout_s: float = 120) -> None:
+    assert wait_for(lambda: not in_queue(job_id), timeout_s), f"job {job_id} still in the queue"
+
+
+def assert_no_leftovers(nodes: list[str], job_id: int, within_s: float = 10) -> None:
+    assert wait_for(lambda: not job_leftovers(nodes, job_id), within_s), job_leftovers(nodes, job_id)
+
+
+def exit_reason(data: dict) -> str:
+    path = job_dir(data) / "exit_reason"
+    wait_for(path.exists, 10)
+    return path.read_text().strip()

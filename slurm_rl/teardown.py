@@ -1,0 +1,128 @@
+"""`slurm-rl teardown JOBID`: cancel a job if it still runs, then make sure nothing of it is left
+on any of its nodes, and report per node what was stopped.
+
+Safe by construction: it only acts on a job whose job dir is under the caller's fileroot
+(never someone else's), and on each node it stops only processes positively marked as the job's
+(see procs.py). Idempotent: a second run finds nothing and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import JobError, UsageError
+from .events import append_event, read_events, read_json
+from .jobs import find_job_dir
+from .paths import JobPaths
+from .slurm import SlurmClient
+from .spec import ClusterSpec
+
+
+@dataclass
+class TeardownReport:
+    job_id: int
+    cancelled: bool
+    state_before: str
+    nodes: list[str]
+    per_node: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def killed_total(self) -> int:
+        return sum(len(n.get("killed", [])) for n in self.per_node)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "cancelled": self.cancelled, "state_before": self.state_before,
+                "nodes": self.nodes, "per_node": self.per_node, "killed_total": self.killed_total,
+                "seconds": round(self.seconds, 3)}
+
+
+def job_nodes(paths: JobPaths, slurm_nodelist: str, client: SlurmClient) -> list[str]:
+    """The job's nodes: cluster.json, else SLURM's node list, else the nodes that logged events."""
+    cluster = read_json(paths.cluster) or {}
+    if cluster.get("nodes"):
+        return list(cluster["nodes"])
+    if slurm_nodelist and slurm_nodelist not in ("(null)", "None"):
+        from .nodelist import expand_hostlist
+
+        return expand_hostlist(slurm_nodelist)
+    return sorted({e["node"] for e in read_events(paths.events) if e.get("event") == "node_start" and e.get("node")})
+
+
+def teardown(spec: ClusterSpec, user: str, job_id: int, client: SlurmClient, grace_s: float = 1.0,
+             gone_timeout_s: float = 30.0, force: bool = False) -> TeardownReport:
+    t0 = time.monotonic()
+    try:
+        paths = find_job_dir(spec, user, job_id)
+    except JobError:
+        owner = client.job_owner(job_id)
+        if owner and owner != user:
+            raise UsageError(f"job {job_id} belongs to {owner!r}, not {user!r}; teardown only touches your own jobs") from None
+        if owner:
+            raise UsageError(f"job {job_id} is yours but was not submitted by slurm-rl with this spec "
+                             f"(no job dir under {spec.fileroot}/{user}); use scancel {job_id}") from None
+        raise UsageError(f"job {job_id}: unknown to SLURM and no job dir under {spec.fileroot}/{user}; "
+                         f"check the id with `slurm-rl list`") from None
+    state = client.job_state(job_id)
+    cancelled = False
+    nodes = job_nodes(paths, state.nodelist, client)
+    started = any(e.get("event") == "node_start" for e in read_events(paths.events))
+    forced: list[dict[str, Any]] = []
+    if force and state.state == "RUNNING" and nodes and started:
+        # kill first, inside the live allocation (no new allocation, no SIGTERM grace), then cancel
+        res = client.run_on_nodes(job_id, nodes, _cleanup_argv(job_id, 0.0))
+        forced = _parse_reports(res.stdout)
+    if state.in_queue:
+        client.scancel(job_id)
+        cancelled = True
+        append_event(paths.events, "teardown_cancel", state=state.state)
+        # the bootstraps clean up on SIGTERM; wait (bounded) for the job to leave the queue
+        end = time.monotonic() + gone_timeout_s
+        while client.job_state(job_id).in_queue and time.monotonic() < end:
+            time.sleep(0.2)
+    report = TeardownReport(job_id, cancelled, state.state, nodes)
+    if nodes and started:
+        res = client.run_on_nodes(None, nodes, _cleanup_argv(job_id, grace_s))
+        report.per_node = _merge(forced, _parse_reports(res.stdout))
+        missing = set(nodes) - {n.get("node") for n in report.per_node}
+        if missing:
+            raise JobError(f"job {job_id}: cleanup did not report from {', '.join(sorted(missing))} "
+                           f"(srun exited {res.returncode}: {res.stderr.strip()[-300:]}); run teardown again, "
+                           f"or check those nodes with `sinfo -N`")
+    if cancelled and not (paths.exit_reason).exists():
+        paths.exit_reason.write_text(f"cancelled by slurm-rl teardown (was {state.state})\n")
+    report.seconds = time.monotonic() - t0
+    append_event(paths.events, "teardown_done", killed=report.killed_total, seconds=round(report.seconds, 3))
+    return report
+
+
+def _cleanup_argv(job_id: int, grace_s: float) -> list[str]:
+    return [sys.executable, "-m", "slurm_rl.cleanup", "--job-id", str(job_id), "--grace-s", str(grace_s)]
+
+
+def _parse_reports(stdout: str) -> list[dict[str, Any]]:
+    out = []
+    for line in stdout.splitlines():
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(item, dict) and "node" in item:
+            out.append(item)
+    return out
+
+
+def _merge(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per node, what both passes stopped."""
+    by_node: dict[str, dict[str, Any]] = {}
+    for item in [*first, *second]:
+        cur = by_node.setdefault(item["node"], {"node": item["node"], "killed": [], "temp_dir_removed": False,
+                                                "seconds": 0.0})
+        cur["killed"] += item.get("killed", [])
+        cur["temp_dir_removed"] = cur["temp_dir_removed"] or item.get("temp_dir_removed", False)
+        cur["seconds"] += item.get("seconds", 0.0)
+    return [by_node[n] for n in sorted(by_node)]

@@ -1,0 +1,79 @@
+"""The fault matrix: whatever ends a job, within 10 s of it leaving the queue nothing of it is
+left on any node, the job dir holds the logs and an exit_reason, and other jobs go on."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.lab.helpers import (
+    assert_no_leftovers, exit_reason, in_queue, job_dir, start, wait_for, wait_gone, wait_ready,
+)
+from tests.conftest import LAB
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
+
+
+def _release(data: dict) -> None:
+    (job_dir(data) / "release").touch()
+
+
+def test_driver_exception(lab: list[str]) -> None:
+    data = start("hold.py", "raise", nodes=2)
+    wait_ready(data)
+    _release(data)
+    wait_gone(data["job_id"])
+    assert_no_leftovers(lab, data["job_id"])
+    assert exit_reason(data) == "driver exited 1"
+    assert "the experiment failed on purpose" in (job_dir(data) / "logs" / "driver.log").read_text()
+
+
+def test_driver_sigkill(lab: list[str]) -> None:
+    data = start("hold.py", nodes=2)
+    wait_ready(data)
+    exp = str(job_dir(data) / "experiment.py")
+    subprocess.run([str(LAB), "exec", "node1", "--", "pkill", "-KILL", "-f", exp], check=True, timeout=10)
+    wait_gone(data["job_id"])
+    assert_no_leftovers(lab, data["job_id"])
+    assert "SIGKILL" in exit_reason(data)
+    assert (job_dir(data) / "exit_code").read_text().strip() == "137"
+
+
+def test_scancel_one_of_two_jobs_sharing_nodes(lab: list[str]) -> None:
+    a = start("hold.py", nodes=2, extra=("--oversubscribe", "--name", "fault-a"))
+    b = start("hold.py", nodes=2, extra=("--oversubscribe", "--name", "fault-b"))
+    wait_ready(a)
+    wait_ready(b)
+    subprocess.run(["scancel", str(a["job_id"])], check=True, timeout=10)
+    wait_gone(a["job_id"], 60)
+    assert_no_leftovers(lab, a["job_id"])
+    assert "SIGTERM" in exit_reason(a)
+    assert (job_dir(a) / "logs" / "driver.log").exists()
+    # the other job was not touched: still running, its actors still answer, and it finishes
+    assert in_queue(b["job_id"])
+    _release(b)
+    wait_gone(b["job_id"])
+    assert exit_reason(b) == "driver exited 0"
+    assert_no_leftovers(lab, b["job_id"])
+
+
+def test_time_limit(lab: list[str]) -> None:
+    data = start("hold.py", nodes=2, extra=("--time", "0:20"))
+    wait_ready(data)
+    wait_gone(data["job_id"], 150)
+    state = subprocess.run(["scontrol", "show", "job", str(data["job_id"])], capture_output=True, text=True).stdout
+    assert "JobState=TIMEOUT" in state
+    assert_no_leftovers(lab, data["job_id"])
+    assert "SIGTERM" in exit_reason(data)
+
+
+def test_ray_actor_killed(lab: list[str]) -> None:
+    data = start("hold.py", "actor-died", nodes=3)
+    actors = wait_ready(data)
+    host, pid = next((h, p) for h, p in actors if h == "node2")
+    subprocess.run([str(LAB), "exec", host, "--", "kill", "-9", str(pid)], check=True, timeout=10)
+    wait_gone(data["job_id"])
+    assert exit_reason(data) == "driver exited 0"  # the driver saw the actor die and ended
+    assert "an actor died" in (job_dir(data) / "logs" / "driver.log").read_text()
+    assert_no_leftovers(lab, data["job_id"])
