@@ -27,6 +27,7 @@ BASELINE = r"""#!/bin/bash
 #SBATCH --cpus-per-task=1
 #SBATCH --partition=lab
 OUT={out}
+export RAY_AUTH_MODE=disabled  # the classic recipe, no token (Ray 2.60 would pick up ~/.ray/auth_token)
 PORT=$((20000 + SLURM_JOB_ID % 5000))
 HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1)
 HEAD_IP=$(getent hosts "$HEAD" | awk '{{print $1}}')
@@ -56,6 +57,15 @@ open(out, "a").write(f"all_up {{time.time()}}\n")
 kill $SRUN; wait
 """
 
+# The raw recipe leaves its Ray daemons behind (they leave the step's process tree): the
+# benchmark removes them itself, by their temp dir, so that runs do not disturb each other.
+CLEAN_RAW = "import glob; from slurm_rl.procs import stop_job_processes as s; [s('-', d, 0.3) for d in glob.glob('/tmp/raw-*')]"
+
+
+def clean_raw_leftovers(nodes: int) -> None:
+    subprocess.run(["srun", "-N", str(nodes), "--ntasks-per-node=1", "--oversubscribe", sys.executable, "-c", CLEAN_RAW],
+                   capture_output=True, timeout=120, check=False)
+
 
 def run_baseline(nodes: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
@@ -66,6 +76,7 @@ def run_baseline(nodes: int) -> dict[str, float]:
         subprocess.run(["sbatch", "--wait", "-N", str(nodes), "-o", str(Path(d) / "log.txt"), str(script)],
                        check=True, capture_output=True, timeout=300)
         wall = time.time() - t0
+        clean_raw_leftovers(nodes)
         marks = dict(line.split() for line in out.read_text().splitlines())
         launch = float(marks["launch"])
         return {"all_up": float(marks["all_up"]) - launch,

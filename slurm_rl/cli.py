@@ -55,6 +55,8 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--port-base", type=int, default=None, help="First of the 100 ports this job's Ray uses (default: derived from the job id)."),
         click.option("--ready-timeout", "ready_timeout_s", type=float, default=180.0, show_default=True, help="Seconds for all nodes to join before the job fails."),
         click.option("--oversubscribe", is_flag=True, help="Let other jobs share this job's nodes (sbatch --oversubscribe)."),
+        click.option("--signal", default="B:USR2@120", show_default=True, help="Warning signal before the time limit; the driver gets it via slurm_rl.on_preempt(callback). Never USR1 (NCCL's)."),
+        click.option("--requeue", type=int, default=0, show_default=True, help="Requeue a failed job (driver exit != 0, lost node) up to this many times."),
     ]
     for d in reversed(decorators):
         f = d(f)

@@ -57,6 +57,9 @@ class Bootstrap:
         self.cpus = int(environ.get("SLURM_CPUS_ON_NODE", "1"))
         self.gpus = _gpu_count(environ)
         self.paths = JobPaths(Path(args.job_dir))
+        # SLURM counts requeues; every marker file is per attempt so a requeued job starts fresh
+        self.attempt = int(environ.get("SLURM_RESTART_COUNT", "0") or 0)
+        self.stop_flag = self.paths.stop_flag_for(self.attempt)
         self.ports: RayPorts = ports_for(int(self.job_id), args.port_base)
         self.temp_dir = node_temp_dir(self.job_id)
         self.stop_requested = threading.Event()
@@ -70,13 +73,16 @@ class Bootstrap:
         self.log.write(f"[{time.strftime('%H:%M:%S')} {self.node} rank {self.rank}] {msg}\n")
 
     def event(self, name: str, **fields: object) -> None:
-        append_event(self.paths.events, name, node=self.node, rank=self.rank, **fields)
+        append_event(self.paths.events, name, node=self.node, rank=self.rank, attempt=self.attempt, **fields)
 
     def on_signal(self, signum: int, _frame: object) -> None:
         name = signal.Signals(signum).name
         if signum == signal.SIGCONT:
             return  # scancel sends SIGCONT before SIGTERM
         self.say(f"received {name}")
+        if signum == signal.SIGUSR2:  # the job's warning signal: not a stop
+            self.forward_warning()
+            return
         if not self.stop_requested.is_set():
             self.stop_reason = f"{name} received on {self.node} (scancel, time limit or preemption)"
         self.stop_requested.set()
@@ -85,6 +91,19 @@ class Bootstrap:
                 self.driver.send_signal(signum)
             except ProcessLookupError:
                 pass
+
+    def forward_warning(self) -> None:
+        """SLURM's time-limit/preemption warning: hand it to a driver that asked for it."""
+        from .preempt import HOOK_FILE
+
+        hooked = (self.paths.job_dir / HOOK_FILE).exists()
+        running = self.driver is not None and self.driver.poll() is None
+        try:
+            self.event("preempt_signal", forwarded=hooked and running)
+        except OSError:
+            pass
+        if hooked and running and self.driver is not None:
+            self.driver.send_signal(signal.SIGUSR2)
 
     def wait_until(self, condition, deadline_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
         end = time.monotonic() + deadline_s
@@ -129,10 +148,10 @@ class Bootstrap:
                                         "temp_dir": self.temp_dir, "ready_time": None})
         up_dir = self.paths.job_dir / "nodes"
         def all_up() -> bool:
-            failed = list(up_dir.glob("*.failed"))
+            failed = list(up_dir.glob(f"{self.attempt}-*.failed"))
             if failed:
                 raise NodeFailure(failed[0].read_text().strip())
-            return len(list(up_dir.glob("*.up"))) >= len(self.nodes) - 1
+            return len(list(up_dir.glob(f"{self.attempt}-*.up"))) >= len(self.nodes) - 1
         self.wait_until(all_up, self.args.ready_timeout_s, f"{len(self.nodes)} nodes to join the Ray head")
         ready = time.time()
         write_json(self.paths.cluster, {"job_id": int(self.job_id), "head_node": self.node, "head_ip": head_ip,
@@ -173,11 +192,11 @@ class Bootstrap:
                         self.args.ready_timeout_s, f"the Ray head on {head} ({address})")
         self.ray_start([f"--address={head_ip}:{self.ports.gcs}"])
         self.event("node_up")
-        write_atomic(self.paths.job_dir / "nodes" / f"{self.rank}.up", self.node + "\n")
+        write_atomic(self.paths.job_dir / "nodes" / f"{self.attempt}-{self.rank}.up", self.node + "\n")
         # Stay until node 0 says stop (driver ended), SLURM signals us, or the head goes away.
         lost_since = None
         while not self.stop_requested.is_set():
-            if self.paths.stop_flag.exists():
+            if self.stop_flag.exists():
                 self.stop_reason = "driver ended"
                 break
             if _port_open(head_ip, self.ports.gcs):
@@ -266,13 +285,13 @@ class Bootstrap:
                 msg = f"{self.node}: {exc}; see {self.paths.node_log(self.node)}"
                 self.say(f"FAILED: {exc}")
                 self.event("node_failed", error=str(exc))
-                write_atomic(self.paths.job_dir / "nodes" / f"{self.rank}.failed", msg + "\n")
+                write_atomic(self.paths.job_dir / "nodes" / f"{self.attempt}-{self.rank}.failed", msg + "\n")
                 self.finish(1, msg)
                 return 1
             rc = outcome.get("rc")
             if not isinstance(rc, int):  # stopped before the role finished
                 self.event("node_stopped", reason=self.stop_reason)
-                if self.paths.stop_flag.exists():  # node 0 had finished: a normal end
+                if self.stop_flag.exists():  # node 0 had finished: a normal end
                     return 0
                 self.finish(STOPPED_RC, self.stop_reason or "stopped")
                 return STOPPED_RC
@@ -298,7 +317,7 @@ class Bootstrap:
         if not self.paths.exit_code.exists():
             write_atomic(self.paths.exit_code, f"{rc}\n")
             write_atomic(self.paths.exit_reason, reason + "\n")
-        self.paths.stop_flag.touch()
+        self.stop_flag.touch()
 
 
 def _gpu_count(environ: dict[str, str]) -> int:

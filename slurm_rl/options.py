@@ -16,6 +16,7 @@ from .ports import ports_for
 from .spec import ClusterSpec
 
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$")
+_SIGNAL = re.compile(r"^(B:|R:|RB:)?((?:SIG)?[A-Z0-9]+)@(\d+)$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -39,6 +40,8 @@ class JobOptions:
     port_base: int | None = None
     ready_timeout_s: float = 180.0
     oversubscribe: bool = False
+    signal: str = "B:USR2@120"
+    requeue: int = 0
     extra_env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     def as_dict(self) -> dict[str, object]:
@@ -51,7 +54,8 @@ def resolve_options(spec: ClusterSpec, experiment: str, *, experiment_args: tupl
                     time: str | None = None, partition: str | None = None,
                     account: str | None = None, container_image: str | None = None,
                     port_base: int | None = None, ready_timeout_s: float = 180.0,
-                    oversubscribe: bool = False, python: str | None = None) -> JobOptions:
+                    oversubscribe: bool = False, python: str | None = None,
+                    signal: str = "B:USR2@120", requeue: int = 0) -> JobOptions:
     """Validate flags (exit-2 errors name the flag) and merge them with the spec."""
     exp = Path(experiment)
     if not exp.is_file():
@@ -64,6 +68,13 @@ def resolve_options(spec: ClusterSpec, experiment: str, *, experiment_args: tupl
         raise UsageError(f"--cpus-per-node {cpus_per_node}: must be >= 1")
     if time is not None and not _TIME.match(time):
         raise UsageError(f"--time {time!r}: not a SLURM time; use MM, HH:MM:SS or D-HH:MM:SS, e.g. 1:00:00")
+    m = _SIGNAL.match(signal)
+    if not m:
+        raise UsageError(f"--signal {signal!r}: use [B:]SIG@SECONDS, e.g. B:USR2@120")
+    if m.group(2) in ("USR1", "SIGUSR1", "10"):
+        raise UsageError(f"--signal {signal!r}: USR1 is taken by NCCL's own handler; use USR2, e.g. B:USR2@120")
+    if requeue < 0:
+        raise UsageError(f"--requeue {requeue}: must be >= 0 (the number of automatic requeues)")
     if port_base is not None:
         ports_for(0, port_base)  # validates the range, names --port-base
     if ready_timeout_s <= 0:
@@ -82,5 +93,5 @@ def resolve_options(spec: ClusterSpec, experiment: str, *, experiment_args: tupl
         cpus_per_node=cpus_per_node if cpus_per_node is not None else spec.cpus_per_node,
         time=time, partition=partition or spec.partition, account=account or spec.account,
         container_image=image, port_base=port_base, ready_timeout_s=float(ready_timeout_s),
-        oversubscribe=oversubscribe,
+        oversubscribe=oversubscribe, signal=signal, requeue=requeue,
     )

@@ -70,10 +70,9 @@ class JobPaths:
     def exit_reason(self) -> Path:
         return self.job_dir / "exit_reason"
 
-    @property
-    def stop_flag(self) -> Path:
+    def stop_flag_for(self, attempt: int) -> Path:
         """Created by node 0 when the driver has ended: every other node stops its Ray."""
-        return self.job_dir / "stop"
+        return self.job_dir / "nodes" / f"{attempt}-stop"
 
     @property
     def logs(self) -> Path:

@@ -54,10 +54,12 @@ def sbatch_directives(spec: ClusterSpec, opts: JobOptions, name_dir: Path) -> li
         "--time": opts.time,
         "--cpus-per-task": str(opts.cpus_per_node) if opts.cpus_per_node else None,
         "--gpus-per-node": str(opts.gpus_per_node) if opts.gpus_per_node else None,
+        "--signal": opts.signal or None,
     }
     out = [f"{k}={shlex.quote(v)}" for k, v in sorted(d.items()) if v is not None]
     if opts.oversubscribe:
         out.append("--oversubscribe")
+    out.append("--requeue" if opts.requeue > 0 else "--no-requeue")
     return sorted(out)
 
 
@@ -104,5 +106,6 @@ def render_sbatch(spec: ClusterSpec, opts: JobOptions) -> str:
         directives=sbatch_directives(spec, opts, name_dir),
         name_dir=str(name_dir), env=env, srun_flags=srun_flags,
         launch=" ".join([*prefix, 'bash -c "$SLURM_RL_NODE_SCRIPT"']),
+        finalize=f"{shlex.quote(opts.python)} -m slurm_rl.finalize --requeue {opts.requeue}",
         experiment_args=json.dumps(list(opts.experiment_args)), experiment_src_dir=str(Path(opts.experiment).parent), setup=spec.setup, node_command=node_command(spec, opts),
     )

@@ -1,0 +1,57 @@
+"""--requeue (a fresh Ray cluster per attempt, one job dir), --signal / on_preempt, and a
+worker node whose slurmd dies mid-job."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from slurm_rl.events import read_events
+from tests.conftest import LAB
+from tests.lab.helpers import assert_no_leftovers, exit_reason, job_dir, start, submit, wait_gone, wait_ready
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
+
+
+def test_requeue_after_failure(lab: list[str]) -> None:
+    res, data = submit("flaky.py", nodes=2, extra=("--requeue", "1"), timeout=240)
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    events = read_events(job_dir(data) / "events.jsonl")
+    requeues = [e for e in events if e["event"] == "requeue"]
+    assert len(requeues) == 1 and requeues[0]["exit_code"] == 5 and requeues[0]["attempt"] == 0
+    # each attempt brought up its own Ray cluster, logged into the same job dir
+    ready = [e for e in events if e["event"] == "ready"]
+    assert [e["attempt"] for e in ready] == [0, 1]
+    assert "attempt 0" in (job_dir(data) / "logs" / "driver.log").read_text()
+    assert_no_leftovers(lab, data["job_id"])
+
+
+def test_no_requeue_beyond_the_limit(lab: list[str]) -> None:
+    res, data = submit("exit_code.py", "4", nodes=1, extra=("--requeue", "0"))
+    assert res.returncode == 4
+    assert not [e for e in read_events(job_dir(data) / "events.jsonl") if e["event"] == "requeue"]
+
+
+def test_warning_signal_reaches_the_driver(lab: list[str]) -> None:
+    # SLURM sends the signal up to 60 s early; with 2:00 and @100 it comes 0-40 s after start
+    res, data = submit("preempt.py", nodes=2, extra=("--time", "2:00", "--signal", "B:USR2@100"), timeout=200)
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    assert (job_dir(data) / "checkpoint").exists()
+    events = read_events(job_dir(data) / "events.jsonl")
+    assert any(e["event"] == "preempt_signal" and e["forwarded"] for e in events)
+    assert_no_leftovers(lab, data["job_id"])
+
+
+def test_worker_node_slurmd_killed(lab: list[str]) -> None:
+    data = start("hold.py", nodes=3)
+    wait_ready(data)
+    try:
+        subprocess.run([str(LAB), "exec", "node3", "--", "pkill", "-x", "slurmd"], check=True, timeout=10)
+        # SLURM declares node3 dead after SlurmdTimeout and ends the job; node3's bootstrap, cut
+        # off from SLURM, must notice its head is gone and stop its Ray by itself
+        wait_gone(data["job_id"], 150)
+        assert_no_leftovers(lab, data["job_id"])
+        assert exit_reason(data)
+    finally:
+        subprocess.run([str(LAB), "up", "--nodes", str(len(lab))], check=True, timeout=120, capture_output=True)
