@@ -172,8 +172,10 @@ class Bootstrap:
         argv = [sys.executable, exp, *json.loads(os.environ.get("SLURM_RL_EXPERIMENT_ARGS", "[]"))]
         self.event("driver_start", argv=argv)
         with open(self.paths.driver_log, "ab") as out:
+            # its own session: SLURM signals the task's process group, and the bootstrap decides
+            # what reaches the driver (SIGTERM always, SIGUSR2 only to a registered on_preempt)
             self.driver = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL)
+                                           stdin=subprocess.DEVNULL, start_new_session=True)
             if self.stop_requested.is_set():
                 self.driver.terminate()
             rc = self.driver.wait()

@@ -1,5 +1,15 @@
-"""Driver-side API, name for name with NeMo RL's ``nemo_rl.distributed``."""
+"""Driver-side API, name for name with NeMo RL's ``nemo_rl.distributed``: switch by changing
+the import. Ray is imported lazily (importing this package does not start or need Ray)."""
 
-from .virtual_cluster import init_ray
+from .batched_data_dict import BatchedDataDict, DynamicBatchingArgs, SlicedDataDict
+from .ray_actor_environment_registry import ACTOR_ENVIRONMENT_REGISTRY, get_actor_python_env
+from .virtual_cluster import (
+    PY_EXECUTABLES, ClusterConfig, RayVirtualCluster, ResourceInsufficientError, init_ray,
+)
+from .worker_groups import MultiWorkerFuture, RayWorkerBuilder, RayWorkerGroup
 
-__all__ = ["init_ray"]
+__all__ = [
+    "ACTOR_ENVIRONMENT_REGISTRY", "BatchedDataDict", "ClusterConfig", "DynamicBatchingArgs", "MultiWorkerFuture",
+    "PY_EXECUTABLES", "RayVirtualCluster", "RayWorkerBuilder", "RayWorkerGroup", "ResourceInsufficientError",
+    "SlicedDataDict", "get_actor_python_env", "init_ray",
+]

@@ -1,0 +1,75 @@
+"""init_ray's three branches, each in a fresh process with a real Ray where reachable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _run(code: str, env: dict[str, str]) -> str:
+    full = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "CUDA_VISIBLE_DEVICES")}
+    full.update(env)
+    res = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                         env=full, timeout=200)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout
+
+
+def test_local_tag_ignores_device_order() -> None:
+    from slurm_rl.distributed.virtual_cluster import local_tag, worker_env_vars
+
+    assert local_tag({}) == "srl_tag_ALL"
+    assert local_tag({"CUDA_VISIBLE_DEVICES": "3,1"}) == local_tag({"CUDA_VISIBLE_DEVICES": "1,3"}) == "srl_tag_1_3"
+    assert worker_env_vars({"SLURM_JOB_ID": "1", "PMIX_X": "1", "OMPI_Y": "1", "MPI_Z": "1", "PMI_RANK": "0",
+                            "KEEP": "1"}) == {"KEEP": "1"}
+
+
+def test_long_log_dir_is_refused_before_ray_starts() -> None:
+    from slurm_rl.distributed import init_ray
+
+    with pytest.raises(ValueError, match="too long for Ray's Unix sockets"):
+        init_ray(log_dir="/tmp/" + "x" * 60)
+
+
+def test_three_branches() -> None:
+    import tempfile
+    from pathlib import Path
+
+    log_dir = Path(tempfile.mkdtemp(prefix="srl-t", dir="/tmp"))
+    # 1) nothing running -> a fresh local cluster with our tag, log_dir as Ray's temp dir;
+    # 2) a second process with the same tag (devices in another order) reuses it;
+    # 3) a process with another tag starts its own instead.
+    out = _run(f"""
+        import os, subprocess, sys, ray
+        from slurm_rl.distributed import init_ray
+        print("first", init_ray(log_dir={str(log_dir)!r}))
+        print("tag", "srl_tag_0_1" in ray.cluster_resources())
+        addr = ray.get_runtime_context().gcs_address
+        env = dict(os.environ, RAY_ADDRESS=addr, CUDA_VISIBLE_DEVICES="1,0")
+        code = "from slurm_rl.distributed import init_ray; print(init_ray())"
+        print("second", subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip())
+        env["CUDA_VISIBLE_DEVICES"] = "2"
+        print("third", subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip())
+    """, {"CUDA_VISIBLE_DEVICES": "0,1", "RAY_AUTH_MODE": "disabled"})
+    assert "first local_new" in out and "tag True" in out
+    assert "second local_reused" in out
+    assert "third local_new" in out
+    assert any(log_dir.iterdir())
+
+
+def test_slurm_managed_branch_is_reused() -> None:
+    out = _run("""
+        import ray
+        ray.init(num_cpus=1, include_dashboard=False, resources={"slurm_managed_ray_cluster": 1})
+        import os, subprocess, sys
+        env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
+        code = "from slurm_rl.distributed import init_ray; print(init_ray())"
+        print(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip())
+    """, {"RAY_AUTH_MODE": "disabled"})
+    assert out.strip().endswith("slurm_managed")
