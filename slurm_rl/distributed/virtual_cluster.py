@@ -176,12 +176,15 @@ class RayVirtualCluster:
         self.name = name
         self.placement_group_strategy = placement_group_strategy
         self._node_placement_groups: list[Any] | None = None
+        self._next_probe: Any = None
         self._shut_down = False
         retries = _max_retries()
         last = ""
         for attempt in range(retries):
             try:
                 self._node_placement_groups = self._init_placement_groups(placement_group_strategy)
+                if self.get_placement_groups():
+                    self._next_probe = self._probe()  # ready by the time a worker group asks
                 return
             except ResourceInsufficientError as exc:
                 last = str(exc)
@@ -240,13 +243,23 @@ class RayVirtualCluster:
     def bundle_ct_per_node_list(self) -> list[int]:
         return list(self._bundle_ct_per_node_list)
 
-    def get_master_address_and_port(self) -> tuple[str, int]:
-        import ray
+    def _probe(self) -> Any:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         pg = self.get_placement_groups()[0]
-        ref = _get_node_ip_and_free_port.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+        return _get_node_ip_and_free_port.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
             placement_group=pg, placement_group_bundle_index=0)).remote()
+
+    def get_master_address_and_port(self) -> tuple[str, int]:
+        """IP of bundle 0's node and a free port there, from a zero-CPU task in bundle 0.
+
+        A zero-CPU task needs a fresh worker process (seconds on a busy node), so the cluster
+        keeps one probe running ahead: a call takes its result and starts the next one. Each
+        call still gets its own port."""
+        import ray
+
+        ref = self._next_probe if self._next_probe is not None else self._probe()
+        self._next_probe = self._probe()
         return ray.get(ref)
 
     # ---- views -------------------------------------------------------------------------------
@@ -269,11 +282,14 @@ class RayVirtualCluster:
                 from ray.util.placement_group import remove_placement_group
 
                 if ray.is_initialized():
+                    if self._next_probe is not None:
+                        ray.cancel(self._next_probe)
                     for pg in self._node_placement_groups:
                         remove_placement_group(pg)
             except Exception as exc:  # noqa: BLE001 - shutdown must not raise
                 logger.warning("RayVirtualCluster.shutdown: %s", exc)
         self._node_placement_groups = []
+        self._next_probe = None
         self._shut_down = True
         return True
 

@@ -83,6 +83,14 @@ class RayWorkerBuilder:
         self.ray_actor_class_fqn = ray_actor_class_fqn
         self.args = args
         self.kwargs = kwargs
+        self._actor_classes: dict[type, Any] = {}  # one Ray actor class per worker class, exported once
+
+    def _remote_class(self, cls: type) -> Any:
+        import ray
+
+        if cls not in self._actor_classes:
+            self._actor_classes[cls] = ray.remote(cls)
+        return self._actor_classes[cls]
 
     def _py_executable(self, extra_options: dict[str, Any]) -> str:
         from .ray_actor_environment_registry import ACTOR_ENVIRONMENT_REGISTRY
@@ -126,8 +134,8 @@ class RayWorkerBuilder:
             placement_group=placement_group, placement_group_bundle_index=placement_group_bundle_index,
             placement_group_capture_child_tasks=True)
         if plan.cls is not None:
-            return ray.remote(plan.cls).options(**options).remote(*self.args, **kwargs)
-        actor = ray.remote(_IsolatedWorker).options(**options).remote(self.ray_actor_class_fqn, self.args, kwargs)
+            return self._remote_class(plan.cls).options(**options).remote(*self.args, **kwargs)
+        actor = self._remote_class(_IsolatedWorker).options(**options).remote(self.ray_actor_class_fqn, self.args, kwargs)
         return WorkerHandle(actor)
 
     def __call__(self, placement_group: Any, placement_group_bundle_index: int, num_gpus: float,
@@ -222,7 +230,7 @@ class RayWorkerGroup:
             group = []
             for local, bundle in enumerate(bundles):
                 name = f"{self._name_prefix}-grp{g}-{local}" if named_groups else f"{self._name_prefix}-{node}-{bundle}"
-                env = {**user_env, "RANK": str(rank), "LOCAL_RANK": str(bundle), "WORLD_SIZE": str(world),
+                env = {"RANK": str(rank), "LOCAL_RANK": str(bundle), "WORLD_SIZE": str(world),
                        "MASTER_ADDR": addr, "MASTER_PORT": str(port), "NODE_RANK": str(node)}
                 bundle_indices = (node, bundles) if local == 0 else None
                 options = {"name": name, "num_cpus": 1, "runtime_env": {"env_vars": env}}
