@@ -6,9 +6,7 @@ import functools
 import json
 import os
 import sys
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import click
@@ -242,9 +240,16 @@ def logs(job_id: int, node: str | None, batch: bool, follow: bool, spec_flag: st
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("job_id", type=int)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option("--spec", "spec_flag", metavar="PATH", help=f"Cluster spec (default: ${SPEC_ENV_VAR}).")
-def attach(job_id: int, spec_flag: str | None) -> None:
-    """A shell on the job's head node, inside the job, with RAY_ADDRESS set."""
+def attach(job_id: int, command: tuple[str, ...], spec_flag: str | None) -> None:
+    """A shell (or COMMAND) on the job's head node, inside the job, attached to its Ray.
+
+    \b
+    Examples:
+      slurm-rl attach 1234                       # interactive shell, RAY_ADDRESS set
+      slurm-rl attach 1234 -- ray status         # one command
+    """
     from .events import read_json
     from .jobs import find_job_dir
     from .slurm import SlurmClient
@@ -253,7 +258,7 @@ def attach(job_id: int, spec_flag: str | None) -> None:
     cluster = read_json(paths.cluster)
     if not cluster:
         raise UsageError(f"job {job_id}: no cluster.json yet in {paths.job_dir}; wait until `slurm-rl status {job_id}` says ready")
-    argv = SlurmClient.attach_argv(job_id, cluster["head_node"])
+    argv = SlurmClient.attach_argv(job_id, cluster["head_node"], list(command))
     os.environ["RAY_ADDRESS"] = cluster["address"]
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ["RAY_AUTH_TOKEN_PATH"] = str(paths.ray_auth_token)

@@ -46,3 +46,7 @@ class SlurmCommandError(SlurmRlError):
 
 class JobError(SlurmRlError):
     """A job failed or cannot be found; the message names the job id and the log to read."""
+
+
+class UnknownJobError(UsageError):
+    """A job id that has no job dir of this user (a typo, another user's job, another spec)."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import JobError
+from .errors import UnknownJobError
 from .events import read_events, read_json
 from .paths import JobPaths
 from .slurm import JobState, SlurmClient
@@ -18,7 +18,7 @@ PHASES = ["submitted", "node_start", "node_up", "ready", "driver_start", "driver
 def find_job_dir(spec: ClusterSpec, user: str, job_id: int) -> JobPaths:
     matches = sorted((Path(spec.fileroot) / user).glob(f"*/{job_id}"))
     if not matches:
-        raise JobError(f"job {job_id}: no job dir under {Path(spec.fileroot) / user}; is it your job, "
+        raise UnknownJobError(f"job {job_id}: no job dir under {Path(spec.fileroot) / user}; is it your job, "
                        f"submitted with this spec? (`slurm-rl list` shows yours)")
     return JobPaths(matches[0])
 

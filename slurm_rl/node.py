@@ -80,9 +80,6 @@ class Bootstrap:
         if signum == signal.SIGCONT:
             return  # scancel sends SIGCONT before SIGTERM
         self.say(f"received {name}")
-        if signum == signal.SIGUSR2:  # the job's warning signal: not a stop
-            self.forward_warning()
-            return
         if not self.stop_requested.is_set():
             self.stop_reason = f"{name} received on {self.node} (scancel, time limit or preemption)"
         self.stop_requested.set()
@@ -91,19 +88,6 @@ class Bootstrap:
                 self.driver.send_signal(signum)
             except ProcessLookupError:
                 pass
-
-    def forward_warning(self) -> None:
-        """SLURM's time-limit/preemption warning: hand it to a driver that asked for it."""
-        from .preempt import HOOK_FILE
-
-        hooked = (self.paths.job_dir / HOOK_FILE).exists()
-        running = self.driver is not None and self.driver.poll() is None
-        try:
-            self.event("preempt_signal", forwarded=hooked and running)
-        except OSError:
-            pass
-        if hooked and running and self.driver is not None:
-            self.driver.send_signal(signal.SIGUSR2)
 
     def wait_until(self, condition, deadline_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
         end = time.monotonic() + deadline_s
@@ -172,10 +156,10 @@ class Bootstrap:
         argv = [sys.executable, exp, *json.loads(os.environ.get("SLURM_RL_EXPERIMENT_ARGS", "[]"))]
         self.event("driver_start", argv=argv)
         with open(self.paths.driver_log, "ab") as out:
-            # its own session: SLURM signals the task's process group, and the bootstrap decides
-            # what reaches the driver (SIGTERM always, SIGUSR2 only to a registered on_preempt)
+            # SLURM delivers step signals to every process of the step (proctrack), the driver
+            # included; SIGUSR2 arrives ignored (inherited from us) unless on_preempt hooks it
             self.driver = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, start_new_session=True)
+                                           stdin=subprocess.DEVNULL)
             if self.stop_requested.is_set():
                 self.driver.terminate()
             rc = self.driver.wait()
@@ -185,7 +169,7 @@ class Bootstrap:
     def run_worker(self) -> int:
         head = self.nodes[0]
         head_ip = self.node_ip(head)
-        import ray.scripts.scripts  # noqa: F401  (import while the head starts: overlaps the wait)
+        import ray.scripts.scripts  # noqa: F401 - imported while the head starts: overlaps the wait
 
         address = f"{head_ip}:{self.ports.gcs}"
         # Join only once the head has published its session: `ray start` would otherwise sleep
@@ -380,8 +364,12 @@ def main(argv: list[str] | None = None) -> int:
     # Everything this node prints (ray start included) goes to logs/node-<name>.log.
     os.dup2(boot.log.fileno(), 1)
     os.dup2(boot.log.fileno(), 2)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2, signal.SIGCONT):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCONT):
         signal.signal(sig, boot.on_signal)
+    # The job's warning signal (--signal, USR2) reaches every process of the step. Ignoring it
+    # here makes every child (Ray, the driver) inherit "ignore": only a driver that asked for
+    # it with slurm_rl.on_preempt(callback) reacts.
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     return boot.run()
 
 

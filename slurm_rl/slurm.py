@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .errors import JobError, SlurmCommandError, UsageError
+from .errors import SlurmCommandError, UsageError
 
 
 @dataclass(frozen=True)
@@ -131,17 +131,11 @@ class SlurmClient:
                 return JobState(job_id, parts[1].split()[0], parts[2], int(code) if code.isdigit() else None)
         return JobState(job_id, "UNKNOWN")
 
-    def require_job(self, job_id: int) -> JobState:
-        st = self.job_state(job_id)
-        if st.state == "UNKNOWN":
-            raise JobError(f"job {job_id}: SLURM does not know it (squeue, scontrol and sacct); check the id with `slurm-rl list`")
-        return st
-
     @staticmethod
-    def attach_argv(job_id: int, node: str) -> list[str]:
-        """argv for an interactive shell inside a running job, on ``node``."""
-        return ["srun", "--overlap", f"--jobid={job_id}", f"--nodelist={node}", "--nodes=1",
-                "--ntasks=1", "--pty", "bash", "-l"]
+    def attach_argv(job_id: int, node: str, command: list[str] | None = None) -> list[str]:
+        """argv for a shell (or ``command``) inside a running job, on ``node``."""
+        base = ["srun", "--overlap", f"--jobid={job_id}", f"--nodelist={node}", "--nodes=1", "--ntasks=1"]
+        return [*base, *command] if command else [*base, "--pty", "bash", "-l"]
 
     def job_owner(self, job_id: int) -> str | None:
         """The user name owning a job SLURM still knows, else None."""

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import JobError, UsageError
+from .errors import JobError, UnknownJobError, UsageError
 from .events import append_event, read_events, read_json
 from .jobs import find_job_dir
 from .paths import JobPaths
@@ -58,7 +58,7 @@ def teardown(spec: ClusterSpec, user: str, job_id: int, client: SlurmClient, gra
     t0 = time.monotonic()
     try:
         paths = find_job_dir(spec, user, job_id)
-    except JobError:
+    except UnknownJobError:
         owner = client.job_owner(job_id)
         if owner and owner != user:
             raise UsageError(f"job {job_id} belongs to {owner!r}, not {user!r}; teardown only touches your own jobs") from None

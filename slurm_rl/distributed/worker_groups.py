@@ -10,7 +10,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from .virtual_cluster import RayVirtualCluster, worker_env_vars
+from .virtual_cluster import RayVirtualCluster
 
 logger = logging.getLogger(__name__)
 ONLY_ON = ("all", "tied_leader", "all_tied_workers")
@@ -223,13 +223,13 @@ class RayWorkerGroup:
         addr, port = cluster.get_master_address_and_port()
         self._master_address, self._master_port = addr, port
         frac = 1.0 / cluster.max_colocated_worker_groups if cluster.use_gpus else 0
-        user_env = worker_env_vars()
         plans = []
         rank = 0
         for g, (node, bundles) in enumerate(tied):
             group = []
             for local, bundle in enumerate(bundles):
                 name = f"{self._name_prefix}-grp{g}-{local}" if named_groups else f"{self._name_prefix}-{node}-{bundle}"
+                # the user's environment comes from init_ray's job-level runtime_env (lowest)
                 env = {"RANK": str(rank), "LOCAL_RANK": str(bundle), "WORLD_SIZE": str(world),
                        "MASTER_ADDR": addr, "MASTER_PORT": str(port), "NODE_RANK": str(node)}
                 bundle_indices = (node, bundles) if local == 0 else None

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from tests.lab.helpers import (
-    assert_no_leftovers, exit_reason, in_queue, job_dir, start, wait_for, wait_gone, wait_ready,
+    assert_no_leftovers, exit_reason, in_queue, job_dir, start, wait_gone, wait_ready,
 )
 from tests.conftest import LAB
 

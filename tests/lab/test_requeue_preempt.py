@@ -39,7 +39,7 @@ def test_warning_signal_reaches_the_driver(lab: list[str]) -> None:
     assert res.returncode == 0, (res.stdout, res.stderr)
     assert (job_dir(data) / "checkpoint").exists()
     events = read_events(job_dir(data) / "events.jsonl")
-    assert any(e["event"] == "preempt_signal" and e["forwarded"] for e in events)
+    assert any(e["event"] == "preempt_signal" and e["hooked"] for e in events)
     assert_no_leftovers(lab, data["job_id"])
 
 

@@ -161,3 +161,41 @@ def test_grids(cluster, capsys) -> None:
         g.shutdown()
     from slurm_rl.distributed.cluster_grid import cluster_grid
     assert cluster_grid([0, 0]) == "Empty Ray Cluster (no GPUs)"
+
+
+def test_worker_in_another_environment_is_imported_there(cluster, tmp_path) -> None:
+    """A non-SYSTEM py_executable: the class is imported by name inside that interpreter (here a
+    wrapper script around this Python that marks the environment), not in the driver."""
+    import sys
+
+    from slurm_rl.distributed import ACTOR_ENVIRONMENT_REGISTRY
+
+    py = tmp_path / "other-python"
+    py.write_text(f"#!/bin/sh\nexport OTHER_ENV=1\nexec {sys.executable} \"$@\"\n")
+    py.chmod(0o755)
+    fqn = "tests.unit.workers.simple.ConfiguredWorker"
+    ACTOR_ENVIRONMENT_REGISTRY[fqn] = str(py)
+    try:
+        g = RayWorkerGroup(cluster, RayWorkerBuilder(fqn, tag="iso"), workers_per_node=1, name_prefix="iso")
+        try:
+            assert ray.get(g.workers[0].init_args.remote()) == ("iso", 7)  # configure_worker ran there too
+            envs = ray.get(g.run_all_workers_single_data("env"))
+            assert [e["RANK"] for e in envs] == ["0", "1"] and {e["CONFIGURED"] for e in envs} == {"yes-True"}
+            assert os.environ.get("OTHER_ENV") is None  # the driver is not in that environment...
+            assert ray.get(g.run_all_workers_single_data("other_env")) == ["1", "1"]  # ...the workers are
+        finally:
+            assert g.shutdown() is True
+    finally:
+        del ACTOR_ENVIRONMENT_REGISTRY[fqn]
+
+
+def test_get_actor_python_env() -> None:
+    from slurm_rl.distributed import ACTOR_ENVIRONMENT_REGISTRY, PY_EXECUTABLES, get_actor_python_env
+
+    ACTOR_ENVIRONMENT_REGISTRY["a.B"] = PY_EXECUTABLES.SYSTEM
+    try:
+        assert get_actor_python_env("a.B") == PY_EXECUTABLES.SYSTEM
+    finally:
+        del ACTOR_ENVIRONMENT_REGISTRY["a.B"]
+    with pytest.raises(ValueError, match="ACTOR_ENVIRONMENT_REGISTRY\\['x.Y'\\]"):
+        get_actor_python_env("x.Y")

@@ -32,6 +32,9 @@ class EnvWorker:
     def host(self) -> str:
         return socket.gethostname()
 
+    def other_env(self) -> str:
+        return os.environ.get("OTHER_ENV", "unset")
+
     def cleanup(self) -> bool:
         return True
 
