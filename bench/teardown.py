@@ -1,0 +1,58 @@
+"""Teardown speed on the lab: from `slurm-rl teardown JOBID` (and from a plain `scancel`) to zero
+processes of the job on every node. Baseline in the same run: the raw `ray start` recipe after
+scancel, which leaves its daemons behind (counted, then removed by this script).
+
+    python bench/teardown.py [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from tests.lab.helpers import job_leftovers, start, wait_ready  # noqa: E402
+
+NODES = ["node1", "node2", "node3"]
+
+
+def until_clean(job_id: int, timeout_s: float = 60) -> float:
+    t0 = time.monotonic()
+    while job_leftovers(NODES, job_id) and time.monotonic() - t0 < timeout_s:
+        time.sleep(0.05)
+    return time.monotonic() - t0
+
+
+def one(kind: str) -> float:
+    data = start("hold.py", nodes=3, extra=("--name", f"bench-{kind}"))
+    wait_ready(data)
+    t0 = time.monotonic()
+    if kind == "teardown":
+        subprocess.run([sys.executable, "-m", "slurm_rl.cli", "teardown", str(data["job_id"]), "--spec",
+                        str(REPO / "cluster_specs" / "lab.json")], check=True, capture_output=True, timeout=120)
+    else:
+        subprocess.run(["scancel", str(data["job_id"])], check=True, timeout=30)
+    returned = time.monotonic() - t0
+    clean = returned + until_clean(data["job_id"])
+    print(json.dumps({"kind": kind, "command_returned_s": round(returned, 2), "zero_processes_s": round(clean, 2)}))
+    return clean
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    td = [one("teardown") for _ in range(args.repeat)]
+    sc = [one("scancel") for _ in range(args.repeat)]
+    print(f"slurm-rl teardown -> zero processes on 3 nodes: median {statistics.median(td):.2f} s (target <= 5 s)")
+    print(f"scancel -> zero processes (bootstraps clean up by themselves): median {statistics.median(sc):.2f} s")
+
+
+if __name__ == "__main__":
+    main()
