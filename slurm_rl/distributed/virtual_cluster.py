@@ -51,6 +51,28 @@ def _record_connected(resources: dict[str, float]) -> None:
                      nodes=int(resources.get(SLURM_MANAGED_RESOURCE, 0)))
 
 
+def _auto_address_usable() -> bool:
+    """Whether ``address="auto"`` leads to a cluster we can talk to, decided in one quick GCS
+    call: Ray's own connect retries for ~20 s on a cluster that rejects us (e.g. another
+    user's, with token auth) or is gone."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+        from ray._raylet import GcsClient
+
+        import socket
+
+        address = canonicalize_bootstrap_address("auto")
+        if not address:
+            return False
+        host, _, port = address.rpartition(":")
+        with socket.create_connection((host, int(port)), timeout=1):
+            pass  # nothing listens: gone (GcsClient would retry for a long while)
+        GcsClient(address=address).internal_kv_get(b"session_name", b"session", timeout=2)
+        return True
+    except Exception:  # noqa: BLE001 - any failure means: not usable, start our own
+        return False
+
+
 # Ray puts Unix sockets at <temp dir>/session_<date>_<time>_<us>_<pid>/sockets/plasma_store.
 _SOCKET_SUFFIX_LEN = len("/session_2026-11-22_11-53-41_678342_4194304/sockets/plasma_store")
 _UNIX_PATH_MAX = 107
@@ -76,6 +98,8 @@ def init_ray(log_dir: str | None = None) -> str:
     runtime_env = {"env_vars": worker_env_vars()}
     tag = local_tag()
     try:
+        if not _auto_address_usable():
+            raise ConnectionError("no usable running Ray cluster")
         ray.init(address="auto", log_to_driver=True, runtime_env=runtime_env)
         resources = ray.cluster_resources()
         if SLURM_MANAGED_RESOURCE in resources:

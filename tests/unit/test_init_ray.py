@@ -73,3 +73,16 @@ def test_slurm_managed_branch_is_reused() -> None:
         print(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip())
     """, {"RAY_AUTH_MODE": "disabled"})
     assert out.strip().endswith("slurm_managed")
+
+
+def test_unusable_auto_address_is_rejected_fast(monkeypatch) -> None:
+    """A dead or foreign cluster behind RAY_ADDRESS costs one quick check, not Ray's ~20 s of
+    connect retries, before init_ray starts its own."""
+    import time
+
+    from slurm_rl.distributed.virtual_cluster import _auto_address_usable
+
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
+    t0 = time.monotonic()
+    assert _auto_address_usable() is False
+    assert time.monotonic() - t0 < 5
