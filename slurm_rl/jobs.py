@@ -12,7 +12,8 @@ from .paths import JobPaths
 from .slurm import JobState, SlurmClient
 from .spec import ClusterSpec
 
-PHASES = ["submitted", "node_start", "node_up", "ready", "driver_start", "driver_end", "node_cleaned"]
+PHASES = ["submitted", "node_start", "node_up", "ready", "driver_start", "driver_connected", "driver_end",
+          "node_cleaned", "job_end"]
 
 
 def find_job_dir(spec: ClusterSpec, user: str, job_id: int) -> JobPaths:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 def on_preempt(callback: Callable[[], None]) -> None:
     """Call ``callback()`` (in the main thread) when the job is about to be stopped, so the
-    driver can checkpoint. Outside a slurm-rl job it is registered but never fires."""
+    driver can checkpoint; at once if the warning came before this call. Outside a slurm-rl
+    job it is registered but never fires."""
 
     job_dir = os.environ.get("SLURM_RL_JOB_DIR")
 
@@ -29,3 +30,6 @@ def on_preempt(callback: Callable[[], None]) -> None:
         callback()
 
     signal.signal(signal.SIGUSR2, handler)
+    attempt = os.environ.get("SLURM_RESTART_COUNT", "0") or "0"
+    if job_dir and Path(job_dir, "nodes", f"warned-{attempt}").exists():
+        handler(signal.SIGUSR2, None)  # the warning came before the driver was listening
