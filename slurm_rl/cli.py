@@ -37,9 +37,16 @@ def _split_positionals(items: tuple[str, ...], spec_flag: str | None) -> tuple[C
     return load_spec(spec_path), rest[0], tuple(rest[1:])
 
 
+def _with(decorators: list[Callable[..., Any]], f: Callable[..., Any]) -> Callable[..., Any]:
+    """Apply click decorators listed top to bottom, as if stacked above ``f``."""
+    for d in reversed(decorators):
+        f = d(f)
+    return f
+
+
 def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Flags shared by `render` and `submit`."""
-    decorators = [
+    return _with([
         click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[SPEC.json] EXPERIMENT [-- ARGS...]"),
         click.option("--spec", "spec_flag", metavar="PATH", help=f"Cluster spec (else first argument if it ends in .json, else ${SPEC_ENV_VAR})."),
         click.option("-N", "--nodes", type=int, default=1, show_default=True, help="Nodes: one Ray node on each."),
@@ -55,10 +62,7 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--oversubscribe", is_flag=True, help="Let other jobs share this job's nodes (sbatch --oversubscribe)."),
         click.option("--signal", default="B:USR2@120", show_default=True, help="Warning signal before the time limit; the driver gets it via slurm_rl.on_preempt(callback). Never USR1 (NCCL's)."),
         click.option("--requeue", type=int, default=0, show_default=True, help="Requeue a failed job (driver exit != 0, lost node) up to this many times."),
-    ]
-    for d in reversed(decorators):
-        f = d(f)
-    return f
+    ], f)
 
 
 def _resolve(kw: dict[str, Any]) -> tuple[ClusterSpec, JobOptions]:
@@ -289,12 +293,6 @@ _TEARDOWN_OPTS = [
     click.option("--json", "as_json", is_flag=True, help="One JSON object with the per-node report."),
     click.option("--spec", "spec_flag", metavar="PATH", help=f"Cluster spec (default: ${SPEC_ENV_VAR})."),
 ]
-
-
-def _with(opts: list[Callable[..., Any]], f: Callable[..., Any]) -> Callable[..., Any]:
-    for d in reversed(opts):
-        f = d(f)
-    return f
 
 
 @cli.command(context_settings=CONTEXT)

@@ -127,9 +127,10 @@ class Bootstrap:
                         f"--dashboard-port={self.ports.dashboard}"])
         address = f"{head_ip}:{self.ports.gcs}"
         self.event("node_up", address=address)
-        write_json(self.paths.cluster, {"job_id": int(self.job_id), "head_node": self.node, "head_ip": head_ip,
-                                        "address": address, "ports": self.ports.as_dict(), "nodes": self.nodes,
-                                        "temp_dir": self.temp_dir, "ready_time": None})
+        cluster = {"job_id": int(self.job_id), "head_node": self.node, "head_ip": head_ip, "address": address,
+                   "ports": self.ports.as_dict(), "nodes": self.nodes, "temp_dir": self.temp_dir,
+                   "attempt": self.attempt, "ready_time": None}
+        write_json(self.paths.cluster, cluster)
         up_dir = self.paths.job_dir / "nodes"
         def all_up() -> bool:
             failed = list(up_dir.glob(f"{self.attempt}-*.failed"))
@@ -137,10 +138,7 @@ class Bootstrap:
                 raise NodeFailure(failed[0].read_text().strip())
             return len(list(up_dir.glob(f"{self.attempt}-*.up"))) >= len(self.nodes) - 1
         self.wait_until(all_up, self.args.ready_timeout_s, f"{len(self.nodes)} nodes to join the Ray head")
-        ready = time.time()
-        write_json(self.paths.cluster, {"job_id": int(self.job_id), "head_node": self.node, "head_ip": head_ip,
-                                        "address": address, "ports": self.ports.as_dict(), "nodes": self.nodes,
-                                        "temp_dir": self.temp_dir, "ready_time": ready})
+        write_json(self.paths.cluster, {**cluster, "ready_time": time.time()})
         self.event("ready", nodes=len(self.nodes))
         return self.run_driver(address)
 
