@@ -131,7 +131,7 @@ class Bootstrap:
                    "ports": self.ports.as_dict(), "nodes": self.nodes, "temp_dir": self.temp_dir,
                    "attempt": self.attempt, "ready_time": None}
         write_json(self.paths.cluster, cluster)
-        up_dir = self.paths.job_dir / "nodes"
+        up_dir = self.paths.markers
         def all_up() -> bool:
             failed = list(up_dir.glob(f"{self.attempt}-*.failed"))
             if failed:
@@ -174,9 +174,9 @@ class Bootstrap:
         # 1-2 s between its own retries.
         self.wait_until(lambda: _port_open(head_ip, self.ports.gcs) and _session_published(address),
                         self.args.ready_timeout_s, f"the Ray head on {head} ({address})")
-        self.ray_start([f"--address={head_ip}:{self.ports.gcs}"])
+        self.ray_start([f"--address={address}"])
         self.event("node_up")
-        write_atomic(self.paths.job_dir / "nodes" / f"{self.attempt}-{self.rank}.up", self.node + "\n")
+        write_atomic(self.paths.node_marker(self.attempt, self.rank, "up"), self.node + "\n")
         # Stay until node 0 says stop (driver ended), SLURM signals us, or the head goes away.
         lost_since = None
         while not self.stop_requested.is_set():
@@ -269,7 +269,7 @@ class Bootstrap:
                 msg = f"{self.node}: {exc}; see {self.paths.node_log(self.node)}"
                 self.say(f"FAILED: {exc}")
                 self.event("node_failed", error=str(exc))
-                write_atomic(self.paths.job_dir / "nodes" / f"{self.attempt}-{self.rank}.failed", msg + "\n")
+                write_atomic(self.paths.node_marker(self.attempt, self.rank, "failed"), msg + "\n")
                 self.finish(1, msg)
                 return 1
             rc = outcome.get("rc")

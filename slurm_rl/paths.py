@@ -70,9 +70,18 @@ class JobPaths:
     def exit_reason(self) -> Path:
         return self.job_dir / "exit_reason"
 
+    @property
+    def markers(self) -> Path:
+        """Per-attempt marker files the nodes of a job use to talk to each other."""
+        return self.job_dir / "nodes"
+
+    def node_marker(self, attempt: int, rank: int, kind: str) -> Path:
+        """``<attempt>-<rank>.up`` / ``.failed``: a node joined, or failed, in this attempt."""
+        return self.markers / f"{attempt}-{rank}.{kind}"
+
     def stop_flag_for(self, attempt: int) -> Path:
         """Created by node 0 when the driver has ended: every other node stops its Ray."""
-        return self.job_dir / "nodes" / f"{attempt}-stop"
+        return self.markers / f"{attempt}-stop"
 
     @property
     def logs(self) -> Path:

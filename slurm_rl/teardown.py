@@ -41,7 +41,7 @@ class TeardownReport:
                 "seconds": round(self.seconds, 3)}
 
 
-def job_nodes(paths: JobPaths, slurm_nodelist: str, client: SlurmClient) -> list[str]:
+def job_nodes(paths: JobPaths, slurm_nodelist: str) -> list[str]:
     """The job's nodes: cluster.json, else SLURM's node list, else the nodes that logged events."""
     cluster = read_json(paths.cluster) or {}
     if cluster.get("nodes"):
@@ -69,7 +69,7 @@ def teardown(spec: ClusterSpec, user: str, job_id: int, client: SlurmClient, gra
                          f"check the id with `slurm-rl list`") from None
     state = client.job_state(job_id)
     cancelled = False
-    nodes = job_nodes(paths, state.nodelist, client)
+    nodes = job_nodes(paths, state.nodelist)
     started = any(e.get("event") == "node_start" for e in read_events(paths.events))
     forced: list[dict[str, Any]] = []
     if force and state.state == "RUNNING" and nodes and started:
