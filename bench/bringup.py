@@ -59,7 +59,7 @@ kill $SRUN; wait
 
 # The raw recipe leaves its Ray daemons behind (they leave the step's process tree): the
 # benchmark removes them itself, by their temp dir, so that runs do not disturb each other.
-CLEAN_RAW = "import glob; from slurm_rl.procs import stop_job_processes as s; [s('-', d, 0.3) for d in glob.glob('/tmp/raw-*')]"
+CLEAN_RAW = "import glob; from slurm_rl.core.procs import stop_job_processes as s; [s('-', d, 0.3) for d in glob.glob('/tmp/raw-*')]"
 
 
 def clean_raw_leftovers(nodes: int) -> None:
@@ -85,7 +85,7 @@ def run_baseline(nodes: int) -> dict[str, float]:
 
 def run_slurm_rl(nodes: int) -> dict[str, float]:
     t0 = time.time()
-    res = subprocess.run([sys.executable, "-m", "slurm_rl.cli", "submit", str(SPEC), str(REPO / "bench" / "noop.py"),
+    res = subprocess.run([sys.executable, "-m", "slurm_rl", "submit", str(SPEC), str(REPO / "bench" / "noop.py"),
                           "-N", str(nodes), "--wait", "--json", "--name", f"bench-{nodes}"],
                          capture_output=True, text=True, timeout=300)
     wall = time.time() - t0

@@ -14,11 +14,9 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from tests.lab.helpers import job_leftovers, start, wait_ready  # noqa: E402
+
+from _lab import HOLD, REPO, job_pids, submit_json, wait_file
 
 NODES = ["node1", "node2", "node3"]
 
@@ -26,21 +24,21 @@ NODES = ["node1", "node2", "node3"]
 def watch_until_clean(job_id: int, t0: float, out: dict, timeout_s: float = 60) -> None:
     """In a thread: note when no process of the job is left on any node (polls all nodes)."""
     while time.monotonic() - t0 < timeout_s:
-        if not job_leftovers(NODES, job_id):
+        if not any(job_pids(node, job_id) for node in NODES):
             out["clean"] = time.monotonic() - t0
             return
         time.sleep(0.05)
 
 
 def one(kind: str) -> float:
-    data = start("hold.py", nodes=3, extra=("--name", f"bench-{kind}"))
-    wait_ready(data)
+    data = submit_json(HOLD, 3, "--name", f"bench-{kind}")
+    wait_file(Path(data["job_dir"]) / "driver_ready")
     t0 = time.monotonic()
     seen: dict = {}
     watcher = threading.Thread(target=watch_until_clean, args=(data["job_id"], t0, seen))
     watcher.start()
     if kind == "teardown":
-        subprocess.run([sys.executable, "-m", "slurm_rl.cli", "teardown", str(data["job_id"]), "--spec",
+        subprocess.run([sys.executable, "-m", "slurm_rl", "teardown", str(data["job_id"]), "--spec",
                         str(REPO / "cluster_specs" / "lab.json")], check=True, capture_output=True, timeout=120)
     else:
         subprocess.run(["scancel", str(data["job_id"])], check=True, timeout=30)

@@ -1,10 +1,26 @@
-"""slurm-rl: one Ray cluster per SLURM job, torn down completely when the job ends."""
+"""slurm-rl: one Ray cluster per SLURM job, torn down completely when the job ends.
+
+Layout, by where code runs: ``core/`` (shared), ``login/`` (the login node: CLI, render,
+submit, teardown), ``job/`` (inside the allocation: node bootstrap, finalize, cleanup),
+``distributed/`` (the driver API, NeMo RL's names).
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
 
 
 def on_preempt(callback):  # type: ignore[no-untyped-def]
-    """Register a callback for SLURM's warning signal (see slurm_rl.preempt.on_preempt)."""
-    from .preempt import on_preempt as _on_preempt
+    """Register a callback for SLURM's warning signal (see slurm_rl.job.preempt.on_preempt)."""
+    from .job.preempt import on_preempt as _on_preempt
 
     _on_preempt(callback)
+
+
+def submit(spec: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run ``fn(*args)`` as a job's driver; ``.result()`` waits for it (see slurm_rl.login.api)."""
+    from .login.api import submit as _submit
+
+    return _submit(spec, fn, *args, **kwargs)

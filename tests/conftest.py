@@ -14,6 +14,12 @@ REPO = Path(__file__).resolve().parent.parent
 LAB = REPO / "tests" / "lab" / "slurm-lab"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``lab_last`` (they restart the lab) run after all others, whatever their
+    file names; the sort is stable, so the rest keep their order."""
+    items.sort(key=lambda item: item.get_closest_marker("lab_last") is not None)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-goldens", action="store_true",
                      help="rewrite tests/golden/* from the current render instead of comparing")
@@ -28,7 +34,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: str | Path | Non
             timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the real `slurm-rl` entry point in a subprocess (exit codes and stderr as users see)."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "slurm_rl.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "slurm_rl", *args], capture_output=True, text=True,
                           env=full_env, cwd=cwd, timeout=timeout, check=False)
 
 

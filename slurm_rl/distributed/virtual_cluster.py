@@ -1,123 +1,15 @@
-"""init_ray: attach to this job's Ray cluster, or start a local one (see ../shared/API.md)."""
+"""RayVirtualCluster: one Ray placement group per logical node (see ../shared/API.md)."""
 
 from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
-from pathlib import Path
 from typing import Any, TypedDict
 
+from .ray_init import PY_EXECUTABLES, init_ray, local_tag, worker_env_vars  # noqa: F401 - API.md: importable here
+
 logger = logging.getLogger(__name__)
-
-SLURM_MANAGED_RESOURCE = "slurm_managed_ray_cluster"
-LOCAL_TAG_PREFIX = "srl"
-# Launcher variables that break Ray workers (they would think they are MPI/SLURM ranks).
-_LAUNCHER_PREFIXES = ("SLURM_", "PMI_", "PMIX_", "OMPI_", "MPI_")
-
-
-class PY_EXECUTABLES:  # noqa: N801 - the contract's name
-    """Python environments for workers. SYSTEM is this interpreter; the others are command
-    prefixes (``uv run ...``): a py_executable starting with ``uv`` gets a venv per node."""
-
-    SYSTEM = sys.executable
-    BASE = "uv run --locked"
-
-
-def worker_env_vars(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The user's environment for workers, minus launcher variables."""
-    env = os.environ if environ is None else environ
-    return {k: v for k, v in env.items() if not k.startswith(_LAUNCHER_PREFIXES)}
-
-
-def local_tag(environ: dict[str, str] | None = None) -> str:
-    """``srl_tag_<sorted CUDA_VISIBLE_DEVICES>``, or ``srl_tag_ALL`` when unset."""
-    env = os.environ if environ is None else environ
-    cvd = env.get("CUDA_VISIBLE_DEVICES")
-    if cvd is None:
-        return f"{LOCAL_TAG_PREFIX}_tag_ALL"
-    devices = sorted(d.strip() for d in cvd.split(",") if d.strip())
-    return f"{LOCAL_TAG_PREFIX}_tag_{'_'.join(devices)}"
-
-
-def _record_connected(resources: dict[str, float]) -> None:
-    """In a slurm-rl job, add `driver_connected` to events.jsonl (bring-up is measured from it)."""
-    job_dir = os.environ.get("SLURM_RL_JOB_DIR")
-    if job_dir:
-        from ..events import append_event
-
-        append_event(Path(job_dir) / "events.jsonl", "driver_connected",
-                     nodes=int(resources.get(SLURM_MANAGED_RESOURCE, 0)))
-
-
-def _auto_address_usable() -> bool:
-    """Whether ``address="auto"`` leads to a cluster we can talk to, decided in one quick GCS
-    call: Ray's own connect retries for ~20 s on a cluster that rejects us (e.g. another
-    user's, with token auth) or is gone."""
-    try:
-        from ray._private.services import canonicalize_bootstrap_address
-        from ray._raylet import GcsClient
-
-        import socket
-
-        address = canonicalize_bootstrap_address("auto")
-        if not address:
-            return False
-        host, _, port = address.rpartition(":")
-        with socket.create_connection((host, int(port)), timeout=1):
-            pass  # nothing listens: gone (GcsClient would retry for a long while)
-        GcsClient(address=address).internal_kv_get(b"session_name", b"session", timeout=2)
-        return True
-    except Exception:  # noqa: BLE001 - any failure means: not usable, start our own
-        return False
-
-
-# Ray puts Unix sockets at <temp dir>/session_<date>_<time>_<us>_<pid>/sockets/plasma_store.
-_SOCKET_SUFFIX_LEN = len("/session_2026-11-22_11-53-41_678342_4194304/sockets/plasma_store")
-_UNIX_PATH_MAX = 107
-
-
-def _checked_log_dir(log_dir: str) -> str:
-    path = os.path.abspath(log_dir)
-    if len(path) + _SOCKET_SUFFIX_LEN > _UNIX_PATH_MAX:
-        raise ValueError(f"init_ray(log_dir={path!r}): too long for Ray's Unix sockets (at most "
-                         f"{_UNIX_PATH_MAX - _SOCKET_SUFFIX_LEN} characters); use a shorter path, e.g. under /tmp")
-    return path
-
-
-def init_ray(log_dir: str | None = None) -> str:
-    """Attach to the right Ray cluster or start a local one; returns which branch was taken.
-
-    1. a cluster carrying ``slurm_managed_ray_cluster`` (a slurm-rl job): reuse it;
-    2. a local cluster carrying this process's tag: reuse it;
-    3. otherwise start a fresh local cluster tagged with this process's tag.
-    """
-    import ray
-
-    runtime_env = {"env_vars": worker_env_vars()}
-    tag = local_tag()
-    try:
-        if not _auto_address_usable():
-            raise ConnectionError("no usable running Ray cluster")
-        ray.init(address="auto", log_to_driver=True, runtime_env=runtime_env)
-        resources = ray.cluster_resources()
-        if SLURM_MANAGED_RESOURCE in resources:
-            logger.info("init_ray: connected to a SLURM-managed Ray cluster (%s)", resources)
-            _record_connected(resources)
-            return "slurm_managed"
-        if tag in resources:
-            logger.info("init_ray: reusing the local Ray cluster tagged %s", tag)
-            return "local_reused"
-        logger.info("init_ray: the running Ray cluster is neither SLURM-managed nor tagged %s; starting a new one", tag)
-        ray.shutdown()
-    except ConnectionError:
-        logger.info("init_ray: no running Ray cluster found")
-    kwargs = {"_temp_dir": _checked_log_dir(log_dir)} if log_dir else {}
-    ray.init(address="local", log_to_driver=True, include_dashboard=False, runtime_env=runtime_env,
-             resources={tag: 1}, **kwargs)
-    logger.info("init_ray: started a local Ray cluster tagged %s", tag)
-    return "local_new"
 
 
 class ClusterConfig(TypedDict):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_rl.nodelist import expand_hostlist
+from slurm_rl.core.nodelist import expand_hostlist
 from tests.conftest import LAB
 
 pytestmark = pytest.mark.lab

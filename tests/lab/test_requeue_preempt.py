@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from slurm_rl.events import read_events
+from slurm_rl.core.events import read_events
 from tests.conftest import LAB
 from tests.lab.helpers import assert_no_leftovers, exit_reason, job_dir, start, submit, wait_gone, wait_ready
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from slurm_rl.events import read_events
+from slurm_rl.core.events import read_events
 from tests.conftest import run_cli
 from tests.lab.helpers import SPEC, job_dir, job_leftovers, submit, wait_for
 

@@ -1,7 +1,7 @@
 import pytest
 
-from slurm_rl.errors import UsageError
-from slurm_rl.nodelist import expand_hostlist
+from slurm_rl.core.errors import UsageError
+from slurm_rl.core.nodelist import expand_hostlist
 
 CASES = [
     ("", []),

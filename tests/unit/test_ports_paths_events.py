@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from slurm_rl.errors import UsageError
-from slurm_rl.events import append_event, read_events, write_json
-from slurm_rl.paths import JobPaths, node_temp_dir
-from slurm_rl.ports import BLOCK_SIZE, PORT_RANGE_END, PORT_RANGE_START, ports_for
+from slurm_rl.core.errors import UsageError
+from slurm_rl.core.events import append_event, read_events, write_json
+from slurm_rl.core.paths import JobPaths, node_temp_dir
+from slurm_rl.core.ports import BLOCK_SIZE, PORT_RANGE_END, PORT_RANGE_START, ports_for
 
 
 def test_port_block_is_job_scoped_and_pins_every_port() -> None:

@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 
 import slurm_rl
-from slurm_rl.events import read_events
+from slurm_rl.core.events import read_events
 
 
 def test_callback_on_signal(tmp_path: Path, monkeypatch) -> None:

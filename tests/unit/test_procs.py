@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from slurm_rl.procs import MARKER_ENV, job_processes, stop_job_processes
+from slurm_rl.core.procs import MARKER_ENV, job_processes, stop_job_processes
 
 
 def _spawn(env_marker: str | None, code: str = "import time; time.sleep(60)") -> subprocess.Popen[bytes]:

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from slurm_rl.cli import cli
-from slurm_rl.options import JobOptions, resolve_options
-from slurm_rl.render import render_sbatch
-from slurm_rl.spec import load_spec_file, parse_spec
+from slurm_rl.login.cli import cli
+from slurm_rl.login.options import JobOptions, resolve_options
+from slurm_rl.core.manifest import load_manifest
+from slurm_rl.login.render import render_job, render_sbatch
+from slurm_rl.core.spec import load_spec_file, parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden"
@@ -110,9 +111,12 @@ def test_awkward_values_survive_the_shell(tmp_path: Path, awkward: str) -> None:
     assert "INJECTED" not in res.stdout + res.stderr
     assert not Path("/tmp/pwned").exists()
     got = json.loads(dump.read_text())
-    assert got["env"]["SLURM_RL_WORKDIR"] == str(workdir)
     assert got["env"]["AWK"] == awkward
-    assert json.loads(got["env"]["SLURM_RL_EXPERIMENT_ARGS"]) == [awkward, "--x"]
+    # options reach the nodes through the manifest, byte for byte
+    render_job(spec, opts).manifest.write(tmp_path / "manifest.json")
+    manifest = load_manifest(tmp_path / "manifest.json")
+    assert manifest.workdir == str(workdir)
+    assert manifest.experiment_args == (awkward, "--x")
     assert got["env"]["SLURM_RL_JOB_DIR"] == str(tmp_path / "root" / "alice" / "n" / "42")
     # the node script itself parses
     assert got["argv"][-3:-1] == ["bash", "-c"]

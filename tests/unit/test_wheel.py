@@ -31,10 +31,10 @@ def test_wheel_ships_templates_and_renders(tmp_path: Path) -> None:
     exp = tmp_path / "exp.py"
     exp.write_text("")
     out = subprocess.run(
-        [str(py), "-c", "import slurm_rl.render as r, sys; print(r.templates_dir()); "
-         "from slurm_rl.cli import main; sys.argv=['slurm-rl','render',sys.argv[1],sys.argv[2]]; main()",
+        [str(py), "-c", "import slurm_rl.login.render as r, sys; print(r.templates_dir()); "
+         "from slurm_rl.login.cli import main; sys.argv=['slurm-rl','render',sys.argv[1],sys.argv[2]]; main()",
          str(spec), str(exp)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     first, script = out.stdout.split("\n", 1)
     assert first.startswith(str(venv)), first
-    assert script.startswith("#!/bin/bash") and "slurm_rl.node" in script
+    assert script.startswith("#!/bin/bash") and "slurm_rl.job.node" in script

@@ -11,9 +11,9 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import UsageError
-from .ports import ports_for
-from .spec import ClusterSpec
+from ..core.errors import UsageError
+from ..core.ports import ports_for
+from ..core.spec import ClusterSpec
 
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$")
 _SIGNAL = re.compile(r"^(B:|R:|RB:)?((?:SIG)?[A-Z0-9]+)@(\d+)$")

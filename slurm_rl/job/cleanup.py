@@ -1,4 +1,4 @@
-"""`python -m slurm_rl.cleanup --job-id J`: stop job J's processes on this node, remove its
+"""`python -m slurm_rl.job.cleanup --job-id J`: stop job J's processes on this node, remove its
 node-local temp dir, print one JSON line saying what was done. Run on each node of the job by
 `slurm-rl teardown` (inside the job with `srun --overlap`, or in a short cleanup step once the
 allocation is gone).
@@ -16,8 +16,8 @@ import time
 
 import psutil
 
-from .paths import node_temp_dir
-from .procs import stop_job_processes
+from ..core.paths import node_temp_dir
+from ..core.procs import stop_job_processes
 
 
 def _ancestors() -> set[int]:
@@ -46,7 +46,7 @@ def clean_node(job_id: str, grace_s: float) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m slurm_rl.cleanup", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m slurm_rl.job.cleanup", description=__doc__)
     p.add_argument("--job-id", required=True)
     p.add_argument("--grace-s", type=float, default=1.0)
     args = p.parse_args(argv)

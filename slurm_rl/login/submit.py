@@ -10,19 +10,17 @@ import os
 import secrets
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UsageError
-from .events import append_event, write_atomic, write_json
+from ..core.errors import UsageError
+from ..core.events import append_event, write_atomic
+from ..core.paths import JobPaths
+from ..core.slurm import SlurmClient
+from ..core.spec import ClusterSpec
 from .options import JobOptions
-from .paths import JobPaths
-from .render import render_sbatch
-from .slurm import SlurmClient
-from .spec import ClusterSpec
-
-
-TOKEN_FILE = "ray_auth_token"
+from .render import RenderedJob, render_job
 
 
 def write_token(path: Path) -> None:
@@ -40,35 +38,39 @@ class Submitted:
     script: str
 
 
-def stage_job_dir(stage: Path, spec: ClusterSpec, opts: JobOptions, script: str) -> None:
-    (stage / "logs").mkdir(parents=True)
-    (stage / "nodes").mkdir()
-    write_atomic(stage / "sbatch.sh", script)
-    write_token(stage / TOKEN_FILE)
-    write_atomic(stage / "spec.json", spec.to_json())
-    write_json(stage / "options.json", opts.as_dict())
-    shutil.copy2(opts.experiment, stage / "experiment.py")
+def stage_job_dir(stage: JobPaths, spec: ClusterSpec, opts: JobOptions, job: RenderedJob) -> None:
+    stage.logs.mkdir(parents=True)
+    stage.markers.mkdir()
+    write_atomic(stage.sbatch_script, job.script)
+    write_token(stage.ray_auth_token)
+    write_atomic(stage.spec, spec.to_json())
+    job.manifest.write(stage.manifest)
+    shutil.copy2(opts.experiment, stage.experiment)
 
 
-def submit(spec: ClusterSpec, opts: JobOptions, client: SlurmClient, release: bool = True) -> Submitted:
+def submit(spec: ClusterSpec, opts: JobOptions, client: SlurmClient, release: bool = True,
+           stage_extra: Callable[[JobPaths], None] | None = None) -> Submitted:
+    """Submit one job; ``stage_extra(paths)`` may add files to the job dir before it can start."""
     if spec.cluster_type != "slurm":
         raise UsageError(f"spec {spec.cluster_name!r} has cluster_type \"local\"; use `slurm-rl run` or a SLURM spec")
-    script = render_sbatch(spec, opts)
+    job = render_job(spec, opts)
     name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir
     try:
         name_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"fileroot: cannot create {name_dir} ({exc.strerror}); set fileroot to a writable shared path") from None
-    stage = name_dir / f".stage-{uuid.uuid4().hex[:12]}"
-    stage_job_dir(stage, spec, opts, script)
+    stage = JobPaths(name_dir / f".stage-{uuid.uuid4().hex[:12]}")
     try:
-        job_id = client.sbatch(str(stage / "sbatch.sh"), hold=True)
+        stage_job_dir(stage, spec, opts, job)
+        if stage_extra is not None:
+            stage_extra(stage)
+        job_id = client.sbatch(str(stage.sbatch_script), hold=True)
     except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
+        shutil.rmtree(stage.job_dir, ignore_errors=True)
         raise
     paths = JobPaths.for_job(spec.fileroot, opts.user, opts.name, job_id)
-    os.rename(stage, paths.job_dir)
+    os.rename(stage.job_dir, paths.job_dir)
     append_event(paths.events, "submitted", job_id=job_id, nodes=opts.nodes)
     if release:
         client.release(job_id)
-    return Submitted(job_id, paths, script)
+    return Submitted(job_id, paths, job.script)

@@ -1,9 +1,9 @@
-"""`python -m slurm_rl.finalize`: the last line of the batch script.
+"""`python -m slurm_rl.job.finalize --srun-rc RC`: the last line of the batch script.
 
 Exits with the driver's exit code (srun's own would be the worst of all nodes'). When the
-attempt failed and ``--requeue N`` allows another (``SLURM_RESTART_COUNT < N``), it records the
-attempt in events.jsonl, clears the attempt's exit files and requeues the job: the next attempt
-builds a fresh Ray cluster and appends to the same job dir.
+attempt failed and the manifest's ``requeue`` allows another (``SLURM_RESTART_COUNT < N``), it
+records the attempt in events.jsonl, clears the attempt's exit files and requeues the job: the
+next attempt builds a fresh Ray cluster and appends to the same job dir.
 """
 
 from __future__ import annotations
@@ -13,35 +13,33 @@ import os
 import sys
 from pathlib import Path
 
-from .events import append_event
-from .paths import JobPaths
-from .slurm import SlurmClient
+from ..core.events import append_event
+from ..core.exits import clear_exit, read_exit, record_exit
+from ..core.manifest import load_manifest
+from ..core.paths import JobPaths
+from ..core.slurm import SlurmClient
 
 
 def final_exit_code(paths: JobPaths, srun_rc: int) -> tuple[int, str]:
-    try:
-        rc = int(paths.exit_code.read_text().strip())
-        reason = paths.exit_reason.read_text().strip() if paths.exit_reason.exists() else ""
-    except (FileNotFoundError, ValueError):
+    rc, reason = read_exit(paths)
+    if rc is None:
         rc, reason = srun_rc, f"the job step ended with exit {srun_rc} before the driver finished; see {paths.batch_log}"
         if srun_rc != 0:
-            paths.exit_code.write_text(f"{rc}\n")
-            paths.exit_reason.write_text(reason + "\n")
+            record_exit(paths, rc, reason)
     return rc, reason
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m slurm_rl.finalize")
-    p.add_argument("--requeue", type=int, default=0)
+    p = argparse.ArgumentParser(prog="python -m slurm_rl.job.finalize")
     p.add_argument("--srun-rc", type=int, required=True)
     args = p.parse_args(argv)
     paths = JobPaths(Path(os.environ["SLURM_RL_JOB_DIR"]))
+    requeue = load_manifest(paths.manifest).requeue
     attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
     rc, reason = final_exit_code(paths, args.srun_rc)
-    if rc != 0 and attempt < args.requeue:
+    if rc != 0 and attempt < requeue:
         append_event(paths.events, "requeue", attempt=attempt, exit_code=rc, reason=reason)
-        for f in (paths.exit_code, paths.exit_reason):
-            f.unlink(missing_ok=True)
+        clear_exit(paths)
         SlurmClient().requeue(int(os.environ["SLURM_JOB_ID"]))
         return rc
     append_event(paths.events, "job_end", attempt=attempt, exit_code=rc)

@@ -14,6 +14,9 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from ..core.events import append_event
+from ..core.paths import JobPaths
+
 
 def on_preempt(callback: Callable[[], None]) -> None:
     """Call ``callback()`` (in the main thread) when the job is about to be stopped, so the
@@ -24,12 +27,10 @@ def on_preempt(callback: Callable[[], None]) -> None:
 
     def handler(signum: int, _frame: object) -> None:
         if job_dir:
-            from .events import append_event
-
-            append_event(Path(job_dir) / "events.jsonl", "preempt_signal", hooked=True)
+            append_event(JobPaths(Path(job_dir)).events, "preempt_signal", hooked=True)
         callback()
 
     signal.signal(signal.SIGUSR2, handler)
     attempt = os.environ.get("SLURM_RESTART_COUNT", "0") or "0"
-    if job_dir and Path(job_dir, "nodes", f"warned-{attempt}").exists():
+    if job_dir and JobPaths(Path(job_dir)).warned_marker(attempt).exists():
         handler(signal.SIGUSR2, None)  # the warning came before the driver was listening

@@ -1,4 +1,4 @@
-"""`python -m slurm_rl.ray_start ARGS`: Ray's `ray start`, minus what a batch job never uses.
+"""Ray's `ray start`, run inside the node bootstrap, minus what a batch job never uses.
 
 Ray's CLI starts a Ray Client server on the head whenever its dependencies are importable, and
 offers no flag to turn it off (port 0 is rejected). A slurm-rl driver runs inside the job and
@@ -7,8 +7,6 @@ CPUs during bring-up. Everything else is the unmodified `ray start`.
 """
 
 from __future__ import annotations
-
-import sys
 
 
 def start_in_process(argv: list[str]) -> None:
@@ -19,11 +17,3 @@ def start_in_process(argv: list[str]) -> None:
         scripts.get_ray_client_dependency_error = lambda: "disabled by slurm-rl"
     scripts.start.main(args=argv, prog_name="ray start", standalone_mode=False)
 
-
-def main(argv: list[str]) -> int:
-    start_in_process(argv)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,9 +1,10 @@
-"""Every path of a job, in one place.
+"""Every path of a job, in one place: the job dir on the shared filesystem and the node-local
+temp dir. No other module spells a file name of the job dir (the template gets the few it needs
+from here, through render).
 
-On the shared filesystem: ``<fileroot>/<user>/<name>/<jobid>/`` holds the rendered script, the
-resolved spec, a copy of the experiment, ``cluster.json``, ``events.jsonl`` and ``logs/``.
-On each node: a short node-local temp dir ``/tmp/srl-<jobid>`` for Ray (Unix socket paths must
-stay under 107 bytes, and Ray nests several directories below its temp dir).
+On the shared filesystem: ``<fileroot>/<user>/<name>/<jobid>/``. On each node: a short
+node-local temp dir ``/tmp/srl-<jobid>`` for Ray (Unix socket paths must stay under 107 bytes,
+and Ray nests several directories below its temp dir).
 """
 
 from __future__ import annotations
@@ -13,11 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NODE_TMP_ROOT = "/tmp"
+MARKERS_DIR = "nodes"
 
 
 def node_temp_dir(job_id: int | str) -> str:
     """Node-local Ray temp dir of a job; short so Ray's socket paths fit in 107 bytes."""
     return f"{NODE_TMP_ROOT}/srl-{job_id}"
+
+
+def warned_marker_name(attempt: int | str) -> str:
+    """File name (in the markers dir) noting that SLURM's warning signal came in ``attempt``.
+    ``attempt`` may be a shell expression: the batch script creates it."""
+    return f"warned-{attempt}"
 
 
 @dataclass(frozen=True)
@@ -31,20 +39,27 @@ class JobPaths:
         return cls(Path(fileroot) / user / name / str(job_id))
 
     @property
+    def job_id(self) -> str:
+        return self.job_dir.name
+
+    @property
     def name_dir(self) -> Path:
         return self.job_dir.parent
 
+    # ---- staged by submit ------------------------------------------------------------------
     @property
     def sbatch_script(self) -> Path:
         return self.job_dir / "sbatch.sh"
 
     @property
     def spec(self) -> Path:
+        """The resolved cluster spec, as a record (the node side reads the manifest)."""
         return self.job_dir / "spec.json"
 
     @property
-    def options(self) -> Path:
-        return self.job_dir / "options.json"
+    def manifest(self) -> Path:
+        """The job manifest: the one contract between the login node and the job."""
+        return self.job_dir / "manifest.json"
 
     @property
     def ray_auth_token(self) -> Path:
@@ -54,6 +69,17 @@ class JobPaths:
     def experiment(self) -> Path:
         return self.job_dir / "experiment.py"
 
+    @property
+    def call_pickle(self) -> Path:
+        """A function submitted with ``slurm_rl.submit(spec, fn, ...)`` (cloudpickled)."""
+        return self.job_dir / "call.pkl"
+
+    @property
+    def call_result(self) -> Path:
+        """What that function returned or raised (cloudpickled)."""
+        return self.job_dir / "call_result.pkl"
+
+    # ---- written while the job runs --------------------------------------------------------
     @property
     def cluster(self) -> Path:
         return self.job_dir / "cluster.json"
@@ -73,15 +99,22 @@ class JobPaths:
     @property
     def markers(self) -> Path:
         """Per-attempt marker files the nodes of a job use to talk to each other."""
-        return self.job_dir / "nodes"
+        return self.job_dir / MARKERS_DIR
 
     def node_marker(self, attempt: int, rank: int, kind: str) -> Path:
         """``<attempt>-<rank>.up`` / ``.failed``: a node joined, or failed, in this attempt."""
         return self.markers / f"{attempt}-{rank}.{kind}"
 
+    def node_markers(self, attempt: int, kind: str) -> list[Path]:
+        """Every node marker of ``kind`` in this attempt."""
+        return sorted(self.markers.glob(f"{attempt}-*.{kind}"))
+
     def stop_flag_for(self, attempt: int) -> Path:
         """Created by node 0 when the driver has ended: every other node stops its Ray."""
         return self.markers / f"{attempt}-stop"
+
+    def warned_marker(self, attempt: int | str) -> Path:
+        return self.markers / warned_marker_name(attempt)
 
     @property
     def logs(self) -> Path:

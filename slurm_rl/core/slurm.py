@@ -7,7 +7,6 @@ carrying argv, exit code, stdout and stderr. Tests pass a fake ``runner``; the l
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -80,10 +79,6 @@ class SlurmClient:
             raise SlurmCommandError(argv, res.returncode, res.stdout, res.stderr, hint=hint)
         return res
 
-    @staticmethod
-    def available() -> bool:
-        return shutil.which("sbatch") is not None
-
     def sbatch(self, script: str, hold: bool = False, extra: Sequence[str] = ()) -> int:
         argv = ["sbatch", "--parsable", *(["--hold"] if hold else []), *extra, script]
         out = self.run(argv, hint="check the partition, account and limits in your spec").stdout.strip()
@@ -95,19 +90,11 @@ class SlurmClient:
     def release(self, job_id: int) -> None:
         self.run(["scontrol", "release", str(job_id)])
 
-    def scancel(self, job_id: int, signal: str | None = None, batch_only: bool = False) -> None:
-        argv = ["scancel"]
-        if signal:
-            argv += [f"--signal={signal}"]
-        if batch_only:
-            argv += ["--batch"]
-        self.run([*argv, str(job_id)])
+    def scancel(self, job_id: int) -> None:
+        self.run(["scancel", str(job_id)])
 
     def requeue(self, job_id: int) -> None:
         self.run(["scontrol", "requeue", str(job_id)])
-
-    def show_hostnames(self, nodelist: str) -> list[str]:
-        return self.run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
 
     def job_state(self, job_id: int) -> JobState:
         """State from squeue while queued, else sacct, else scontrol; UNKNOWN if all forgot it."""
@@ -148,7 +135,7 @@ class SlurmClient:
         return m.group(1) if m else None
 
     def run_on_nodes(self, job_id: int | None, nodes: list[str], argv: list[str],
-                     timeout_s: float = 60.0) -> Completed:
+                     timeout_s: float = 60.0, srun_flags: Sequence[str] = ()) -> Completed:
         """Run argv once on each node: inside job ``job_id`` (srun --overlap) while its
         allocation lives, else as a short step of its own on exactly those nodes."""
         common = [f"--nodelist={','.join(nodes)}", f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}",
@@ -158,4 +145,4 @@ class SlurmClient:
         else:
             srun = ["srun", "--oversubscribe", "--time=2", "--job-name=slurm-rl-cleanup", "--cpus-per-task=1",
                     "--mem=0", *common]
-        return self.run([*srun, *argv], timeout_s=timeout_s, check=False)
+        return self.run([*srun, *srun_flags, *argv], timeout_s=timeout_s, check=False)

@@ -1,4 +1,4 @@
-"""Lab lifecycle (runs last among the lab tests and leaves the lab up): a lab whose processes
+"""Lab lifecycle (marked lab_last: conftest runs it after every other test; it leaves the lab up): a lab whose processes
 were all killed (what a stopped session leaves) comes back with `up`; `down` leaves nothing."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import LAB
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_last, pytest.mark.timeout(300)]
 STATE = Path("/var/lib/slurm-lab")
 
 

@@ -29,7 +29,6 @@ class RayPorts:
     dashboard_agent_listen: int
     dashboard_agent_grpc: int
     metrics_export: int
-    ray_client_server: int
     runtime_env_agent: int
     min_worker: int
     max_worker: int
@@ -63,6 +62,6 @@ def ports_for(job_id: int, port_base: int | None = None) -> RayPorts:
     return RayPorts(
         base=base, gcs=base, node_manager=base + 1, object_manager=base + 2, dashboard=base + 3,
         dashboard_agent_listen=base + 4, dashboard_agent_grpc=base + 5, metrics_export=base + 6,
-        ray_client_server=base + 7, runtime_env_agent=base + 8,
+        runtime_env_agent=base + 8,
         min_worker=base + 20, max_worker=base + BLOCK_SIZE - 1,
     )

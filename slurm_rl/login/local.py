@@ -16,11 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import UsageError
-from .events import append_event, write_atomic
-from .paths import JobPaths
-from .procs import MARKER_ENV, stop_job_processes
-from .spec import ClusterSpec
+from ..core.errors import UsageError
+from ..core.events import append_event
+from ..core.exits import describe_returncode, record_exit, shell_exit_code
+from ..core.paths import JobPaths
+from ..core.procs import MARKER_ENV, stop_job_processes
+from ..core.spec import ClusterSpec
 
 
 def run_local(spec: ClusterSpec, experiment: str, args: tuple[str, ...], name: str | None, user: str) -> int:
@@ -53,6 +54,5 @@ def run_local(spec: ClusterSpec, experiment: str, args: tuple[str, ...], name: s
     append_event(paths.events, "driver_end", exit_code=rc)
     killed = stop_job_processes(run_id, None, grace_s=1.0)
     append_event(paths.events, "node_cleaned", killed=len(killed))
-    write_atomic(paths.exit_code, f"{rc}\n")
-    write_atomic(paths.exit_reason, f"driver exited {rc}\n")
-    return rc if rc >= 0 else 128 - rc
+    record_exit(paths, shell_exit_code(rc), describe_returncode(rc), keep_existing=False)
+    return shell_exit_code(rc)

@@ -14,12 +14,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import JobError, UnknownJobError, UsageError
-from .events import append_event, read_events, read_json
+from ..core.errors import JobError, UnknownJobError, UsageError
+from ..core.events import append_event, read_events, read_json
+from ..core.exits import STOPPED_RC, record_exit
+from ..core.manifest import load_manifest
+from ..core.nodelist import expand_hostlist
+from ..core.paths import JobPaths
+from ..core.slurm import SlurmClient
+from ..core.spec import ClusterSpec
 from .jobs import find_job_dir
-from .paths import JobPaths
-from .slurm import SlurmClient
-from .spec import ClusterSpec
 
 
 @dataclass
@@ -47,8 +50,6 @@ def job_nodes(paths: JobPaths, slurm_nodelist: str) -> list[str]:
     if cluster.get("nodes"):
         return list(cluster["nodes"])
     if slurm_nodelist and slurm_nodelist not in ("(null)", "None"):
-        from .nodelist import expand_hostlist
-
         return expand_hostlist(slurm_nodelist)
     return sorted({e["node"] for e in read_events(paths.events) if e.get("event") == "node_start" and e.get("node")})
 
@@ -74,8 +75,9 @@ def teardown(spec: ClusterSpec, user: str, job_id: int, client: SlurmClient, gra
     forced: list[dict[str, Any]] = []
     if force and state.state == "RUNNING" and nodes and started:
         # kill first, inside the live allocation (no new allocation, no SIGTERM grace), then cancel
-        res = client.run_on_nodes(job_id, nodes, _cleanup_argv(job_id, 0.0))
-        forced = _parse_reports(res.stdout)
+        flags, argv = cleanup_command(paths, job_id, 0.0)
+        res = client.run_on_nodes(job_id, nodes, argv, srun_flags=flags)
+        forced = parse_reports(res.stdout)
     if state.in_queue:
         client.scancel(job_id)
         cancelled = True
@@ -86,25 +88,34 @@ def teardown(spec: ClusterSpec, user: str, job_id: int, client: SlurmClient, gra
             time.sleep(0.2)
     report = TeardownReport(job_id, cancelled, state.state, nodes)
     if nodes and started:
-        res = client.run_on_nodes(None, nodes, _cleanup_argv(job_id, grace_s))
-        report.per_node = _merge(forced, _parse_reports(res.stdout))
+        flags, argv = cleanup_command(paths, job_id, grace_s)
+        res = client.run_on_nodes(None, nodes, argv, srun_flags=flags)
+        report.per_node = merge_reports(forced, parse_reports(res.stdout))
         missing = set(nodes) - {n.get("node") for n in report.per_node}
         if missing:
             raise JobError(f"job {job_id}: cleanup did not report from {', '.join(sorted(missing))} "
                            f"(srun exited {res.returncode}: {res.stderr.strip()[-300:]}); run teardown again, "
                            f"or check those nodes with `sinfo -N`")
-    if cancelled and not (paths.exit_reason).exists():
-        paths.exit_reason.write_text(f"cancelled by slurm-rl teardown (was {state.state})\n")
+    if cancelled:
+        record_exit(paths, STOPPED_RC, f"cancelled by slurm-rl teardown (was {state.state})")
     report.seconds = time.monotonic() - t0
     append_event(paths.events, "teardown_done", killed=report.killed_total, seconds=round(report.seconds, 3))
     return report
 
 
-def _cleanup_argv(job_id: int, grace_s: float) -> list[str]:
-    return [sys.executable, "-m", "slurm_rl.cleanup", "--job-id", str(job_id), "--grace-s", str(grace_s)]
+def cleanup_command(paths: JobPaths, job_id: int, grace_s: float) -> tuple[list[str], list[str]]:
+    """(srun flags, argv) of the cleanup step: where the job ran, with the job's python inside
+    its container (the manifest says which); the login node's python for a pre-manifest job."""
+    try:
+        manifest = load_manifest(paths.manifest)
+        flags, prefix = manifest.container.launch(str(job_id))
+        python = manifest.python
+    except JobError:
+        flags, prefix, python = [], [], sys.executable
+    return flags, [*prefix, python, "-m", "slurm_rl.job.cleanup", "--job-id", str(job_id), "--grace-s", str(grace_s)]
 
 
-def _parse_reports(stdout: str) -> list[dict[str, Any]]:
+def parse_reports(stdout: str) -> list[dict[str, Any]]:
     out = []
     for line in stdout.splitlines():
         try:
@@ -116,7 +127,7 @@ def _parse_reports(stdout: str) -> list[dict[str, Any]]:
     return out
 
 
-def _merge(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def merge_reports(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per node, what both passes stopped."""
     by_node: dict[str, dict[str, Any]] = {}
     for item in [*first, *second]:

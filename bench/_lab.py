@@ -1,0 +1,40 @@
+"""What the benchmarks need from the lab, without importing the test suite: submit through the
+real CLI, wait for a file, and count a job's processes on a node the way an admin would
+(grep over /proc, independent of slurm-rl's own process discovery)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SPEC = REPO / "cluster_specs" / "lab.json"
+LAB = REPO / "tests" / "lab" / "slurm-lab"
+HOLD = REPO / "tests" / "lab" / "experiments" / "hold.py"  # a driver that holds an actor per node
+
+
+def submit_json(experiment: Path, nodes: int, *extra: str) -> dict:
+    """`slurm-rl submit --json` without waiting: {"job_id", "job_dir", ...}."""
+    res = subprocess.run([sys.executable, "-m", "slurm_rl", "submit", str(SPEC), str(experiment), "--nodes",
+                          str(nodes), "--json", *extra], capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(res.stdout.splitlines()[-1])
+
+
+def wait_file(path: Path, timeout_s: float = 120) -> None:
+    end = time.monotonic() + timeout_s
+    while not (path.exists() and path.read_text().endswith("\n")):
+        if time.monotonic() > end:
+            raise TimeoutError(f"{path} did not appear within {timeout_s:g} s")
+        time.sleep(0.1)
+
+
+def job_pids(node: str, job_id: int) -> list[str]:
+    """/proc entries on ``node`` carrying the job's marker variable or its temp dir."""
+    script = (f"grep -lzx SLURM_RL_JOB_ID={job_id} /proc/[0-9]*/environ; "
+              f"grep -lz /tmp/srl-{job_id} /proc/[0-9]*/cmdline; true")
+    out = subprocess.run([str(LAB), "exec", node, "--", "sh", "-c", script], capture_output=True, text=True,
+                         timeout=30).stdout
+    return sorted({line.split("/")[2] for line in out.splitlines() if line.startswith("/proc/")} - {"self"})

@@ -1,0 +1,56 @@
+"""A job's exit: the one writer of ``exit_code`` / ``exit_reason`` and the one mapping from a
+process's return code to a shell-style exit code.
+
+Both files are written atomically (temp + rename): ``submit --wait``, ``status`` and the
+finalize step read them while nodes may still be writing.
+"""
+
+from __future__ import annotations
+
+import signal
+
+from .events import write_atomic
+from .paths import JobPaths
+
+STOPPED_RC = 128 + signal.SIGTERM  # 143: the job was stopped from outside (scancel, time limit)
+
+
+def shell_exit_code(returncode: int) -> int:
+    """``subprocess`` return code -> what a shell would report (a signal N becomes 128 + N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def describe_returncode(returncode: int, what: str = "driver") -> str:
+    if returncode < 0:
+        return f"{what} killed by signal {signal.Signals(-returncode).name}"
+    return f"{what} exited {returncode}"
+
+
+def record_exit(paths: JobPaths, rc: int, reason: str, *, keep_existing: bool = True) -> bool:
+    """Write the job's exit code and reason. With ``keep_existing`` (the default) the first
+    writer wins: the node that saw the cause knows it best. Returns whether it wrote."""
+    if keep_existing and paths.exit_code.exists():
+        return False
+    write_atomic(paths.exit_reason, reason.strip() + "\n")
+    write_atomic(paths.exit_code, f"{rc}\n")  # last: readers treat the code as "exit known"
+    return True
+
+
+def clear_exit(paths: JobPaths) -> None:
+    """Forget an attempt's exit before the job is requeued."""
+    for f in (paths.exit_code, paths.exit_reason):
+        f.unlink(missing_ok=True)
+
+
+def read_exit(paths: JobPaths) -> tuple[int | None, str]:
+    """(exit code or None while unknown, reason or "")."""
+    try:
+        text = paths.exit_code.read_text().strip()
+        rc: int | None = int(text)
+    except (FileNotFoundError, ValueError):
+        rc = None
+    try:
+        reason = paths.exit_reason.read_text().strip()
+    except FileNotFoundError:
+        reason = ""
+    return rc, reason

@@ -1,0 +1,112 @@
+"""The job manifest: the one contract between the login node and the job.
+
+``render`` builds it from the spec and the resolved options; ``submit`` writes it into the job
+dir as ``manifest.json``; the node bootstrap, finalize, cleanup, ``status`` and ``teardown``
+read only this (never the raw spec, never ``SLURM_RL_*`` variables with fallbacks). The batch
+script keeps only what has to be shell: the spec's setup lines (which may provide the python)
+and the job dir.
+
+The format is versioned: a job dir written by an incompatible slurm-rl is refused with a clear
+error instead of being half understood.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .errors import JobError
+from .events import write_atomic
+
+MANIFEST_FORMAT = 1
+JOB_ID_PLACEHOLDER = "\0JOBID\0"  # stands for the job id where it is not known yet (render)
+
+
+class Container(BaseModel):
+    """How every process of the job is started: bare, under Pyxis (srun flags) or Apptainer
+    (a command prefix)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    runtime: Literal["none", "pyxis", "apptainer"] = "none"
+    image: str | None = None
+    mounts: tuple[str, ...] = ()
+    workdir: str = "/"
+    gpus: bool = False
+
+    def launch(self, job_id: str) -> tuple[list[str], list[str]]:
+        """(extra srun flags, command prefix) as argv items, unquoted."""
+        if self.runtime == "pyxis":
+            return ([f"--container-image={self.image}", f"--container-mounts={','.join(self.mounts)}",
+                     f"--container-name=slurm-rl-{job_id}", "--no-container-mount-home",
+                     f"--container-workdir={self.workdir}"], [])
+        if self.runtime == "apptainer":
+            prefix = ["apptainer", "exec", "--containall", "--pwd", self.workdir]
+            for m in self.mounts:
+                prefix += ["--bind", m]
+            if self.gpus:
+                prefix.append("--nv")
+            return [], [*prefix, str(self.image)]
+        return [], []
+
+
+class JobManifest(BaseModel):
+    """Everything the job side needs, resolved on the login node. Frozen."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: int = MANIFEST_FORMAT
+    slurm_rl_version: str
+    cluster_name: str
+    name: str
+    user: str
+    nodes: int
+    python: str                        # the interpreter on the nodes (spec.python or the submitter's)
+    workdir: str
+    experiment_src_dir: str            # imports next to the original experiment keep working
+    experiment_args: tuple[str, ...] = ()
+    ready_timeout_s: float = 180.0
+    port_base: int | None = None       # None: per-job block derived from the job id
+    requeue: int = 0
+    signal: str = "B:USR2@120"
+    cpus_per_node: int | None = None
+    gpus_per_node: int = 0
+    time: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    setup: tuple[str, ...] = ()
+    setup_first_line: int = 0          # line of setup[0] in the node script (blames a failing line)
+    container: Container = Container()
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+    def write(self, path: Path) -> None:
+        write_atomic(path, self.to_json())
+
+    def setup_line(self, script_line: int) -> tuple[int, str]:
+        """(index, text) of the setup line at ``script_line`` of the node script."""
+        index = script_line - self.setup_first_line
+        return index, (repr(self.setup[index]) if 0 <= index < len(self.setup) else "?")
+
+
+def load_manifest(path: Path) -> JobManifest:
+    """Read a job's manifest; JobError (naming the file and the fix) if absent or foreign."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise JobError(f"{path} does not exist: this job dir was not written by slurm-rl "
+                       f"(or by a version before manifests); resubmit the job") from None
+    except json.JSONDecodeError as exc:
+        raise JobError(f"{path} is not valid JSON ({exc}); resubmit the job") from None
+    found = data.get("format") if isinstance(data, dict) else None
+    if found != MANIFEST_FORMAT:
+        raise JobError(f"{path} has manifest format {found!r}, this slurm-rl reads format {MANIFEST_FORMAT}; "
+                       f"use the slurm-rl version that submitted the job ({data.get('slurm_rl_version', '?')})")
+    try:
+        return JobManifest.model_validate(data)
+    except ValidationError as exc:
+        raise JobError(f"{path}: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}; resubmit the job") from None

@@ -1,0 +1,213 @@
+"""The node bootstrap: ``python -m slurm_rl.job.node --job-dir DIR``, started on every node by
+the job's one srun. This module is the job lifecycle around the two roles (head.py, worker.py):
+signals, the role thread, the job's exit, and cleanup.
+
+Every bootstrap owns the Ray processes of its node: it is their child subreaper, and whatever
+ends the job (driver exit, scancel, time limit, a failed node) it stops exactly the processes
+of this job on its node, copies Ray's logs to the job dir and removes the node-local temp dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from ..core.events import write_atomic
+from ..core.exits import STOPPED_RC, describe_returncode, record_exit, shell_exit_code
+from ..core.manifest import load_manifest
+from ..core.paths import JobPaths
+from ..core.procs import MARKER_ENV, stop_job_processes
+from .context import POLL_S, NodeContext, NodeFailure, Stopped
+from .head import run_head
+from .worker import run_worker
+
+PR_SET_CHILD_SUBREAPER = 36
+DRIVER_GRACE_S = 2.0  # a signalled driver gets this long to exit (checkpoint) before the kill
+
+
+class Lifecycle:
+    """Runs this node's role in a thread so that a stop (signal, failed node) is acted on at
+    once, even while `ray start` is blocked in C code; then records the exit and cleans up."""
+
+    def __init__(self, ctx: NodeContext, failed_setup: tuple[int, int] | None = None) -> None:
+        self.ctx = ctx
+        self.failed_setup = failed_setup
+        self._stop_seen_at: float | None = None
+
+    def on_signal(self, signum: int, _frame: object) -> None:
+        ctx = self.ctx
+        if signum == signal.SIGCONT:
+            return  # scancel sends SIGCONT before SIGTERM
+        name = signal.Signals(signum).name
+        ctx.say(f"received {name}")
+        if not ctx.stop_requested.is_set():
+            ctx.stop_reason = f"{name} received on {ctx.node} (scancel, time limit or preemption)"
+        ctx.stop_requested.set()
+        if ctx.driver is not None and ctx.driver.poll() is None:
+            try:
+                ctx.driver.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+    def run_role(self) -> int:
+        """Node 0: head + driver, returns the driver's exit code. Others: join, wait for stop."""
+        ctx = self.ctx
+        if self.failed_setup is not None:
+            line, rc = self.failed_setup
+            index, text = ctx.manifest.setup_line(line)
+            raise NodeFailure(f"setup[{index}] {text} exited {rc} (spec field 'setup'; its output is in "
+                              f"{ctx.paths.batch_log})")
+        ctx.event("node_start", ip=ctx.node_ip(ctx.node), cpus=ctx.cpus, gpus=ctx.gpus)
+        return run_head(ctx) if ctx.rank == 0 else run_worker(ctx)
+
+    def run(self) -> int:
+        ctx = self.ctx
+        done = threading.Event()
+        outcome: dict[str, object] = {}
+
+        def target() -> None:
+            try:
+                outcome["rc"] = self.run_role()
+            except NodeFailure as exc:
+                outcome["failure"] = exc
+            except Stopped:
+                pass
+            except BaseException as exc:  # noqa: BLE001 - reported, then the node stops
+                outcome["failure"] = NodeFailure(f"unexpected error in the bootstrap: {exc!r}")
+            finally:
+                done.set()
+
+        threading.Thread(target=target, name="role", daemon=True).start()
+        while not done.wait(POLL_S):
+            if ctx.stop_requested.is_set() and not self._driver_running(DRIVER_GRACE_S):
+                break
+        try:
+            return self.conclude(outcome)
+        finally:
+            self.cleanup()
+
+    def conclude(self, outcome: dict[str, object]) -> int:
+        """The node's exit code from the role's outcome; node 0 records the job's exit."""
+        ctx = self.ctx
+        if "failure" in outcome:
+            exc = outcome["failure"]
+            msg = f"{ctx.node}: {exc}; see {ctx.paths.node_log(ctx.node)}"
+            ctx.say(f"FAILED: {exc}")
+            ctx.event("node_failed", error=str(exc))
+            write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "failed"), msg + "\n")
+            self.finish(1, msg)
+            return 1
+        rc = outcome.get("rc")
+        if not isinstance(rc, int):  # stopped before the role finished
+            ctx.event("node_stopped", reason=ctx.stop_reason)
+            if ctx.stop_flag.exists():  # node 0 had finished: a normal end
+                return 0
+            self.finish(STOPPED_RC, ctx.stop_reason or "stopped")
+            return STOPPED_RC
+        if ctx.rank == 0:
+            self.finish(shell_exit_code(rc), describe_returncode(rc) if rc < 0 or not ctx.stop_reason
+                        else ctx.stop_reason)
+            return shell_exit_code(rc)
+        return rc
+
+    def _driver_running(self, grace_s: float) -> bool:
+        """True while a signalled driver may still exit by itself (it got the signal too)."""
+        driver = self.ctx.driver
+        if driver is None or driver.poll() is not None:
+            return False
+        if self._stop_seen_at is None:
+            self._stop_seen_at = time.monotonic()
+        return time.monotonic() - self._stop_seen_at < grace_s
+
+    def finish(self, rc: int, reason: str) -> None:
+        record_exit(self.ctx.paths, rc, reason)
+        self.ctx.stop_flag.touch()
+
+    def cleanup(self) -> None:
+        ctx = self.ctx
+        t0 = time.monotonic()
+        try:  # what we started, and orphans re-parented to us (we are their subreaper)
+            descendants = [p.pid for p in psutil.Process().children(recursive=True)]
+        except psutil.Error:
+            descendants = []
+        if ctx.driver is not None and ctx.driver.poll() is None:
+            ctx.driver.terminate()
+            try:
+                ctx.driver.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                ctx.driver.kill()
+        self._copy_ray_logs()
+        killed = stop_job_processes(ctx.job_id, ctx.temp_dir, grace_s=0.5, also=descendants)
+        shutil.rmtree(ctx.temp_dir, ignore_errors=True)
+        ctx.say(f"cleanup: stopped {len(killed)} processes in {time.monotonic() - t0:.2f} s: "
+                + ", ".join(f"{k.name}({k.pid},{k.signal})" for k in killed))
+        ctx.event("node_cleaned", killed=len(killed), seconds=round(time.monotonic() - t0, 3))
+
+    def _copy_ray_logs(self) -> None:
+        src = Path(self.ctx.temp_dir) / "session_latest" / "logs"
+        if src.is_dir():
+            try:
+                shutil.copytree(src, self.ctx.paths.ray_logs(self.ctx.node), dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("*.sock"))
+            except (OSError, shutil.Error) as exc:
+                self.ctx.say(f"could not copy Ray logs: {exc}")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m slurm_rl.job.node", description=__doc__)
+    p.add_argument("--job-dir", required=True)
+    p.add_argument("--failed-setup-line", type=int, default=None,
+                   help="(from the ERR trap) the node script line of the setup line that failed")
+    p.add_argument("--failed-setup-rc", type=int, default=None)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if "SLURM_JOB_ID" not in os.environ:
+        print("slurm_rl.job.node runs inside a SLURM job step (started by the sbatch script)", file=sys.stderr)
+        return 2
+    try:  # orphaned Ray daemons re-parent to us, so they stay in this job step's process tree
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    paths = JobPaths(Path(args.job_dir))
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    paths.markers.mkdir(parents=True, exist_ok=True)
+    manifest = load_manifest(paths.manifest)
+    # This job's Ray accepts only clients holding the job's token (written by submit, mode 0600).
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(paths.ray_auth_token)
+    # The marker goes last in the environment children inherit: processes that rewrite their
+    # title (Ray's "ray::..." workers) overwrite the start of /proc/PID/environ.
+    os.environ.pop(MARKER_ENV, None)
+    os.environ[MARKER_ENV] = os.environ["SLURM_JOB_ID"]
+    node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
+    log = open(paths.node_log(node), "a", buffering=1)  # noqa: SIM115 - lives as long as the process
+    ctx = NodeContext.from_environ(dict(os.environ), paths, manifest, log)
+    failed = (args.failed_setup_line, args.failed_setup_rc or 1) if args.failed_setup_line is not None else None
+    life = Lifecycle(ctx, failed)
+    # Everything this node prints (ray start included) goes to logs/node-<name>.log.
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCONT):
+        signal.signal(sig, life.on_signal)
+    # The job's warning signal (--signal, USR2) reaches every process of the step. Ignoring it
+    # here makes every child (Ray, the driver) inherit "ignore": only a driver that asked for
+    # it with slurm_rl.on_preempt(callback) reacts.
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    return life.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

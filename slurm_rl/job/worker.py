@@ -1,0 +1,63 @@
+"""Role of every node but node 0: join the head as soon as its GCS answers, then stay until
+node 0 says stop (the driver ended), SLURM signals us, or the head goes away."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ..core.events import write_atomic
+from .context import NodeContext, port_open
+
+HEAD_LOST_AFTER_S = 2.0
+
+
+@dataclass
+class StayDecision:
+    """Whether a joined worker node should stop, and why. Pure, so the rule is unit-tested."""
+
+    lost_since: float | None = None
+
+    def check(self, stop_flag: bool, head_reachable: bool, now: float, head: str) -> str | None:
+        if stop_flag:
+            return "driver ended"
+        if head_reachable:
+            self.lost_since = None
+        elif self.lost_since is None:
+            self.lost_since = now
+        elif now - self.lost_since > HEAD_LOST_AFTER_S:
+            return f"Ray head on {head} unreachable"
+        return None
+
+
+def session_published(address: str) -> bool:
+    from ray._raylet import GcsClient
+
+    try:
+        return GcsClient(address=address).internal_kv_get(b"session_name", b"session", timeout=1) is not None
+    except Exception:  # GCS not answering yet
+        return False
+
+
+def run_worker(ctx: NodeContext) -> int:
+    head = ctx.nodes[0]
+    head_ip = ctx.node_ip(head)
+    import ray.scripts.scripts  # noqa: F401 - imported while the head starts: overlaps the wait
+
+    gcs = ctx.ports.gcs
+    address = f"{head_ip}:{gcs}"
+    # Join only once the head has published its session: `ray start` would otherwise sleep
+    # 1-2 s between its own retries.
+    ctx.wait_until(lambda: port_open(head_ip, gcs) and session_published(address),
+                   ctx.manifest.ready_timeout_s, f"the Ray head on {head} ({address})")
+    ctx.ray_start([f"--address={address}"])
+    ctx.event("node_up")
+    write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "up"), ctx.node + "\n")
+    decision = StayDecision()
+    while not ctx.stop_requested.is_set():
+        reason = decision.check(ctx.stop_flag.exists(), port_open(head_ip, gcs), time.monotonic(), head)
+        if reason:
+            ctx.stop_reason = reason
+            break
+        time.sleep(0.25)
+    return 0

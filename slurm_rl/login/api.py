@@ -1,0 +1,82 @@
+"""The Python submit API, for submitit users: ``job = slurm_rl.submit(spec, fn, *args, nodes=3)``
+runs ``fn(*args, **kwargs)`` as the driver of a slurm-rl job (one Ray cluster over ``nodes``
+nodes, torn down after) and ``job.result()`` returns what it returned, or raises
+``submitit``'s ``FailedJobError`` with the remote traceback or the job's exit reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import UsageError
+from ..core.paths import JobPaths, current_user
+from ..core.slurm import SlurmClient
+from ..core.spec import ClusterSpec, load_spec
+from .options import resolve_options
+
+CALL_DRIVER = Path(__file__).resolve().parent.parent / "job" / "call.py"
+
+
+class Job:
+    """A submitted function call: its SLURM job id, its job dir, and its result when done."""
+
+    def __init__(self, job_id: int, paths: JobPaths, client: SlurmClient) -> None:
+        self.job_id = job_id
+        self.paths = paths
+        self._client = client
+
+    def __repr__(self) -> str:
+        return f"Job(job_id={self.job_id}, job_dir={str(self.paths.job_dir)!r})"
+
+    @property
+    def state(self) -> str:
+        return self._client.job_state(self.job_id).state
+
+    def done(self) -> bool:
+        state = self._client.job_state(self.job_id)
+        return state.finished or state.state == "UNKNOWN"
+
+    def cancel(self) -> None:
+        self._client.scancel(self.job_id)
+
+    def result(self) -> Any:
+        """Wait for the job to end; return the function's value or raise FailedJobError."""
+        from submitit.core.utils import FailedJobError, pickle_load
+
+        from .jobs import wait_for_job
+
+        summary = wait_for_job(self.paths, self.job_id, self._client, quiet=True)
+        if not self.paths.call_result.exists():
+            raise FailedJobError(f"job {self.job_id} ended ({summary.state}, exit {summary.exit_code}) without a "
+                                 f"result: {summary.exit_reason or 'no reason recorded'}; see {self.paths.logs}")
+        status, value = pickle_load(self.paths.call_result)
+        if status != "success":
+            raise FailedJobError(f"job {self.job_id}: the function raised; its traceback:\n{value}")
+        return value
+
+
+def submit(spec: str | ClusterSpec | None, fn: Callable[..., Any], *args: Any, nodes: int = 1,
+           job_options: dict[str, Any] | None = None, client: SlurmClient | None = None, **kwargs: Any) -> Job:
+    """Run ``fn(*args, **kwargs)`` as the driver of a job over ``nodes`` nodes; returns a Job.
+
+    ``spec``: a spec path, a ClusterSpec, or None ($CLUSTER_SPEC_PATH). ``job_options``: what
+    `slurm-rl submit` takes as flags (``time``, ``partition``, ``cpus_per_node``, ``name``, ...).
+    """
+    from submitit.core.utils import DelayedSubmission
+
+    from .submit import submit as submit_job
+
+    resolved = spec if isinstance(spec, ClusterSpec) else load_spec(spec)
+    if resolved.cluster_type != "slurm":
+        raise UsageError(f"slurm_rl.submit needs a SLURM spec; {resolved.cluster_name!r} is {resolved.cluster_type!r}")
+    if not callable(fn):
+        raise UsageError(f"slurm_rl.submit: fn must be callable, got {type(fn).__name__}")
+    options = dict(job_options or {})
+    options.setdefault("name", getattr(fn, "__name__", "call").strip("<>") or "call")
+    opts = resolve_options(resolved, str(CALL_DRIVER), nodes=nodes, user=current_user(), **options)
+    call = DelayedSubmission(fn, *args, **kwargs)
+    client = client or SlurmClient()
+    done = submit_job(resolved, opts, client, stage_extra=lambda stage: call.dump(stage.call_pickle))
+    return Job(done.job_id, done.paths, client)

@@ -1,0 +1,138 @@
+"""The `slurm-rl` command line: parse, call, print. Logic lives in the other modules."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from .. import __version__
+from ..core.paths import current_user
+from ..core.spec import load_spec, resolve_spec_path
+from . import cli_jobs
+from .cli_common import CONTEXT, Main, _resolve, job_options
+
+@click.group(cls=Main, context_settings=CONTEXT)
+@click.version_option(__version__, prog_name="slurm-rl")
+def cli() -> None:
+    """slurm-rl: one Ray cluster per SLURM job, and nothing left behind when it ends.
+
+    \b
+    Typical use:
+      slurm-rl spec validate cluster_specs/lab.json      # check a cluster spec
+      slurm-rl submit cluster_specs/lab.json exp.py -N 3 --wait
+      slurm-rl status                                   # your jobs, their phase
+      slurm-rl logs JOBID [-f]                          # the driver's output
+      slurm-rl run exp.py                               # no SLURM: embedded local Ray
+
+    The spec comes from SPEC.json, --spec, or $CLUSTER_SPEC_PATH; with none, a local default
+    (fileroot ~/.cache/slurm_rl). Exit code 2 means bad input: nothing was submitted.
+    """
+
+
+# ---- spec -------------------------------------------------------------------------------------
+@cli.group(context_settings=CONTEXT)
+def spec() -> None:
+    """Check and show cluster specs."""
+
+
+@spec.command("validate", context_settings=CONTEXT)
+@click.argument("path", required=False)
+@click.option("--nodelist", default=None, metavar="HOSTLIST",
+              help="Also check that these nodes (e.g. 'gpu[01-04],cpu1') match a node type regex.")
+def spec_validate(path: str | None, nodelist: str | None) -> None:
+    """Validate a spec (PATH, else $CLUSTER_SPEC_PATH, else the local default); exit 2 if bad."""
+    from ..core.nodelist import expand_hostlist
+
+    s = load_spec(path)
+    if nodelist:
+        s.check_node_names(expand_hostlist(nodelist))
+    where = resolve_spec_path(path) or "built-in local default"
+    click.echo(f"ok: {where} ({s.cluster_type} cluster {s.cluster_name!r}, fileroot {s.fileroot})")
+
+
+@spec.command("show", context_settings=CONTEXT)
+@click.argument("path", required=False)
+def spec_show(path: str | None) -> None:
+    """Print the resolved spec, defaults filled in, as JSON."""
+    click.echo(load_spec(path).to_json(), nl=False)
+
+
+# ---- render / submit ----------------------------------------------------------------------------
+@cli.command(context_settings=CONTEXT)
+@job_options
+def render(**kw: Any) -> None:
+    """Print the exact sbatch script `submit` would run (nothing is submitted)."""
+    from .render import render_sbatch
+
+    s, opts = _resolve(kw)
+    click.echo(render_sbatch(s, opts), nl=False)
+
+
+@cli.command(context_settings=CONTEXT)
+@job_options
+@click.option("--dry-run", is_flag=True, help="Print the sbatch script and submit nothing.")
+@click.option("--wait", is_flag=True, help="Follow the job until it ends; exit with the driver's exit code.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (job_id, job_dir, nodes, state).")
+@click.option("--hold", is_flag=True, help="Submit held; start it later with `scontrol release JOBID`.")
+def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> None:
+    """Submit EXPERIMENT as one SLURM job running one Ray cluster over --nodes nodes.
+
+    \b
+    Example:
+      slurm-rl submit cluster_specs/lab.json examples/hello.py --nodes 3 --wait -- --steps 5
+    """
+    from ..core.slurm import SlurmClient
+    from .render import render_sbatch
+    from .submit import submit as do_submit
+
+    s, opts = _resolve(kw)
+    if dry_run:
+        click.echo(render_sbatch(s, opts), nl=False)
+        return
+    client = SlurmClient()
+    res = do_submit(s, opts, client, release=not hold)
+    if as_json and not wait:
+        click.echo(json.dumps({"job_id": res.job_id, "job_dir": str(res.paths.job_dir), "nodes": opts.nodes,
+                               "state": client.job_state(res.job_id).state}))
+        return
+    if not as_json:
+        click.echo(f"Submitted job {res.job_id} ({opts.nodes} node{'s' * (opts.nodes > 1)})\n"
+                   f"  job dir: {res.paths.job_dir}\n"
+                   f"  status:  slurm-rl status {res.job_id}\n"
+                   f"  logs:    slurm-rl logs {res.job_id} -f\n"
+                   f"  stop:    scancel {res.job_id}")
+    if wait:
+        from .jobs import wait_for_job
+
+        summary = wait_for_job(res.paths, res.job_id, client, quiet=as_json)
+        if as_json:
+            click.echo(json.dumps({**summary.as_dict(), "nodes": opts.nodes}))
+        sys.exit(summary.exit_code if summary.exit_code is not None else 1)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("experiment", type=click.Path(dir_okay=False))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--spec", "spec_flag", metavar="PATH", help="Only its fileroot is used (default: the local default).")
+@click.option("-J", "--name", default=None, help="Run name (default: the experiment's file name).")
+def run(experiment: str, args: tuple[str, ...], spec_flag: str | None, name: str | None) -> None:
+    """Run EXPERIMENT without SLURM, on an embedded local Ray; exits with its exit code."""
+    from .local import run_local
+
+    sys.exit(run_local(load_spec(spec_flag), experiment, args, name=name, user=current_user()))
+
+
+for _command in (cli_jobs.status, cli_jobs.list_jobs, cli_jobs.logs, cli_jobs.attach, cli_jobs.teardown,
+                 cli_jobs.cancel):
+    cli.add_command(_command)
+
+
+def main() -> None:
+    cli(prog_name="slurm-rl")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""`slurm-rl` commands that look at and act on submitted jobs: status, list, logs, attach,
+teardown (alias cancel). Registered on the main group by cli.py."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+import click
+
+from ..core.errors import UsageError
+from ..core.paths import current_user
+from ..core.spec import load_spec
+from .cli_common import CONTEXT, _with, spec_option
+
+# ---- looking at jobs ------------------------------------------------------------------------------
+@click.command(context_settings=CONTEXT)
+@click.argument("job_id", type=int, required=False)
+@spec_option()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per job.")
+def status(job_id: int | None, spec_flag: str | None, as_json: bool) -> None:
+    """State (from SLURM), phase and nodes up of one job, or of your recent jobs."""
+    from ..core.slurm import SlurmClient
+    from .jobs import all_job_dirs, job_summary, print_table, summarize
+
+    s, client = load_spec(spec_flag), SlurmClient()
+    if job_id is not None:
+        rows = [job_summary(s, current_user(), job_id, client)]
+    else:
+        rows = [summarize(p, client.job_state(int(p.job_dir.name))) for p in all_job_dirs(s, current_user())[-10:]]
+    if as_json:
+        for r in rows:
+            click.echo(json.dumps(r.as_dict()))
+    else:
+        print_table(rows)
+
+
+@click.command("list", context_settings=CONTEXT)
+@spec_option()
+def list_jobs(spec_flag: str | None) -> None:
+    """Your jobs under the spec's fileroot, newest last."""
+    from .jobs import all_job_dirs
+
+    for p in all_job_dirs(load_spec(spec_flag), current_user()):
+        click.echo(f"{p.job_dir.name}\t{p.job_dir.parent.name}\t{p.job_dir}")
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("job_id", type=int)
+@click.option("--node", default=None, help="A node's bootstrap log instead of the driver's.")
+@click.option("--batch", is_flag=True, help="SLURM's batch log (sbatch output) instead of the driver's.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
+@spec_option()
+def logs(job_id: int, node: str | None, batch: bool, follow: bool, spec_flag: str | None) -> None:
+    """Print a job's driver log (or --node NODE, --batch)."""
+    from ..core.slurm import SlurmClient
+    from .jobs import find_job_dir, follow_file
+
+    paths = find_job_dir(load_spec(spec_flag), current_user(), job_id)
+    path = paths.node_log(node) if node else paths.batch_log if batch else paths.driver_log
+    if not follow:
+        if not path.exists():
+            raise UsageError(f"job {job_id}: {path} does not exist yet (the job may not have started)")
+        click.echo(path.read_text(), nl=False)
+        return
+    client = SlurmClient()
+    follow_file(path, lambda: client.job_state(job_id).finished or client.job_state(job_id).state == "UNKNOWN")
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("job_id", type=int)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@spec_option()
+def attach(job_id: int, command: tuple[str, ...], spec_flag: str | None) -> None:
+    """A shell (or COMMAND) on the job's head node, inside the job, attached to its Ray.
+
+    \b
+    Examples:
+      slurm-rl attach 1234                       # interactive shell, RAY_ADDRESS set
+      slurm-rl attach 1234 -- ray status         # one command
+    """
+    from ..core.events import read_json
+    from ..core.slurm import SlurmClient
+    from .jobs import find_job_dir
+
+    paths = find_job_dir(load_spec(spec_flag), current_user(), job_id)
+    cluster = read_json(paths.cluster)
+    if not cluster:
+        raise UsageError(f"job {job_id}: no cluster.json yet in {paths.job_dir}; wait until `slurm-rl status {job_id}` says ready")
+    argv = SlurmClient.attach_argv(job_id, cluster["head_node"], list(command))
+    os.environ["RAY_ADDRESS"] = cluster["address"]
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(paths.ray_auth_token)
+    os.execvp(argv[0], argv)
+
+
+def _teardown(job_id: int, force: bool, as_json: bool, spec_flag: str | None) -> None:
+    from ..core.slurm import SlurmClient
+    from .teardown import teardown as do_teardown
+
+    report = do_teardown(load_spec(spec_flag), current_user(), job_id, SlurmClient(), force=force)
+    if as_json:
+        click.echo(json.dumps(report.as_dict()))
+        return
+    what = "cancelled" if report.cancelled else f"was already {report.state_before.lower()}"
+    click.echo(f"job {job_id}: {what}; {report.killed_total} leftover process(es) stopped in {report.seconds:.1f} s")
+    if not report.per_node:
+        click.echo("  nothing to clean on nodes (the job never started on any)")
+    for n in report.per_node:
+        killed = ", ".join(f"{k['name']}({k['pid']})" for k in n["killed"]) or "nothing left"
+        tmp = "; removed its temp dir" if n.get("temp_dir_removed") else ""
+        click.echo(f"  {n['node']}: {killed}{tmp}")
+
+
+_TEARDOWN_OPTS = [
+    click.argument("job_id", type=int),
+    click.option("--force", is_flag=True, help="Kill the job's processes at once instead of letting them stop on SIGTERM first."),
+    click.option("--json", "as_json", is_flag=True, help="One JSON object with the per-node report."),
+    spec_option(),
+]
+
+
+@click.command(context_settings=CONTEXT)
+@functools.partial(_with, _TEARDOWN_OPTS)
+def teardown(job_id: int, force: bool, as_json: bool, spec_flag: str | None) -> None:
+    """Cancel JOB_ID if it runs, then stop whatever of it is left on each of its nodes.
+
+    Only processes positively marked as this job's are touched (its marker variable, its
+    node-local temp dir); never another job's or user's. Safe to run twice. Exit 2 for a job
+    that is not yours or unknown.
+    """
+    _teardown(job_id, force, as_json, spec_flag)
+
+
+@click.command(context_settings=CONTEXT)
+@functools.partial(_with, _TEARDOWN_OPTS)
+def cancel(job_id: int, force: bool, as_json: bool, spec_flag: str | None) -> None:
+    """Alias of `teardown`."""
+    _teardown(job_id, force, as_json, spec_flag)
+
+

@@ -1,0 +1,143 @@
+"""The node bootstrap's decisions without a cluster: who a node is, when the head sees every
+node joined, when a worker node stops, what exit a node records, how a failing setup line is
+named. (The lab tests run the same code for real.)"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from slurm_rl.core.exits import STOPPED_RC, read_exit, record_exit
+from slurm_rl.core.manifest import JobManifest
+from slurm_rl.core.paths import JobPaths
+from slurm_rl.core.spec import parse_spec
+from slurm_rl.job.context import NodeContext, NodeFailure, gpu_count
+from slurm_rl.job.head import driver_env, joined_count
+from slurm_rl.job.node import Lifecycle
+from slurm_rl.job.worker import HEAD_LOST_AFTER_S, StayDecision
+from slurm_rl.login.options import JobOptions
+from slurm_rl.login.render import render_job
+
+MANIFEST = JobManifest(slurm_rl_version="t", cluster_name="c", name="n", user="u", nodes=3, python="py",
+                       workdir="/w", experiment_src_dir="/src", experiment_args=("--a",))
+
+
+def _ctx(tmp_path: Path, rank: int = 0, **env: str) -> NodeContext:
+    paths = JobPaths(tmp_path / "job")
+    paths.markers.mkdir(parents=True)
+    environ = {"SLURM_JOB_ID": "77", "SLURM_NODEID": str(rank), "SLURMD_NODENAME": f"node{rank + 1}",
+               "SLURM_JOB_NODELIST": "node[1-3]", "SLURM_CPUS_ON_NODE": "4", **env}
+    return NodeContext.from_environ(environ, paths, MANIFEST, io.StringIO())
+
+
+def test_identity_from_slurm_step_variables(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path, rank=2, SLURM_RESTART_COUNT="1", CUDA_VISIBLE_DEVICES="0,3")
+    assert (ctx.job_id, ctx.rank, ctx.node, ctx.nodes) == ("77", 2, "node3", ["node1", "node2", "node3"])
+    assert (ctx.cpus, ctx.gpus, ctx.attempt) == (4, 2, 1)
+    assert ctx.stop_flag == ctx.paths.markers / "1-stop" and ctx.temp_dir == "/tmp/srl-77"
+
+
+@pytest.mark.parametrize(("env", "gpus"), [
+    ({}, 0), ({"CUDA_VISIBLE_DEVICES": "0,1,2"}, 3), ({"CUDA_VISIBLE_DEVICES": "NoDevFiles"}, 0),
+    ({"SLURM_GPUS_ON_NODE": "4"}, 4), ({"SLURM_GPUS_ON_NODE": "x"}, 0),
+])
+def test_gpu_count(env: dict[str, str], gpus: int) -> None:
+    assert gpu_count(env) == gpus
+
+
+def test_head_counts_joined_nodes_of_this_attempt_and_fails_on_a_failed_one(tmp_path: Path) -> None:
+    paths = JobPaths(tmp_path)
+    paths.markers.mkdir()
+    assert joined_count(paths, 0) == 0
+    paths.node_marker(0, 1, "up").write_text("node2\n")
+    paths.node_marker(1, 2, "up").write_text("node3\n")       # another attempt: not counted
+    assert joined_count(paths, 0) == 1
+    paths.node_marker(0, 2, "failed").write_text("node3: cannot resolve node name\n")
+    with pytest.raises(NodeFailure, match="node3: cannot resolve"):
+        joined_count(paths, 0)
+
+
+def test_worker_stays_until_stop_flag_or_head_lost_for_a_while() -> None:
+    d = StayDecision()
+    assert d.check(stop_flag=False, head_reachable=True, now=0.0, head="node1") is None
+    assert d.check(stop_flag=False, head_reachable=False, now=1.0, head="node1") is None     # a blip
+    assert d.check(stop_flag=False, head_reachable=True, now=1.5, head="node1") is None      # back
+    assert d.check(stop_flag=False, head_reachable=False, now=2.0, head="node1") is None
+    late = 2.0 + HEAD_LOST_AFTER_S + 0.1
+    assert d.check(stop_flag=False, head_reachable=False, now=late, head="node1") == "Ray head on node1 unreachable"
+    assert StayDecision().check(stop_flag=True, head_reachable=True, now=0.0, head="node1") == "driver ended"
+
+
+def test_driver_env_points_at_the_job_cluster(tmp_path: Path) -> None:
+    env = driver_env(_ctx(tmp_path), "10.0.0.1:6379", {"PYTHONPATH": "/lib", "HOME": "/h"})
+    assert env["RAY_ADDRESS"] == env["SLURM_RL_RAY_ADDRESS"] == "10.0.0.1:6379"
+    assert env["PYTHONPATH"] == os.pathsep.join(["/src", "/lib"]) and env["HOME"] == "/h"
+
+
+@pytest.mark.parametrize(("rank", "outcome", "rc", "code", "reason"), [
+    (0, {"rc": 0}, 0, 0, "driver exited 0"),
+    (0, {"rc": 3}, 3, 3, "driver exited 3"),
+    (0, {"rc": -9}, 137, 137, "driver killed by signal SIGKILL"),
+    (1, {"rc": 0}, 0, None, ""),                                       # workers do not record the job's exit
+    (1, {"failure": NodeFailure("ray start failed")}, 1, 1, "node2: ray start failed"),
+    (1, {}, STOPPED_RC, STOPPED_RC, "stopped"),                        # signalled before the role ended
+])
+def test_lifecycle_conclude(tmp_path: Path, rank: int, outcome: dict, rc: int, code: int | None,
+                            reason: str) -> None:
+    life = Lifecycle(_ctx(tmp_path, rank=rank))
+    assert life.conclude(outcome) == rc
+    got_code, got_reason = read_exit(life.ctx.paths)
+    assert got_code == code and got_reason.startswith(reason)
+    if code is not None:
+        assert life.ctx.stop_flag.exists()  # the other nodes are told to stop
+
+
+def test_a_stopped_worker_after_a_normal_end_is_not_a_failure(tmp_path: Path) -> None:
+    life = Lifecycle(_ctx(tmp_path, rank=1))
+    life.ctx.stop_flag.touch()
+    assert life.conclude({}) == 0 and read_exit(life.ctx.paths) == (None, "")
+
+
+def test_first_exit_wins_and_writes_are_complete(tmp_path: Path) -> None:
+    paths = JobPaths(tmp_path)
+    assert record_exit(paths, 1, "node2: lost")
+    assert not record_exit(paths, 143, "SIGTERM received")
+    assert read_exit(paths) == (1, "node2: lost")
+    assert record_exit(paths, 0, "driver exited 0", keep_existing=False)
+    assert read_exit(paths) == (0, "driver exited 0") and not list(tmp_path.glob(".exit*"))
+
+
+def test_a_failing_setup_line_is_named_by_its_index(tmp_path: Path) -> None:
+    """Run the rendered node script with a fake python: the ERR trap's line maps back to the
+    setup line that failed, through the manifest alone."""
+    spec = parse_spec({"cluster_name": "c", "fileroot": str(tmp_path), "setup": ["true", "echo ok", "false", "true"]})
+    fake = tmp_path / "fakepy"
+    fake.write_text("#!/bin/sh\necho \"$@\"\n")
+    fake.chmod(0o755)
+    opts = JobOptions(experiment=str(tmp_path / "e.py"), python=str(fake), user="u", name="n")
+    job = render_job(spec, opts)
+    node_script = job.script.split("<<'SLURM_RL_NODE' || true\n")[1].split("\nSLURM_RL_NODE\n")[0]
+    out = subprocess.run(["bash", "-c", node_script], env={"SLURM_JOB_ID": "1", "PATH": os.environ["PATH"]},
+                         capture_output=True, text=True, timeout=10).stdout.split()
+    line = int(out[out.index("--failed-setup-line") + 1])
+    assert job.manifest.setup_line(line) == (2, "'false'")
+    assert out[out.index("--failed-setup-rc") + 1] == "1"
+
+
+def test_manifest_round_trip_and_format_check(tmp_path: Path) -> None:
+    from slurm_rl.core.errors import JobError
+    from slurm_rl.core.manifest import load_manifest
+
+    path = tmp_path / "manifest.json"
+    MANIFEST.write(path)
+    assert load_manifest(path) == MANIFEST
+    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 99}))
+    with pytest.raises(JobError, match="format 99"):
+        load_manifest(path)
+    with pytest.raises(JobError, match="does not exist"):
+        load_manifest(tmp_path / "nope.json")

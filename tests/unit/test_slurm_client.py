@@ -1,0 +1,145 @@
+"""The SLURM seam, table-driven: recorded outputs of sbatch, squeue, scontrol and sacct (from
+the SLURM 22.05 lab) through a fake runner. Every argv is checked, and so is every state a
+user can see."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from slurm_rl.core.errors import SlurmCommandError
+from slurm_rl.core.slurm import Completed, JobState, SlurmClient
+
+SCONTROL_RUNNING = (
+    "JobId=47700975 JobName=allreduce UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901758 Nice=0 "
+    "Account=(null) QOS=(null) JobState=RUNNING Reason=None Dependency=(null) Requeue=0 Restarts=0 BatchFlag=1 "
+    "Reboot=0 ExitCode=0:0 RunTime=00:00:12 TimeLimit=365-00:00:00 Partition=lab NodeList=node[1-3] "
+    "BatchHost=node1 NumNodes=3 NumCPUs=3 StdOut=/var/tmp/slurm-rl/root/allreduce/47700975/logs/batch.log\n")
+SCONTROL_CANCELLED_HELD = ("JobId=47700976 JobName=wrap UserId=alice(1000) JobState=CANCELLED Reason=JobHeldUser "
+                           "ExitCode=0:0 ReqNodeList=(null) ExcNodeList=(null) NodeList= BatchHost=\n")
+SCONTROL_FAILED = "JobId=7 UserId=bob(1001) JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0 NodeList=node2\n"
+SCONTROL_TIMEOUT = "JobId=8 UserId=bob(1001) JobState=TIMEOUT Reason=TimeLimit ExitCode=0:15 NodeList=node[1-2]\n"
+NO_JOB = Completed(1, "", "slurm_load_jobs error: Invalid job id specified\n")
+NO_ACCOUNTING = Completed(1, "", "Slurm accounting storage is disabled\n")
+
+
+class FakeRunner:
+    """Answers argv prefixes from a table, records every call."""
+
+    def __init__(self, table: dict[str, Completed]) -> None:
+        self.table = table
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv: Sequence[str], timeout_s: float) -> Completed:
+        assert timeout_s > 0
+        self.calls.append(list(argv))
+        for prefix, answer in self.table.items():
+            if " ".join(argv).startswith(prefix):
+                return answer
+        raise AssertionError(f"unexpected SLURM call {argv}")
+
+
+@pytest.mark.parametrize(("table", "expected"), [
+    pytest.param({"squeue": Completed(0, "47700975|RUNNING|node[1-3]|None\n", "")},
+                 JobState(47700975, "RUNNING", "node[1-3]", None, "None"), id="squeue-running"),
+    pytest.param({"squeue": Completed(0, "47700975|PENDING||JobHeldUser\n", "")},
+                 JobState(47700975, "PENDING", "", None, "JobHeldUser"), id="squeue-held"),
+    pytest.param({"squeue": Completed(0, "", ""), "scontrol show job": Completed(0, SCONTROL_RUNNING, "")},
+                 JobState(47700975, "RUNNING", "node[1-3]", 0, "None"), id="scontrol-running"),
+    pytest.param({"squeue": Completed(0, "", ""), "scontrol show job": Completed(0, SCONTROL_CANCELLED_HELD, "")},
+                 JobState(47700975, "CANCELLED", "", 0, "JobHeldUser"), id="scontrol-cancelled-held"),
+    pytest.param({"squeue": Completed(0, "", ""), "scontrol show job": Completed(0, SCONTROL_FAILED, "")},
+                 JobState(47700975, "FAILED", "node2", 3, "NonZeroExitCode"), id="scontrol-failed"),
+    pytest.param({"squeue": Completed(0, "", ""), "scontrol show job": Completed(0, SCONTROL_TIMEOUT, "")},
+                 JobState(47700975, "TIMEOUT", "node[1-2]", 0, "TimeLimit"), id="scontrol-timeout"),
+    pytest.param({"squeue": Completed(0, "", ""), "scontrol show job": NO_JOB,
+                  "sacct": Completed(0, "47700975|CANCELLED by 0|node[1-3]|0:15\n", "")},
+                 JobState(47700975, "CANCELLED", "node[1-3]", 0), id="sacct-cancelled-by"),
+    pytest.param({"squeue": Completed(0, "", ""), "scontrol show job": NO_JOB,
+                  "sacct": Completed(0, "47700975|OUT_OF_MEMORY|node1|0:125\n", "")},
+                 JobState(47700975, "OUT_OF_MEMORY", "node1", 0), id="sacct-oom"),
+    pytest.param({"squeue": Completed(0, "", ""), "scontrol show job": NO_JOB, "sacct": NO_ACCOUNTING},
+                 JobState(47700975, "UNKNOWN"), id="forgotten-no-accounting"),
+    pytest.param({"squeue": Completed(1, "", "slurm_load_jobs error: Invalid job id specified\n"),
+                  "scontrol show job": NO_JOB, "sacct": Completed(0, "", "")},
+                 JobState(47700975, "UNKNOWN"), id="unknown-everywhere"),
+])
+def test_job_state(table: dict[str, Completed], expected: JobState) -> None:
+    runner = FakeRunner(table)
+    state = SlurmClient(runner).job_state(47700975)
+    got = JobState(47700975, state.state, state.nodelist, state.exit_code, state.reason)
+    assert got == expected
+    assert runner.calls[0][:1] == ["squeue"] and "47700975" in runner.calls[0]
+
+
+@pytest.mark.parametrize(("state", "finished", "in_queue"), [
+    ("PENDING", False, True), ("RUNNING", False, True), ("COMPLETING", False, True), ("REQUEUED", False, True),
+    ("REQUEUE_HOLD", False, True), ("COMPLETED", True, False), ("FAILED", True, False),
+    ("CANCELLED", True, False), ("TIMEOUT", True, False), ("NODE_FAIL", True, False),
+    ("OUT_OF_MEMORY", True, False), ("PREEMPTED", True, False), ("UNKNOWN", False, False),
+])
+def test_terminal_states(state: str, finished: bool, in_queue: bool) -> None:
+    assert JobState(1, state).finished is finished
+    assert JobState(1, state).in_queue is in_queue
+
+
+@pytest.mark.parametrize(("stdout", "job_id"), [
+    ("47700976\n", 47700976),
+    ("47700976;cluster-a\n", 47700976),                  # --parsable on a multi-cluster site
+    ("sbatch: warning: x\n123\n", 123),                  # a warning before the id
+])
+def test_sbatch_parses_the_job_id(stdout: str, job_id: int) -> None:
+    runner = FakeRunner({"sbatch": Completed(0, stdout, "")})
+    assert SlurmClient(runner).sbatch("/jd/sbatch.sh", hold=True) == job_id
+    assert runner.calls == [["sbatch", "--parsable", "--hold", "/jd/sbatch.sh"]]
+
+
+def test_sbatch_errors_carry_argv_exit_code_and_stderr() -> None:
+    stderr = ("sbatch: error: invalid partition specified: nope\n"
+              "sbatch: error: Batch job submission failed: Invalid partition name specified\n")
+    runner = FakeRunner({"sbatch": Completed(1, "", stderr)})
+    with pytest.raises(SlurmCommandError) as err:
+        SlurmClient(runner).sbatch("/jd/sbatch.sh")
+    assert err.value.argv == ["sbatch", "--parsable", "/jd/sbatch.sh"] and err.value.returncode == 1
+    assert err.value.stderr == stderr
+    assert "Invalid partition name specified" in str(err.value) and "partition" in str(err.value)
+
+
+def test_sbatch_without_a_job_id_is_an_error() -> None:
+    with pytest.raises(SlurmCommandError, match="job id"):
+        SlurmClient(FakeRunner({"sbatch": Completed(0, "", "")})).sbatch("/x")
+
+
+def test_release_requeue_scancel_argv() -> None:
+    runner = FakeRunner({"scontrol": Completed(0, "", ""), "scancel": Completed(0, "", "")})
+    client = SlurmClient(runner)
+    client.release(5)
+    client.requeue(5)
+    client.scancel(5)
+    assert runner.calls == [["scontrol", "release", "5"], ["scontrol", "requeue", "5"], ["scancel", "5"]]
+
+
+@pytest.mark.parametrize(("table", "owner"), [
+    ({"squeue": Completed(0, "alice\n", "")}, "alice"),
+    ({"squeue": Completed(0, "", ""), "scontrol show job": Completed(0, SCONTROL_FAILED, "")}, "bob"),
+    ({"squeue": Completed(0, "", ""), "scontrol show job": NO_JOB}, None),
+])
+def test_job_owner(table: dict[str, Completed], owner: str | None) -> None:
+    assert SlurmClient(FakeRunner(table)).job_owner(7) == owner
+
+
+def test_run_on_nodes_inside_the_job_and_as_its_own_step() -> None:
+    runner = FakeRunner({"srun": Completed(0, "{}\n", "")})
+    client = SlurmClient(runner)
+    client.run_on_nodes(9, ["node1", "node2"], ["py", "-m", "x"], srun_flags=["--container-image=i"])
+    client.run_on_nodes(None, ["node1"], ["py"])
+    inside, own = runner.calls
+    assert inside[:3] == ["srun", "--overlap", "--jobid=9"] and "--nodelist=node1,node2" in inside
+    assert inside[-4:] == ["--container-image=i", "py", "-m", "x"]
+    assert own[:2] == ["srun", "--oversubscribe"] and "--jobid=9" not in own and own[-1] == "py"
+
+
+def test_attach_argv() -> None:
+    assert SlurmClient.attach_argv(3, "node1")[-3:] == ["--pty", "bash", "-l"]
+    assert SlurmClient.attach_argv(3, "node1", ["ray", "status"])[-2:] == ["ray", "status"]
