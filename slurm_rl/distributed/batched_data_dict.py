@@ -13,6 +13,11 @@ import torch
 T = TypeVar("T")
 
 
+class ShardingError(ValueError, AssertionError):
+    """Sizes that cannot be sharded as asked. Both a ValueError and an AssertionError: NeMo RL
+    asserts here, so callers catch either; the message names the sizes."""
+
+
 class DynamicBatchingArgs(TypedDict):
     """Micro-batch by token budget: sequences sorted by length, padded to a multiple of
     ``sequence_length_round``, at most ``max_tokens_per_microbatch`` padded tokens each."""
@@ -142,14 +147,14 @@ class BatchedDataDict(UserDict, Generic[T]):  # type: ignore[type-arg]
         total = self.size
         bs = total if batch_size is None else batch_size
         if shards < 1:
-            raise ValueError(f"shard_by_batch_size: shards must be >= 1, got {shards}")
+            raise ShardingError(f"shard_by_batch_size: shards must be >= 1, got {shards}")
         if bs < 1 or total % bs != 0:
-            raise ValueError(f"shard_by_batch_size: batch size {total} is not a multiple of batch_size {bs}")
+            raise ShardingError(f"shard_by_batch_size: batch size {total} is not a multiple of batch_size {bs}")
         if bs % shards != 0 and not allow_uneven_shards:
-            raise ValueError(f"shard_by_batch_size: batch_size {bs} does not split into {shards} equal shards; "
-                             f"pass allow_uneven_shards=True or change the sizes")
+            raise ShardingError(f"shard_by_batch_size: batch_size {bs} does not split into {shards} equal shards; "
+                                f"pass allow_uneven_shards=True or change the sizes")
         if dynamic_batching_args is not None and allow_uneven_shards:
-            raise ValueError("shard_by_batch_size: dynamic batching needs even shards")
+            raise ShardingError("shard_by_batch_size: dynamic batching needs even shards")
         per = -(-bs // shards)  # ceil: uneven shards put the shortfall on the last ones
         shard_rows: list[list[int]] = [[] for _ in range(shards)]
         order = list(range(total))

@@ -10,12 +10,12 @@ import os
 import sys
 from pathlib import Path
 
+from .worker_env import setup_hook, worker_env_vars  # noqa: F401 - worker_env_vars: importable here
+
 logger = logging.getLogger(__name__)
 
 SLURM_MANAGED_RESOURCE = "slurm_managed_ray_cluster"
-LOCAL_TAG_PREFIX = "srl"
-# Launcher variables that break Ray workers (they would think they are MPI/SLURM ranks).
-_LAUNCHER_PREFIXES = ("SLURM_", "PMI_", "PMIX_", "OMPI_", "MPI_")
+LOCAL_TAG_PREFIX = "nrl"  # NeMo RL's: either tool reuses a local cluster the other started
 
 
 class PY_EXECUTABLES:  # noqa: N801 - the contract's name
@@ -26,14 +26,8 @@ class PY_EXECUTABLES:  # noqa: N801 - the contract's name
     BASE = "uv run --locked"
 
 
-def worker_env_vars(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The user's environment for workers, minus launcher variables."""
-    env = os.environ if environ is None else environ
-    return {k: v for k, v in env.items() if not k.startswith(_LAUNCHER_PREFIXES)}
-
-
 def local_tag(environ: dict[str, str] | None = None) -> str:
-    """``srl_tag_<sorted CUDA_VISIBLE_DEVICES>``, or ``srl_tag_ALL`` when unset."""
+    """``nrl_tag_<sorted CUDA_VISIBLE_DEVICES joined by _>``, or ``nrl_tag_ALL`` when unset."""
     env = os.environ if environ is None else environ
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
@@ -96,12 +90,16 @@ def init_ray(log_dir: str | None = None) -> str:
     """
     import ray
 
-    runtime_env = {"env_vars": worker_env_vars()}
+    def runtime_env() -> dict[str, object]:
+        """Fresh for every ray.init (Ray rewrites the dict it is given): the user's environment
+        minus launcher variables, and a hook that removes those inherited from the raylet."""
+        return {"env_vars": worker_env_vars(), "worker_process_setup_hook": setup_hook()}
+
     tag = local_tag()
     try:
         if not _auto_address_usable():
             raise ConnectionError("no usable running Ray cluster")
-        ray.init(address="auto", log_to_driver=True, runtime_env=runtime_env)
+        ray.init(address="auto", log_to_driver=True, runtime_env=runtime_env())
         resources = ray.cluster_resources()
         if SLURM_MANAGED_RESOURCE in resources:
             logger.info("init_ray: connected to a SLURM-managed Ray cluster (%s)", resources)
@@ -115,7 +113,7 @@ def init_ray(log_dir: str | None = None) -> str:
     except ConnectionError:
         logger.info("init_ray: no running Ray cluster found")
     kwargs = {"_temp_dir": _checked_log_dir(log_dir)} if log_dir else {}
-    ray.init(address="local", log_to_driver=True, include_dashboard=False, runtime_env=runtime_env,
+    ray.init(address="local", log_to_driver=True, include_dashboard=False, runtime_env=runtime_env(),
              resources={tag: 1}, **kwargs)
     logger.info("init_ray: started a local Ray cluster tagged %s", tag)
     return "local_new"

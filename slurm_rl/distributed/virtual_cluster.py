@@ -81,8 +81,9 @@ class RayVirtualCluster:
     def __init__(self, bundle_ct_per_node_list: list[int], use_gpus: bool = True,
                  max_colocated_worker_groups: int = 1, num_gpus_per_node: int = 8, name: str = "",
                  placement_group_strategy: str = "STRICT_PACK") -> None:
-        if not bundle_ct_per_node_list or any(not isinstance(n, int) or n < 0 for n in bundle_ct_per_node_list):
-            raise ValueError(f"bundle_ct_per_node_list must be a non-empty list of ints >= 0, got {bundle_ct_per_node_list!r}")
+        if not isinstance(bundle_ct_per_node_list, list) or any(
+                not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in bundle_ct_per_node_list):
+            raise ValueError(f"bundle_ct_per_node_list must be a list of ints >= 0, got {bundle_ct_per_node_list!r}")
         if max_colocated_worker_groups < 1:
             raise ValueError(f"max_colocated_worker_groups must be >= 1, got {max_colocated_worker_groups}")
         self._bundle_ct_per_node_list = list(bundle_ct_per_node_list)
@@ -92,21 +93,22 @@ class RayVirtualCluster:
         self.name = name
         self.placement_group_strategy = placement_group_strategy
         self._node_placement_groups: list[Any] | None = None
-        self._next_probe: Any = None
+        self._next_probe: Any = None  # the master address/port probe starts when first asked for
         self._shut_down = False
+        if not any(self._bundle_ct_per_node_list):
+            self._node_placement_groups = []  # a valid, empty cluster: nothing to place
+            return
         retries = _max_retries()
         last = ""
         for attempt in range(retries):
             try:
                 self._node_placement_groups = self._init_placement_groups(placement_group_strategy)
-                if self.get_placement_groups():
-                    self._next_probe = self._probe()  # ready by the time a worker group asks
                 return
             except ResourceInsufficientError as exc:
                 last = str(exc)
-                logger.warning("RayVirtualCluster: %s (attempt %d of %d)", exc, attempt + 1, retries)
-                if attempt < retries - 1:
-                    time.sleep(2**attempt)
+                logger.warning("RayVirtualCluster: %s (attempt %d of %d; retrying in %d s)", exc, attempt + 1,
+                               retries, 2**attempt)
+                time.sleep(2**attempt)  # after every failed attempt, the last one included
         raise ResourceInsufficientError(
             f"Maximum number of retries ({retries}) reached: the Ray cluster still lacks resources for "
             f"{self._bundle_ct_per_node_list} bundles: {last} (set {MAX_RETRIES_ENV} to wait longer)")
@@ -169,11 +171,13 @@ class RayVirtualCluster:
     def get_master_address_and_port(self) -> tuple[str, int]:
         """IP of bundle 0's node and a free port there, from a zero-CPU task in bundle 0.
 
-        A zero-CPU task needs a fresh worker process (seconds on a busy node), so the cluster
-        keeps one probe running ahead: a call takes its result and starts the next one. Each
-        call still gets its own port."""
+        Nothing runs before the first call. A zero-CPU task needs a fresh worker process
+        (seconds on a busy node), so from then on the cluster keeps one probe running ahead: a
+        call takes its result and starts the next one. Each call still gets its own port."""
         import ray
 
+        if not self.get_placement_groups():
+            raise ValueError("get_master_address_and_port: the virtual cluster is empty (no bundles)")
         ref = self._next_probe if self._next_probe is not None else self._probe()
         self._next_probe = self._probe()
         return ray.get(ref)

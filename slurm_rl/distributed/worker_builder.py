@@ -1,5 +1,11 @@
 """RayWorkerBuilder: creates one worker actor in a placement-group bundle, in the driver's
-Python environment or an isolated one (see ../shared/API.md)."""
+Python environment or an isolated one (see ../shared/API.md).
+
+The worker class may be a plain class or a Ray actor class (``@ray.remote`` or
+``@ray.remote(...)``, as NeMo RL's workers are): a decorated class is never wrapped a second
+time; its own options are the lowest layer, then the options passed in, then what
+``configure_worker`` returns, then the placement-group scheduling strategy (always wins).
+"""
 
 from __future__ import annotations
 
@@ -8,21 +14,45 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-def import_class(fqn: str) -> type:
+from .worker_env import merge_runtime_env
+
+
+def import_class(fqn: str) -> Any:
     module, _, name = fqn.rpartition(".")
     if not module:
         raise ValueError(f"worker class {fqn!r} is not a fully qualified name like 'package.module.Class'")
     try:
-        return getattr(importlib.import_module(module), name)
+        obj: Any = importlib.import_module(module)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+        return obj
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"cannot import worker class {fqn!r}: {exc}") from None
 
 
+def unwrap_actor_class(cls: Any) -> tuple[type, dict[str, Any]]:
+    """(the plain Python class, the options of its ``@ray.remote(...)``; {} for a plain class)."""
+    plain = getattr(cls, "__ray_actor_class__", None)
+    if plain is not None:
+        return plain, dict(getattr(cls, "_default_options", None) or {})
+    return cls, {}
+
+
+def class_fqn(cls: Any) -> str:
+    plain, _ = unwrap_actor_class(cls)
+    return f"{plain.__module__}.{plain.__qualname__}"
+
+
+def configure(cls: Any, num_gpus: float, bundle_indices: Any) -> tuple[Any, dict[str, Any]]:
+    """(configure_worker's answer or None, the class's own @ray.remote options)."""
+    plain, defaults = unwrap_actor_class(cls)
+    conf = getattr(plain, "configure_worker", None)
+    return (conf(num_gpus, bundle_indices) if conf else None), defaults
+
+
 def _configure_in_env(fqn: str, num_gpus: float, bundle_indices: Any) -> Any:
     """Runs inside the worker's Python environment: import the class, ask configure_worker."""
-    cls = import_class(fqn)
-    configure = getattr(cls, "configure_worker", None)
-    return configure(num_gpus, bundle_indices) if configure else None
+    return configure(import_class(fqn), num_gpus, bundle_indices)
 
 
 class _IsolatedWorker:
@@ -30,7 +60,8 @@ class _IsolatedWorker:
     import it); methods are called through ``call``. Used for non-SYSTEM environments."""
 
     def __init__(self, fqn: str, args: tuple, kwargs: dict) -> None:  # type: ignore[type-arg]
-        self._obj = import_class(fqn)(*args, **kwargs)
+        plain, _ = unwrap_actor_class(import_class(fqn))
+        self._obj = plain(*args, **kwargs)
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return getattr(self._obj, method)(*args, **kwargs)
@@ -63,23 +94,34 @@ def _actor_of(worker: Any) -> Any:
 @dataclass
 class _Plan:
     py_executable: str
-    configured: Any = None
-    cls: type | None = None
+    configured: Any = None          # (configure_worker answer, class options), or an ObjectRef of it
+    cls: Any = None                 # the class (plain or actor class) in the driver's environment
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 class RayWorkerBuilder:
-    """``builder(placement_group, bundle_index, num_gpus, bundle_indices=None, **options)`` -> actor."""
+    """``builder(placement_group, bundle_index, num_gpus, bundle_indices=None, **options)``
+    creates one worker actor. ``ray_actor_class_fqn`` is a fully qualified class name, or the
+    class itself (plain or ``@ray.remote``)."""
 
-    def __init__(self, ray_actor_class_fqn: str, *args: Any, **kwargs: Any) -> None:
-        self.ray_actor_class_fqn = ray_actor_class_fqn
+    def __init__(self, ray_actor_class_fqn: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(ray_actor_class_fqn, str):
+            self.ray_actor_class_fqn = ray_actor_class_fqn
+            self._given_cls: Any = None
+        elif isinstance(ray_actor_class_fqn, type) or hasattr(ray_actor_class_fqn, "__ray_actor_class__"):
+            self.ray_actor_class_fqn = class_fqn(ray_actor_class_fqn)
+            self._given_cls = ray_actor_class_fqn
+        else:
+            raise TypeError(f"RayWorkerBuilder needs a class or a fully qualified class name, got {ray_actor_class_fqn!r}")
         self.args = args
         self.kwargs = kwargs
-        self._actor_classes: dict[type, Any] = {}  # one Ray actor class per worker class, exported once
+        self._actor_classes: dict[Any, Any] = {}  # one Ray actor class per worker class, exported once
 
-    def _remote_class(self, cls: type) -> Any:
+    def _remote_class(self, cls: Any) -> Any:
         import ray
 
+        if hasattr(cls, "__ray_actor_class__"):
+            return cls  # already a Ray actor class: never wrapped twice
         if cls not in self._actor_classes:
             self._actor_classes[cls] = ray.remote(cls)
         return self._actor_classes[cls]
@@ -92,36 +134,45 @@ class RayWorkerBuilder:
 
     def plan(self, num_gpus: float, bundle_indices: Any, extra_options: dict[str, Any]) -> _Plan:
         """Resolve the environment and configure_worker; returns a pending plan (ObjectRef inside
-        for other environments, so many workers' plans resolve in parallel)."""
+        for other environments, so many workers' plans resolve in parallel). Raises what the
+        import or configure_worker raised (in the driver's environment)."""
         import ray
 
-        py = self._py_executable(extra_options)
+        from .worker_env import resolve_py_executable
+
+        py = resolve_py_executable(self._py_executable(extra_options), self.ray_actor_class_fqn)
         if py == sys.executable:  # the driver's own environment: importing here is importing there
-            cls = import_class(self.ray_actor_class_fqn)
-            conf = getattr(cls, "configure_worker", None)
-            return _Plan(py, conf(num_gpus, bundle_indices) if conf else None, cls, extra_options)
+            cls = self._given_cls if self._given_cls is not None else import_class(self.ray_actor_class_fqn)
+            return _Plan(py, configure(cls, num_gpus, bundle_indices), cls, extra_options)
         task = ray.remote(num_cpus=0)(_configure_in_env).options(runtime_env={"py_executable": py})
         return _Plan(py, task.remote(self.ray_actor_class_fqn, num_gpus, bundle_indices), None, extra_options)
 
-    def create(self, plan: _Plan, placement_group: Any, placement_group_bundle_index: int, num_gpus: float) -> Any:
+    def options_for(self, plan: _Plan, num_gpus: float) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(actor options without the scheduling strategy, constructor kwargs), layered."""
         import ray
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         configured = ray.get(plan.configured) if isinstance(plan.configured, ray.ObjectRef) else plan.configured
-        options = dict(plan.extra)                         # lowest: options passed in
+        answer, class_options = configured
+        options = {k: v for k, v in class_options.items() if k != "runtime_env"}   # lowest: @ray.remote(...)
+        options.update({k: v for k, v in plan.extra.items() if k != "runtime_env"})  # then options passed in
         options.setdefault("num_gpus", num_gpus)
-        runtime_env = dict(options.get("runtime_env") or {})
+        runtime_env = merge_runtime_env(class_options.get("runtime_env"), plan.extra.get("runtime_env"))
         kwargs = dict(self.kwargs)
-        if configured is not None:                          # then what configure_worker says
-            resources, env_vars, init_kwargs = configured
+        if answer is not None:                                                       # then configure_worker
+            resources, env_vars, init_kwargs, *more = answer
             if resources and "num_gpus" in resources:
                 options["num_gpus"] = resources["num_gpus"]
-            if env_vars:
-                runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), **env_vars}
+            runtime_env = merge_runtime_env(runtime_env, {"env_vars": env_vars or {}}, *(more[:1] or [None]))
             kwargs.update(init_kwargs or {})
         if plan.py_executable != sys.executable:
             runtime_env["py_executable"] = plan.py_executable
         options["runtime_env"] = runtime_env
+        return options, kwargs
+
+    def create(self, plan: _Plan, placement_group: Any, placement_group_bundle_index: int, num_gpus: float) -> Any:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        options, kwargs = self.options_for(plan, num_gpus)
         options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(   # always wins
             placement_group=placement_group, placement_group_bundle_index=placement_group_bundle_index,
             placement_group_capture_child_tasks=True)

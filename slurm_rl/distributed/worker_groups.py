@@ -1,62 +1,98 @@
-"""RayWorkerBuilder, RayWorkerGroup, MultiWorkerFuture: create worker actors in a virtual
-cluster's placement groups and run methods on them in parallel (NeMo RL's names and shapes)."""
+"""RayWorkerGroup: workers placed on a RayVirtualCluster's bundles, with parallel dispatch
+(worker_dispatch.py) and NeMo RL's names and shapes (see ../shared/API.md)."""
 
 from __future__ import annotations
 
 import logging
-import warnings
+import traceback
 from typing import Any
 
+from .named_sharding import NamedSharding
 from .virtual_cluster import RayVirtualCluster
 from .worker_builder import RayWorkerBuilder, WorkerHandle, _actor_of
+from .worker_dispatch import MultiWorkerFuture, WorkerDispatch
 
 logger = logging.getLogger(__name__)
-ONLY_ON = ("all", "tied_leader", "all_tied_workers")
 
 
-class MultiWorkerFuture:
-    """Futures of one dispatch; with respect_tied_workers, one result per tied group."""
+class WorkerBuildError(RuntimeError):
+    """A worker could not be created (import error, constructor exception, configure_worker
+    error). Names the worker index, its node and the (remote) traceback; the group has removed
+    every worker it had created."""
 
-    def __init__(self, futures: list[Any], used_workers: list[int], respect_tied_workers: bool = True) -> None:
-        self.futures = futures
-        self.used_workers = used_workers
-        self.respect_tied_workers = respect_tied_workers
+    def __init__(self, index: int, name: str, node: str, cause: BaseException) -> None:
+        self.index, self.node, self.cause = index, node, cause
+        remote = str(cause) if "Traceback" in str(cause) else "".join(traceback.format_exception(cause))
+        super().__init__(f"worker {index} ({name}) on {node} failed to build: {type(cause).__name__}\n{remote}")
 
-    def get_results(self, worker_group: RayWorkerGroup) -> list[Any]:
+
+class WorkerBuildValueError(WorkerBuildError, ValueError):
+    """A WorkerBuildError whose cause is a ValueError (e.g. a class name that does not import):
+    ``except ValueError`` keeps catching it, as before."""
+
+
+def build_error(index: int, name: str, node: str, cause: BaseException) -> WorkerBuildError:
+    cls = WorkerBuildValueError if isinstance(cause, ValueError) else WorkerBuildError
+    return cls(index, name, node, cause)
+
+
+def as_builder(worker: Any) -> RayWorkerBuilder:
+    """A RayWorkerBuilder, a worker class (plain or @ray.remote), or its fully qualified name."""
+    if isinstance(worker, RayWorkerBuilder):
+        return worker
+    if isinstance(worker, str) or isinstance(worker, type) or hasattr(worker, "__ray_actor_class__"):
+        return RayWorkerBuilder(worker)
+    raise TypeError(f"RayWorkerGroup needs a RayWorkerBuilder, a worker class or its fully qualified name, got {worker!r}")
+
+
+def _bundle_node(pg: Any, bundle: int) -> str:
+    """``node <ip>`` hosting a placement-group bundle (best effort, for error messages)."""
+    try:
         import ray
+        from ray.util.placement_group import placement_group_table
 
-        results = ray.get(self.futures)
-        if not self.respect_tied_workers:
-            return results
-        by_worker = dict(zip(self.used_workers, results))
-        out = []
-        for group in worker_group.tied_workers_groups:
-            first = next((w for w in group if w in by_worker), None)
-            if first is not None:
-                out.append(by_worker[first])
-        return out
+        node_id = placement_group_table(pg)["bundles_to_node_id"][bundle]
+        ip = next(n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == node_id)
+        return f"node {ip}"
+    except Exception:  # noqa: BLE001 - a message detail only
+        return "an unknown node"
 
 
-class RayWorkerGroup:
+class RayWorkerGroup(WorkerDispatch):
     """Workers placed on a RayVirtualCluster, with parallel dispatch."""
 
-    def __init__(self, cluster: RayVirtualCluster, remote_worker_builder: RayWorkerBuilder,
+    def __init__(self, cluster: RayVirtualCluster, remote_worker_builder: Any,
                  workers_per_node: int | list[int] | None = None, name_prefix: str = "",
-                 bundle_indices_list: list[tuple[int, list[int]]] | None = None) -> None:
+                 bundle_indices_list: list[tuple[int, list[int]]] | None = None,
+                 sharding_annotations: NamedSharding | None = None) -> None:
         self._cluster = cluster
         self._name_prefix = name_prefix
         self._workers: list[Any] = []
         self._worker_metadata: list[dict[str, Any]] = []
         self.tied_workers_groups: list[list[int]] = []
         self.worker_to_tied_group_index: dict[int, int] = {}
+        self.dp_leader_worker_indices: list[int] = []
+        builder = as_builder(remote_worker_builder)
         pgs = cluster.get_placement_groups()
         if not pgs:
-            raise ValueError("the virtual cluster has no placement groups (was it shut down?)")
+            raise ValueError("the virtual cluster has no placement groups (empty, or shut down)")
         node_bundles = [len(pg.bundle_specs) for pg in pgs]
         tied = bundle_indices_list if bundle_indices_list is not None else \
             self._single_worker_groups(node_bundles, workers_per_node)
         self._validate_tied(tied, node_bundles)
-        self._create(cluster, remote_worker_builder, pgs, tied, bundle_indices_list is not None)
+        world = sum(len(b) for _, b in tied)
+        self.sharding_annotations = self._checked_sharding(sharding_annotations, world)
+        self._create(cluster, builder, pgs, tied, bundle_indices_list is not None)
+
+    @staticmethod
+    def _checked_sharding(sharding: NamedSharding | None, world: int) -> NamedSharding:
+        if sharding is None:
+            return NamedSharding(list(range(world)), ["data_parallel"])
+        if sorted(int(w) for w in sharding.layout.flatten()) != list(range(world)):
+            raise ValueError(f"sharding_annotations {sharding.shape} hold worker ids "
+                             f"{sorted(int(w) for w in sharding.layout.flatten())}, but the group has {world} "
+                             f"workers (ids 0..{world - 1}); the layout must name each exactly once")
+        return sharding
 
     @staticmethod
     def _single_worker_groups(node_bundles: list[int], workers_per_node: Any) -> list[tuple[int, list[int]]]:
@@ -87,14 +123,11 @@ class RayWorkerGroup:
 
     def _create(self, cluster: RayVirtualCluster, builder: RayWorkerBuilder, pgs: list[Any],
                 tied: list[tuple[int, list[int]]], named_groups: bool) -> None:
-        import ray
-
         world = sum(len(b) for _, b in tied)
         addr, port = cluster.get_master_address_and_port()
         self._master_address, self._master_port = addr, port
         frac = 1.0 / cluster.max_colocated_worker_groups if cluster.use_gpus else 0
-        plans = []
-        rank = 0
+        plans, rank = [], 0
         for g, (node, bundles) in enumerate(tied):
             group = []
             for local, bundle in enumerate(bundles):
@@ -103,16 +136,49 @@ class RayWorkerGroup:
                 env = {"RANK": str(rank), "LOCAL_RANK": str(bundle), "WORLD_SIZE": str(world),
                        "MASTER_ADDR": addr, "MASTER_PORT": str(port), "NODE_RANK": str(node)}
                 bundle_indices = (node, bundles) if local == 0 else None
+                if local == 0:
+                    self.dp_leader_worker_indices.append(rank)
                 options = {"name": name, "num_cpus": 1, "runtime_env": {"env_vars": env}}
-                plans.append((builder.plan(frac, bundle_indices, options), pgs[node], bundle, frac))
+                plans.append((options, bundle_indices, pgs[node], bundle))
                 self._worker_metadata.append({"node_idx": node, "local_rank": bundle, "global_rank": rank,
-                                              "name": name, "bundle_indices": bundle_indices, "tied_group_idx": g})
+                                              "name": name, "bundle_indices": bundle_indices, "tied_group_idx": g,
+                                              "dp_shard_idx": g})
                 self.worker_to_tied_group_index[rank] = g
                 group.append(rank)
                 rank += 1
             self.tied_workers_groups.append(group)
-        self._workers = [builder.create(plan, pg, bundle, frac) for plan, pg, bundle, frac in plans]
-        ray.get([_actor_of(w).__ray_ready__.remote() for w in self._workers])
+        try:
+            self._workers = self._build(builder, plans, frac)
+        except BaseException:
+            self._worker_metadata, self.tied_workers_groups, self.dp_leader_worker_indices = [], [], []
+            self.worker_to_tied_group_index = {}
+            raise
+
+    def _build(self, builder: RayWorkerBuilder, plans: list[tuple[Any, ...]], frac: float) -> list[Any]:
+        """Create every worker (plans resolve in parallel), wait until each is up; on any failure
+        kill what was created and raise WorkerBuildError for the first worker that failed."""
+        import ray
+
+        created: list[Any] = []
+        current = 0
+        try:
+            pending = []
+            for current, (options, bundle_indices, _pg, _bundle) in enumerate(plans):
+                pending.append(builder.plan(frac, bundle_indices, options))
+            for current, (plan, (_, _, pg, bundle)) in enumerate(zip(pending, plans)):
+                created.append(builder.create(plan, pg, bundle, frac))
+            ready = [_actor_of(w).__ray_ready__.remote() for w in created]
+            for current, ref in enumerate(ready):
+                ray.get(ref)
+            return created
+        except Exception as exc:
+            for w in created:
+                try:
+                    ray.kill(_actor_of(w))
+                except Exception:  # noqa: BLE001 - best effort while reporting the real error
+                    pass
+            _, _, pg, bundle = plans[current]
+            raise build_error(current, plans[current][0]["name"], _bundle_node(pg, bundle), exc) from exc
 
     # ---- properties --------------------------------------------------------------------------
     @property
@@ -132,6 +198,16 @@ class RayWorkerGroup:
         return len(self._workers)
 
     @property
+    def dp_size(self) -> int:
+        """Number of data-parallel shards: one per tied group."""
+        return len(self.dp_leader_worker_indices)
+
+    def get_dp_leader_worker_idx(self, dp_shard_idx: int) -> int:
+        if not 0 <= dp_shard_idx < len(self.dp_leader_worker_indices):
+            raise IndexError(f"dp_shard_idx {dp_shard_idx} out of range 0..{len(self.dp_leader_worker_indices) - 1}")
+        return self.dp_leader_worker_indices[dp_shard_idx]
+
+    @property
     def master_address(self) -> str:
         return self._master_address
 
@@ -146,53 +222,6 @@ class RayWorkerGroup:
     @property
     def name_prefix(self) -> str:
         return self._name_prefix
-
-    # ---- dispatch ----------------------------------------------------------------------------
-    def _targets(self, only_on: str) -> list[list[int]]:
-        """Worker ids to call, grouped by tied group."""
-        if only_on == "all":
-            return [[w] for w in range(len(self._workers))]
-        if only_on == "tied_leader":
-            return [[g[0]] for g in self.tied_workers_groups]
-        if only_on == "all_tied_workers":
-            return [list(g) for g in self.tied_workers_groups]
-        raise ValueError(f"only_on={only_on!r}: use one of {', '.join(ONLY_ON)}")
-
-    def _call(self, worker_id: int, method_name: str, *args: Any, **kwargs: Any) -> Any:
-        worker = self._workers[worker_id]
-        if not isinstance(worker, WorkerHandle) and not hasattr(worker, method_name):
-            raise AttributeError(f"worker class has no method {method_name!r} (worker {worker_id}, "
-                                 f"{self._worker_metadata[worker_id]['name']})")
-        return getattr(worker, method_name).remote(*args, **kwargs)
-
-    def run_all_workers_single_data(self, method_name: str, *args: Any, only_on: str = "all", **kwargs: Any) -> list[Any]:
-        return [self._call(w, method_name, *args, **kwargs) for group in self._targets(only_on) for w in group]
-
-    def run_all_workers_multiple_data(self, method_name: str, data: list[Any], common_kwargs: dict[str, Any] | None = None,
-                                      only_on: str = "all") -> MultiWorkerFuture:
-        import ray
-
-        from .batched_data_dict import SlicedDataDict
-
-        targets = self._targets(only_on)
-        if len(data) > len(targets):
-            raise ValueError(f"{len(data)} data items but only {len(targets)} {'workers' if only_on == 'all' else 'tied groups'} "
-                             f"to give them to (only_on={only_on!r})")
-        if len(data) < len(targets):
-            warnings.warn(f"{len(data)} data items for {len(targets)} targets: only the first {len(data)} get work",
-                          stacklevel=2)
-        if any(not isinstance(d, SlicedDataDict) for d in data):
-            warnings.warn("run_all_workers_multiple_data: data items are not SlicedDataDict", stacklevel=2)
-        futures, used = [], []
-        for item, group in zip(data, targets):
-            ref = ray.put(item)  # once per item; every worker of a tied group gets the same reference
-            for w in group:
-                futures.append(self._call(w, method_name, ref, **(common_kwargs or {})))
-                used.append(w)
-        return MultiWorkerFuture(futures, used, respect_tied_workers=only_on != "all")
-
-    def get_all_worker_results(self, future: MultiWorkerFuture) -> list[Any]:
-        return future.get_results(self)
 
     # ---- teardown and views ------------------------------------------------------------------
     def shutdown(self, cleanup_method: str | None = None, timeout: float = 30.0, force: bool = False) -> bool:
@@ -212,11 +241,11 @@ class RayWorkerGroup:
                 logger.warning("RayWorkerGroup.shutdown: could not kill a worker: %s", exc)
                 clean = False
         self._workers, self._worker_metadata = [], []
-        self.tied_workers_groups, self.worker_to_tied_group_index = [], {}
+        self.tied_workers_groups, self.worker_to_tied_group_index, self.dp_leader_worker_indices = [], {}, []
         return clean
 
     def print_worker_layout(self) -> None:
         self._cluster.print_cluster_grid(self)
 
 
-__all__ = ["MultiWorkerFuture", "RayWorkerBuilder", "RayWorkerGroup", "WorkerHandle"]
+__all__ = ["MultiWorkerFuture", "RayWorkerBuilder", "RayWorkerGroup", "WorkerBuildError", "WorkerHandle"]

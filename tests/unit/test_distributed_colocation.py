@@ -3,13 +3,12 @@ declares 2 logical GPUs (no GPU is needed: Ray only accounts for them)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import ray
 
 from slurm_rl.distributed import RayVirtualCluster, RayWorkerBuilder, RayWorkerGroup
 from slurm_rl.distributed import virtual_cluster as vc
+from tests.unit.conftest import local_ray
 
 pytestmark = pytest.mark.timeout(240)
 FQN = "tests.unit.workers.simple.EnvWorker"
@@ -17,10 +16,8 @@ FQN = "tests.unit.workers.simple.EnvWorker"
 
 @pytest.fixture(scope="module")
 def gpu_ray():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=8, num_gpus=2, include_dashboard=False)
-    yield
-    ray.shutdown()
+    with local_ray(num_cpus=8, num_gpus=2):
+        yield
 
 
 def test_two_groups_share_gpus_when_colocated(gpu_ray) -> None:

@@ -48,7 +48,7 @@ def test_resource_check_retries_with_backoff(local_ray, monkeypatch) -> None:
     monkeypatch.setenv("NRL_VIRTUAL_CLUSTER_MAX_RETRIES", "3")
     with pytest.raises(ResourceInsufficientError, match="Maximum number of retries"):
         RayVirtualCluster([64], use_gpus=False)
-    assert sleeps == [1, 2]
+    assert sleeps == [1, 2, 4]  # after every failed attempt, the last included (NeMo RL's semantics)
     monkeypatch.setenv("NRL_VIRTUAL_CLUSTER_MAX_RETRIES", "0")
     with pytest.raises(AssertionError):
         RayVirtualCluster([1], use_gpus=False)

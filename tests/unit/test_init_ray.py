@@ -24,8 +24,8 @@ def _run(code: str, env: dict[str, str]) -> str:
 def test_local_tag_ignores_device_order() -> None:
     from slurm_rl.distributed.ray_init import local_tag, worker_env_vars
 
-    assert local_tag({}) == "srl_tag_ALL"
-    assert local_tag({"CUDA_VISIBLE_DEVICES": "3,1"}) == local_tag({"CUDA_VISIBLE_DEVICES": "1,3"}) == "srl_tag_1_3"
+    assert local_tag({}) == "nrl_tag_ALL"
+    assert local_tag({"CUDA_VISIBLE_DEVICES": "3,1"}) == local_tag({"CUDA_VISIBLE_DEVICES": "1,3"}) == "nrl_tag_1_3"
     assert worker_env_vars({"SLURM_JOB_ID": "1", "PMIX_X": "1", "OMPI_Y": "1", "MPI_Z": "1", "PMI_RANK": "0",
                             "KEEP": "1"}) == {"KEEP": "1"}
 
@@ -49,7 +49,7 @@ def test_three_branches() -> None:
         import os, subprocess, sys, ray
         from slurm_rl.distributed import init_ray
         print("first", init_ray(log_dir={str(log_dir)!r}))
-        print("tag", "srl_tag_0_1" in ray.cluster_resources())
+        print("tag", "nrl_tag_0_1" in ray.cluster_resources())
         addr = ray.get_runtime_context().gcs_address
         env = dict(os.environ, RAY_ADDRESS=addr, CUDA_VISIBLE_DEVICES="1,0")
         code = "from slurm_rl.distributed import init_ray; print(init_ray())"
@@ -86,3 +86,41 @@ def test_unusable_auto_address_is_rejected_fast(monkeypatch) -> None:
     t0 = time.monotonic()
     assert _auto_address_usable() is False
     assert time.monotonic() - t0 < 5
+
+
+def test_a_cluster_nemo_rl_started_is_reused() -> None:
+    """NeMo RL tags its local clusters nrl_tag_<sorted devices>; init_ray reuses one started for
+    the same device set, in any order."""
+    out = _run("""
+        import ray
+        ray.init(num_cpus=1, include_dashboard=False, resources={"nrl_tag_0_1": 1})
+        import os, subprocess, sys
+        env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address, CUDA_VISIBLE_DEVICES="1,0")
+        code = "from slurm_rl.distributed import init_ray; print(init_ray())"
+        print(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip())
+    """, {"RAY_AUTH_MODE": "disabled"})
+    assert out.strip().endswith("local_reused")
+
+
+def test_workers_see_no_launcher_variables_in_either_environment(tmp_path) -> None:
+    """NeMo RL issue 309: SLURM_*, PMI_*, PMIX_*, OMPI_*, MPI_*, RAY_JOB_ID and RAY_RAYLET_PID
+    never reach a worker, whether inherited from the driver's Ray or set by an isolated
+    interpreter's own wrapper."""
+    py = tmp_path / "other-python"
+    py.write_text(f"#!/bin/sh\nexport MPI_LOCALRANKID=3 PMIX_RANK=1\nexec {sys.executable} \"$@\"\n")
+    py.chmod(0o755)
+    out = _run(f"""
+        import ray
+        from slurm_rl.distributed import ACTOR_ENVIRONMENT_REGISTRY, RayVirtualCluster, RayWorkerGroup, init_ray
+        init_ray()
+        cluster = RayVirtualCluster([1], use_gpus=False)
+        fqn = "tests.unit.workers.nemo_style.LauncherEnvWorker"
+        group = RayWorkerGroup(cluster, fqn, name_prefix="system")
+        print("system", ray.get(group.run_all_workers_single_data("launcher_vars")))
+        group.shutdown()
+        ACTOR_ENVIRONMENT_REGISTRY[fqn] = {str(py)!r}
+        group = RayWorkerGroup(cluster, fqn, name_prefix="isolated")
+        print("isolated", ray.get(group.run_all_workers_single_data("launcher_vars")))
+    """, {"RAY_AUTH_MODE": "disabled", "SLURM_JOB_ID": "5", "SLURM_PROCID": "0", "PMI_RANK": "0",
+          "OMPI_COMM_WORLD_RANK": "0", "RAY_JOB_ID": "01000000"})
+    assert "system [[]]" in out and "isolated [[]]" in out

@@ -1,0 +1,180 @@
+"""How a worker group calls its workers: the ``run_*`` family and MultiWorkerFuture (NeMo RL's
+names and shapes). Mixed into RayWorkerGroup; it needs only ``_workers``, ``_worker_metadata``,
+``tied_workers_groups`` and ``sharding_annotations``."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from .named_sharding import NamedSharding
+from .worker_builder import WorkerHandle
+
+ONLY_ON = ("all", "tied_leader", "all_tied_workers")
+
+
+class MultiWorkerFuture:
+    """Futures of one dispatch. ``used_workers`` (alias ``called_workers``) says which worker
+    each future belongs to; results come back one per tied group (``respect_tied_workers``), or
+    only from ``return_from_workers`` when given (sharded dispatch), else all in order."""
+
+    def __init__(self, futures: list[Any], used_workers: list[int] | None = None, respect_tied_workers: bool = True,
+                 *, return_from_workers: list[int] | None = None, called_workers: list[int] | None = None) -> None:
+        self.futures = futures
+        self.used_workers = list(used_workers if used_workers is not None else called_workers or range(len(futures)))
+        self.called_workers = self.used_workers
+        self.respect_tied_workers = respect_tied_workers
+        self.return_from_workers = return_from_workers
+
+    def get_results(self, worker_group: Any) -> list[Any]:
+        import ray
+
+        results = ray.get(self.futures)
+        if self.return_from_workers is not None:
+            keep = set(self.return_from_workers)
+            return [r for w, r in zip(self.used_workers, results) if w in keep]
+        if not self.respect_tied_workers:
+            return results
+        by_worker = dict(zip(self.used_workers, results))
+        out = []
+        for group in worker_group.tied_workers_groups:
+            first = next((w for w in group if w in by_worker), None)
+            if first is not None:
+                out.append(by_worker[first])
+        return out
+
+
+def split_on_axes(name: str, value: Any, axes: list[str], shape: dict[str, int]) -> Any:
+    """Nested lists of ``value``'s parts, one level per sharded axis. A list must have one item
+    per index of the axis; a BatchedDataDict is cut into that many equal shards."""
+    from .batched_data_dict import BatchedDataDict
+
+    if not axes:
+        return value
+    axis, n = axes[0], shape[axes[0]]
+    if isinstance(value, BatchedDataDict):
+        if value.size % n:
+            raise ValueError(f"run_all_workers_sharded_data: {name} has {value.size} rows, which do not divide "
+                             f"into {n} shards on axis {axis!r}; pad or drop rows to a multiple of {n}")
+        parts: list[Any] = value.shard_by_batch_size(n)
+    elif isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"run_all_workers_sharded_data: {name} has {len(value)} items for axis {axis!r} of "
+                             f"size {n}; give one item per index of the axis (or a BatchedDataDict to cut)")
+        parts = list(value)
+    else:
+        raise TypeError(f"run_all_workers_sharded_data: {name} must be a list with one item per {axis!r} index "
+                        f"or a BatchedDataDict, got {type(value).__name__}")
+    return [split_on_axes(name, p, axes[1:], shape) for p in parts]
+
+
+def _pick(nested: Any, index: tuple[int, ...]) -> Any:
+    for i in index:
+        nested = nested[i]
+    return nested
+
+
+class WorkerDispatch:
+    _workers: list[Any]
+    _worker_metadata: list[dict[str, Any]]
+    tied_workers_groups: list[list[int]]
+    sharding_annotations: NamedSharding
+
+    def _targets(self, only_on: str) -> list[list[int]]:
+        """Worker ids to call, grouped by tied group."""
+        if only_on == "all":
+            return [[w] for w in range(len(self._workers))]
+        if only_on == "tied_leader":
+            return [[g[0]] for g in self.tied_workers_groups]
+        if only_on == "all_tied_workers":
+            return [list(g) for g in self.tied_workers_groups]
+        raise ValueError(f"only_on={only_on!r}: use one of {', '.join(ONLY_ON)}")
+
+    def _call(self, worker_id: int, method_name: str, *args: Any, **kwargs: Any) -> Any:
+        worker = self._workers[worker_id]
+        if not isinstance(worker, WorkerHandle) and not hasattr(worker, method_name):
+            raise AttributeError(f"worker class has no method {method_name!r} (worker {worker_id}, "
+                                 f"{self._worker_metadata[worker_id]['name']})")
+        return getattr(worker, method_name).remote(*args, **kwargs)
+
+    def run_single_worker_single_data(self, method_name: str, worker_idx: int, *args: Any, **kwargs: Any) -> Any:
+        """One call on worker ``worker_idx``; returns its ObjectRef."""
+        if not 0 <= worker_idx < len(self._workers):
+            raise IndexError(f"worker_idx {worker_idx} out of range: the group has {len(self._workers)} workers")
+        return self._call(worker_idx, method_name, *args, **kwargs)
+
+    def run_all_workers_single_data(self, method_name: str, *args: Any, only_on: str = "all", **kwargs: Any) -> list[Any]:
+        return [self._call(w, method_name, *args, **kwargs) for group in self._targets(only_on) for w in group]
+
+    def run_all_workers_multiple_data(self, method_name: str, data: list[Any], common_kwargs: dict[str, Any] | None = None,
+                                      only_on: str = "all") -> MultiWorkerFuture:
+        import ray
+
+        from .batched_data_dict import SlicedDataDict
+
+        targets = self._targets(only_on)
+        if len(data) > len(targets):
+            raise ValueError(f"{len(data)} data items but only {len(targets)} {'workers' if only_on == 'all' else 'tied groups'} "
+                             f"to give them to (only_on={only_on!r})")
+        if len(data) < len(targets):
+            warnings.warn(f"{len(data)} data items for {len(targets)} targets: only the first {len(data)} get work",
+                          stacklevel=2)
+        if any(not isinstance(d, SlicedDataDict) for d in data):
+            warnings.warn("run_all_workers_multiple_data: data items are not SlicedDataDict", stacklevel=2)
+        futures, used = [], []
+        for item, group in zip(data, targets):
+            ref = ray.put(item)  # once per item; every worker of a tied group gets the same reference
+            for w in group:
+                futures.append(self._call(w, method_name, ref, **(common_kwargs or {})))
+                used.append(w)
+        return MultiWorkerFuture(futures, used, respect_tied_workers=only_on != "all")
+
+    def run_all_workers_sharded_data(self, method_name: str, *args: Any, in_sharded_axes: list[str] | None = None,
+                                     replicate_on_axes: list[str] | None = None,
+                                     output_is_replicated: list[str] | None = None,
+                                     make_dummy_calls_to_free_axes: bool = False,
+                                     common_kwargs: dict[str, Any] | None = None, **data: Any) -> MultiWorkerFuture:
+        """Data cut along ``in_sharded_axes``, the same slice for every worker along
+        ``replicate_on_axes``; on the other (free) axes only index 0 gets data (the rest get
+        ``None`` with ``make_dummy_calls_to_free_axes``, else no call). Results come from index 0
+        of the free axes and of ``output_is_replicated``. Each slice and each common kwarg is put
+        in the object store once. Everything is checked before anything is scheduled."""
+        import ray
+
+        sharding = self.sharding_annotations
+        sharded, replicated = list(in_sharded_axes or []), list(replicate_on_axes or [])
+        for axis in [*sharded, *replicated, *(output_is_replicated or [])]:
+            if axis not in sharding.names:
+                raise ValueError(f"run_all_workers_sharded_data: unknown axis {axis!r}; the group's sharding "
+                                 f"axes are {sharding.names} (sharding_annotations=)")
+        if set(sharded) & set(replicated):
+            raise ValueError(f"run_all_workers_sharded_data: axes {sorted(set(sharded) & set(replicated))} are both "
+                             f"sharded and replicated")
+        named = {**{f"args[{i}]": a for i, a in enumerate(args)}, **data}
+        split = {k: split_on_axes(k, v, sharded, sharding.shape) for k, v in named.items()}
+        free = [a for a in sharding.names if a not in sharded and a not in replicated]
+        common = {k: ray.put(v) for k, v in (common_kwargs or {}).items()}
+        refs: dict[tuple[int, ...], dict[str, Any]] = {}
+        futures, called, returning = [], [], []
+        for w in range(len(self._workers)):
+            coords = sharding.get_worker_coords(w)
+            receives = all(coords[a] == 0 for a in free)
+            if receives and all(coords[a] == 0 for a in (output_is_replicated or [])):
+                returning.append(w)
+            if receives:
+                key = tuple(coords[a] for a in sharded)
+                if key not in refs:
+                    refs[key] = {k: ray.put(_pick(v, key)) for k, v in split.items()}
+                values = refs[key]
+            elif make_dummy_calls_to_free_axes:
+                values = {k: None for k in split}
+            else:
+                continue
+            pos = [values[f"args[{i}]"] for i in range(len(args))]
+            kw = {k: v for k, v in values.items() if not k.startswith("args[")}
+            futures.append(self._call(w, method_name, *pos, **kw, **common))
+            called.append(w)
+        return MultiWorkerFuture(futures, called, respect_tied_workers=False, return_from_workers=returning)
+
+    def get_all_worker_results(self, future: MultiWorkerFuture) -> list[Any]:
+        return future.get_results(self)

@@ -1,0 +1,70 @@
+"""What a worker process's environment is made of: runtime_env layering, and the hygiene that
+keeps launcher variables out of workers (NeMo RL issue 309: a worker that inherits SLURM_*,
+PMI_*, OMPI_* ... thinks it is an MPI/SLURM rank; one that inherits RAY_JOB_ID or
+RAY_RAYLET_PID from a parent Ray process confuses a Ray it starts itself).
+
+Ray starts workers from the raylet, which on a node of a SLURM job inherited the job step's
+environment, and a runtime_env can add variables but not remove them. So the job-level
+runtime_env that ``init_ray`` sets carries a worker setup hook that removes them in every
+worker process, in the driver's environment and in isolated ones (the hook is shipped by value,
+so an isolated environment needs no slurm_rl).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+LAUNCHER_PREFIXES = ("SLURM_", "SLURMD_", "PMI_", "PMIX_", "OMPI_", "MPI_")
+INHERITED_RAY_VARS = ("RAY_JOB_ID", "RAY_RAYLET_PID")
+# Ray's own record of a previous job's setup hook (set in the driver's os.environ by ray.init):
+# passed on, it makes the next ray.init refuse our hook as a conflict.
+RAY_SETUP_HOOK_VAR = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"
+
+
+def is_launcher_var(name: str) -> bool:
+    return name.startswith(LAUNCHER_PREFIXES) or name in INHERITED_RAY_VARS
+
+
+def worker_env_vars(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The user's environment for workers, minus launcher variables."""
+    env = os.environ if environ is None else environ
+    return {k: v for k, v in env.items() if not is_launcher_var(k) and k != RAY_SETUP_HOOK_VAR}
+
+
+def scrub_launcher_env() -> None:
+    """Worker setup hook: drop launcher variables from this worker process's environment (and
+    so from every process it starts). Self-contained: it runs where slurm_rl may not exist."""
+    import os as _os
+
+    prefixes = ("SLURM_", "SLURMD_", "PMI_", "PMIX_", "OMPI_", "MPI_")
+    for name in list(_os.environ):
+        if name.startswith(prefixes) or name in ("RAY_JOB_ID", "RAY_RAYLET_PID"):
+            del _os.environ[name]
+
+
+def setup_hook() -> Any:
+    """``scrub_launcher_env`` as a value Ray pickles by value (not by module reference)."""
+    import types
+
+    return types.FunctionType(scrub_launcher_env.__code__, {"__builtins__": __builtins__}, "scrub_launcher_env")
+
+
+def merge_runtime_env(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Later layers win; ``env_vars`` are merged key by key instead of replaced."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        if not layer:
+            continue
+        for key, value in layer.items():
+            if key == "env_vars":
+                out["env_vars"] = {**out.get("env_vars", {}), **(value or {})}
+            else:
+                out[key] = value
+    return out
+
+
+def resolve_py_executable(py_executable: str, fqn: str) -> str:
+    """The interpreter a worker class runs with (uv environments come later)."""
+    return py_executable

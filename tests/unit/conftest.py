@@ -1,0 +1,28 @@
+"""Fixtures shared by the unit tests of the driver API."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import pytest
+import ray
+
+
+@contextlib.contextmanager
+def local_ray(**resources: object) -> Iterator[None]:
+    """An embedded local Ray with these (logical) resources, no token, no dashboard."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(include_dashboard=False, **resources)  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def many_gpu_ray() -> Iterator[None]:
+    """Room for the documentation's examples as written ([8, 8] GPU bundles and more)."""
+    with local_ray(num_cpus=24, num_gpus=24):
+        yield
