@@ -8,3 +8,10 @@ class Bare:
 
     def size_of(self, batch: object) -> int:
         return batch.size  # type: ignore[attr-defined]
+
+    def consume(self, data: object, cfg: object = None) -> int:
+        return data.size  # type: ignore[attr-defined]
+
+
+class BareUv(Bare):
+    """The same worker under another name, registered with a uv environment by bench/uv_env.py."""

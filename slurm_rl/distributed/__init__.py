@@ -1,16 +1,34 @@
 """Driver-side API, name for name with NeMo RL's ``nemo_rl.distributed``: switch by changing
-the import. Ray is imported lazily (importing this package does not start or need Ray)."""
+the import. Names are loaded on first use (PEP 562): importing one submodule (as every isolated
+worker process does) neither imports torch nor Ray's heavier parts."""
 
-from .batched_data_dict import BatchedDataDict, DynamicBatchingArgs, ShardingError, SlicedDataDict
-from .named_sharding import NamedSharding
-from .ray_actor_environment_registry import ACTOR_ENVIRONMENT_REGISTRY, get_actor_python_env
-from .ray_init import init_ray
-from .virtual_cluster import PY_EXECUTABLES, ClusterConfig, RayVirtualCluster, ResourceInsufficientError
-from .worker_groups import MultiWorkerFuture, RayWorkerBuilder, RayWorkerGroup, WorkerBuildError
+from __future__ import annotations
 
-__all__ = [
-    "ACTOR_ENVIRONMENT_REGISTRY", "BatchedDataDict", "ClusterConfig", "DynamicBatchingArgs", "MultiWorkerFuture",
-    "NamedSharding", "PY_EXECUTABLES", "RayVirtualCluster", "RayWorkerBuilder", "RayWorkerGroup",
-    "ResourceInsufficientError", "ShardingError", "SlicedDataDict", "WorkerBuildError", "get_actor_python_env",
-    "init_ray",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "BatchedDataDict": "batched_data_dict", "DynamicBatchingArgs": "batched_data_dict",
+    "ShardingError": "batched_data_dict", "SlicedDataDict": "batched_data_dict",
+    "NamedSharding": "named_sharding",
+    "ACTOR_ENVIRONMENT_REGISTRY": "ray_actor_environment_registry",
+    "get_actor_python_env": "ray_actor_environment_registry",
+    "init_ray": "ray_init", "PY_EXECUTABLES": "ray_init",
+    "ClusterConfig": "virtual_cluster", "RayVirtualCluster": "virtual_cluster",
+    "ResourceInsufficientError": "virtual_cluster",
+    "MultiWorkerFuture": "worker_groups", "RayWorkerBuilder": "worker_groups", "RayWorkerGroup": "worker_groups",
+    "WorkerBuildError": "worker_groups",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

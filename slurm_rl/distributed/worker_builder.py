@@ -50,9 +50,11 @@ def configure(cls: Any, num_gpus: float, bundle_indices: Any) -> tuple[Any, dict
     return (conf(num_gpus, bundle_indices) if conf else None), defaults
 
 
-def _configure_in_env(fqn: str, num_gpus: float, bundle_indices: Any) -> Any:
-    """Runs inside the worker's Python environment: import the class, ask configure_worker."""
-    return configure(import_class(fqn), num_gpus, bundle_indices)
+def _configure_in_env(fqn: str, requests: list[tuple[float, Any]]) -> list[Any]:
+    """Runs inside the worker's Python environment: import the class, ask configure_worker for
+    every worker of a group at once (one process start for the group, not one per worker)."""
+    cls = import_class(fqn)
+    return [configure(cls, num_gpus, bundle_indices) for num_gpus, bundle_indices in requests]
 
 
 class _IsolatedWorker:
@@ -91,10 +93,16 @@ def _actor_of(worker: Any) -> Any:
     return worker.actor if isinstance(worker, WorkerHandle) else worker
 
 
+# (Ray job, class, interpreter, requests) -> ObjectRef of the configure answers: a second group of
+# the same class in the same environment starts no configure task (no process start).
+_CONFIGURED: dict[tuple[Any, ...], Any] = {}
+
+
 @dataclass
 class _Plan:
     py_executable: str
-    configured: Any = None          # (configure_worker answer, class options), or an ObjectRef of it
+    configured: Any = None          # (configure_worker answer, class options), or an ObjectRef of a list of them
+    index: int = 0                  # this worker's item in that list
     cls: Any = None                 # the class (plain or actor class) in the driver's environment
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -116,6 +124,16 @@ class RayWorkerBuilder:
         self.args = args
         self.kwargs = kwargs
         self._actor_classes: dict[Any, Any] = {}  # one Ray actor class per worker class, exported once
+        self._uv_pythons: dict[str, str] = {}     # uv py_executable -> the python of its per-node env
+
+    def prepare(self, placement_groups: list[Any], extra_options: dict[str, Any] | None = None) -> None:
+        """Build a uv environment on every node of these placement groups, once per job (see
+        uv_envs.py); nothing for other environments."""
+        from .uv_envs import is_uv, prepare
+
+        py = self._py_executable(extra_options or {})
+        if is_uv(py):
+            self._uv_pythons[py] = prepare(py, placement_groups)
 
     def _remote_class(self, cls: Any) -> Any:
         import ray
@@ -133,25 +151,49 @@ class RayWorkerBuilder:
         return explicit or ACTOR_ENVIRONMENT_REGISTRY.get(self.ray_actor_class_fqn, sys.executable)
 
     def plan(self, num_gpus: float, bundle_indices: Any, extra_options: dict[str, Any]) -> _Plan:
-        """Resolve the environment and configure_worker; returns a pending plan (ObjectRef inside
-        for other environments, so many workers' plans resolve in parallel). Raises what the
-        import or configure_worker raised (in the driver's environment)."""
+        """Resolve the environment and configure_worker for one worker (see plan_all)."""
+        return self.plan_all([(num_gpus, bundle_indices, extra_options)])[0]
+
+    def plan_all(self, requests: list[tuple[float, Any, dict[str, Any]]]) -> list[_Plan]:
+        """Resolve the environment and configure_worker for many workers: in the driver's own
+        environment by importing the class here; in another one with a single task there (its
+        ObjectRef is resolved when the workers are created). Raises what the import or
+        configure_worker raised (in the driver's environment)."""
         import ray
 
-        from .worker_env import resolve_py_executable
-
-        py = resolve_py_executable(self._py_executable(extra_options), self.ray_actor_class_fqn)
-        if py == sys.executable:  # the driver's own environment: importing here is importing there
-            cls = self._given_cls if self._given_cls is not None else import_class(self.ray_actor_class_fqn)
-            return _Plan(py, configure(cls, num_gpus, bundle_indices), cls, extra_options)
-        task = ray.remote(num_cpus=0)(_configure_in_env).options(runtime_env={"py_executable": py})
-        return _Plan(py, task.remote(self.ray_actor_class_fqn, num_gpus, bundle_indices), None, extra_options)
+        plans: list[_Plan] = []
+        isolated: dict[str, list[int]] = {}
+        for num_gpus, bundle_indices, extra_options in requests:
+            py = self._py_executable(extra_options)
+            if py.split()[:1] == ["uv"]:
+                if py not in self._uv_pythons:
+                    raise RuntimeError(f"{py!r}: the uv environment is not built; call builder.prepare("
+                                       f"placement_groups) first (RayWorkerGroup does)")
+                py = self._uv_pythons[py]
+            if py == sys.executable:  # the driver's own environment: importing here is importing there
+                cls = self._given_cls if self._given_cls is not None else import_class(self.ray_actor_class_fqn)
+                plans.append(_Plan(py, configure(cls, num_gpus, bundle_indices), cls=cls, extra=extra_options))
+            else:
+                isolated.setdefault(py, []).append(len(plans))
+                plans.append(_Plan(py, extra=extra_options))
+        for py, indices in isolated.items():
+            asked = [(requests[i][0], requests[i][1]) for i in indices]
+            key = (ray.get_runtime_context().get_job_id(), self.ray_actor_class_fqn, py, repr(asked))
+            if key not in _CONFIGURED:
+                task = ray.remote(num_cpus=0)(_configure_in_env).options(runtime_env={"py_executable": py})
+                _CONFIGURED[key] = task.remote(self.ray_actor_class_fqn, asked)
+            ref = _CONFIGURED[key]
+            for n, i in enumerate(indices):
+                plans[i].configured, plans[i].index = ref, n
+        return plans
 
     def options_for(self, plan: _Plan, num_gpus: float) -> tuple[dict[str, Any], dict[str, Any]]:
         """(actor options without the scheduling strategy, constructor kwargs), layered."""
         import ray
 
-        configured = ray.get(plan.configured) if isinstance(plan.configured, ray.ObjectRef) else plan.configured
+        configured = plan.configured
+        if isinstance(configured, ray.ObjectRef):
+            configured = ray.get(configured)[plan.index]
         answer, class_options = configured
         options = {k: v for k, v in class_options.items() if k != "runtime_env"}   # lowest: @ray.remote(...)
         options.update({k: v for k, v in plan.extra.items() if k != "runtime_env"})  # then options passed in
@@ -183,5 +225,6 @@ class RayWorkerBuilder:
 
     def __call__(self, placement_group: Any, placement_group_bundle_index: int, num_gpus: float,
                  bundle_indices: Any = None, **extra_options: Any) -> Any:
+        self.prepare([placement_group], extra_options)
         plan = self.plan(num_gpus, bundle_indices, extra_options)
         return self.create(plan, placement_group, placement_group_bundle_index, num_gpus)

@@ -64,7 +64,3 @@ def merge_runtime_env(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
                 out[key] = value
     return out
 
-
-def resolve_py_executable(py_executable: str, fqn: str) -> str:
-    """The interpreter a worker class runs with (uv environments come later)."""
-    return py_executable

@@ -162,9 +162,8 @@ class RayWorkerGroup(WorkerDispatch):
         created: list[Any] = []
         current = 0
         try:
-            pending = []
-            for current, (options, bundle_indices, _pg, _bundle) in enumerate(plans):
-                pending.append(builder.plan(frac, bundle_indices, options))
+            builder.prepare([pg for _, _, pg, _ in plans])
+            pending = builder.plan_all([(frac, bundle_indices, options) for options, bundle_indices, _, _ in plans])
             for current, (plan, (_, _, pg, bundle)) in enumerate(zip(pending, plans)):
                 created.append(builder.create(plan, pg, bundle, frac))
             ready = [_actor_of(w).__ray_ready__.remote() for w in created]

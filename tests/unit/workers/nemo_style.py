@@ -120,3 +120,14 @@ class BadConfigure:
     @staticmethod
     def configure_worker(num_gpus: float, bundle_indices: Any) -> Any:
         raise ValueError("configure_worker: tensor_parallel_size 3 does not divide 4 GPUs")
+
+
+class UvProbe:
+    """Reports the interpreter it runs in and a package only its uv environment has."""
+
+    def probe(self) -> tuple[str, int]:
+        import sys
+
+        import srl_tinypkg  # type: ignore[import-not-found]
+
+        return sys.executable, srl_tinypkg.VALUE
