@@ -13,6 +13,7 @@ error instead of being half understood.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -68,8 +69,12 @@ class JobManifest(BaseModel):
     workdir: str
     experiment_src_dir: str            # imports next to the original experiment keep working
     experiment_args: tuple[str, ...] = ()
+    interactive: bool = False          # no experiment: the cluster stays up (attach, notebooks, dashboard)
+    head_node: str = "shared"          # "cpu": node 0 runs only the Ray head (no CPUs/GPUs for Ray)
+    heterogeneous: bool = False        # head and workers are two components of one SLURM hetjob
     ready_timeout_s: float = 180.0
-    port_base: int | None = None       # None: per-job block derived from the job id
+    min_nodes: int | None = None       # the driver goes on once this many nodes are up (None: all)
+    port_base: int | None = None       # None: free ports picked on each node (core/ports.py)
     requeue: int = 0
     signal: str = "B:USR2@120"
     cpus_per_node: int | None = None
@@ -77,6 +82,8 @@ class JobManifest(BaseModel):
     time: str | None = None
     partition: str | None = None
     account: str | None = None
+    node_type_from_node_name: dict[str, str] = {}   # regex -> type: Ray resource node_type:<type>
+    gpu_type_from_node_name: dict[str, str] = {}    # regex -> type: Ray resource gpu_type:<type> (per GPU)
     setup: tuple[str, ...] = ()
     setup_first_line: int = 0          # line of setup[0] in the node script (blames a failing line)
     container: Container = Container()
@@ -86,6 +93,18 @@ class JobManifest(BaseModel):
 
     def write(self, path: Path) -> None:
         write_atomic(path, self.to_json())
+
+    def type_resources(self, node: str, gpus: int) -> dict[str, float]:
+        """The spec's node and GPU types of ``node`` as Ray custom resources (drivers target
+        them, e.g. ``resources={"gpu_type:a100": 1}``); first matching regex wins."""
+        out: dict[str, float] = {}
+        node_type = next((t for rx, t in self.node_type_from_node_name.items() if re.fullmatch(rx, node)), None)
+        gpu_type = next((t for rx, t in self.gpu_type_from_node_name.items() if re.fullmatch(rx, node)), None)
+        if node_type:
+            out[f"node_type:{node_type}"] = 1
+        if gpu_type and gpus > 0:
+            out[f"gpu_type:{gpu_type}"] = gpus
+        return out
 
     def setup_line(self, script_line: int) -> tuple[int, str]:
         """(index, text) of the setup line at ``script_line`` of the node script."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 NODE_TMP_ROOT = "/tmp"
 MARKERS_DIR = "nodes"
+SECRETS_FILE = "secrets.env"
 
 
 def node_temp_dir(job_id: int | str) -> str:
@@ -64,6 +65,11 @@ class JobPaths:
     @property
     def ray_auth_token(self) -> Path:
         return self.job_dir / "ray_auth_token"
+
+    @property
+    def secrets(self) -> Path:
+        """The spec's secret-looking env values, shell syntax, mode 0600 (sourced by sbatch.sh)."""
+        return self.job_dir / SECRETS_FILE
 
     @property
     def experiment(self) -> Path:

@@ -1,67 +1,106 @@
-"""Per-job Ray port blocks, so two jobs sharing a node never collide.
+"""Ports of a job's Ray, chosen on each node when it starts, so that nothing the job does not
+control can collide with it: not another job sharing the node, not another user's service.
 
-Every port Ray opens is pinned inside a block of ``BLOCK_SIZE`` ports derived from the job id
-(overridable with ``--port-base``). Blocks live in 10000-31999, below Linux's default ephemeral
-range (32768-60999), so outgoing connections never steal them.
+Only the GCS port must be known to other nodes: the head takes the port derived from the job id
+when it is free (predictable, e.g. for firewall rules), else any free port, and publishes it in
+the job dir (cluster.json). The dashboard agent's and the dashboard's ports are taken free on
+each node (Ray's defaults are fixed numbers that two jobs on one node would share); every other
+daemon port and every worker port is left to Ray and the OS (``--min/max-worker-port=0``: no
+80-worker ceiling, thousands of workers per node). ``--port-base`` pins the daemon ports to an
+explicit block instead, checked on each node with a clear error when one is taken.
 """
 
 from __future__ import annotations
 
+import socket
 from dataclasses import asdict, dataclass
 
 from .errors import UsageError
 
 PORT_RANGE_START = 10000
-PORT_RANGE_END = 32000
-BLOCK_SIZE = 100
-BLOCK_COUNT = (PORT_RANGE_END - PORT_RANGE_START) // BLOCK_SIZE
+PORT_RANGE_END = 32000  # below Linux's default ephemeral range (32768-60999)
+BLOCK_SIZE = 10         # daemon ports of an explicit --port-base block
+BLOCK_COUNT = (PORT_RANGE_END - PORT_RANGE_START) // 100
+
+
+class PortsBusy(Exception):
+    """A port of an explicit --port-base block is taken on this node."""
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port() -> int:
+    """A port free right now (bound and released: Ray binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)
 class RayPorts:
-    """Every port of one job's Ray cluster (the same on every node of the job)."""
+    """The ports one node's Ray uses; None or 0 means Ray (or the OS) picks."""
 
-    base: int
-    gcs: int
-    node_manager: int
-    object_manager: int
-    dashboard: int
-    dashboard_agent_listen: int
-    dashboard_agent_grpc: int
-    metrics_export: int
-    runtime_env_agent: int
-    min_worker: int
-    max_worker: int
+    gcs: int | None = None            # head only
+    dashboard: int | None = None      # head only
+    dashboard_agent_listen: int | None = None
+    node_manager: int = 0
+    object_manager: int = 0
+    dashboard_agent_grpc: int | None = None
+    metrics_export: int | None = None
+    runtime_env_agent: int | None = None
+    min_worker: int = 0
+    max_worker: int = 0
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, int | None]:
         return asdict(self)
 
     def ray_start_args(self) -> list[str]:
-        """Port flags shared by `ray start --head` and `ray start --address`."""
-        return [
-            f"--node-manager-port={self.node_manager}",
-            f"--object-manager-port={self.object_manager}",
-            f"--dashboard-agent-listen-port={self.dashboard_agent_listen}",
-            f"--dashboard-agent-grpc-port={self.dashboard_agent_grpc}",
-            f"--metrics-export-port={self.metrics_export}",
-            f"--runtime-env-agent-port={self.runtime_env_agent}",
-            f"--min-worker-port={self.min_worker}",
-            f"--max-worker-port={self.max_worker}",
-        ]
+        """Port flags shared by `ray start --head` and `ray start --address` (gcs/dashboard are
+        the head's own flags)."""
+        flags = {"node-manager-port": self.node_manager, "object-manager-port": self.object_manager,
+                 "dashboard-agent-listen-port": self.dashboard_agent_listen,
+                 "dashboard-agent-grpc-port": self.dashboard_agent_grpc, "metrics-export-port": self.metrics_export,
+                 "runtime-env-agent-port": self.runtime_env_agent, "min-worker-port": self.min_worker,
+                 "max-worker-port": self.max_worker}
+        return [f"--{k}={v}" for k, v in flags.items() if v is not None]
 
 
-def ports_for(job_id: int, port_base: int | None = None) -> RayPorts:
-    """The port block of a job: ``port_base`` if given, else derived from the job id."""
-    if port_base is None:
-        base = PORT_RANGE_START + (job_id % BLOCK_COUNT) * BLOCK_SIZE
-    else:
-        if not 1024 <= port_base <= 65535 - BLOCK_SIZE:
-            raise UsageError(f"--port-base {port_base}: must be 1024..{65535 - BLOCK_SIZE}; "
-                             f"it reserves {BLOCK_SIZE} ports from there")
-        base = port_base
-    return RayPorts(
-        base=base, gcs=base, node_manager=base + 1, object_manager=base + 2, dashboard=base + 3,
-        dashboard_agent_listen=base + 4, dashboard_agent_grpc=base + 5, metrics_export=base + 6,
-        runtime_env_agent=base + 8,
-        min_worker=base + 20, max_worker=base + BLOCK_SIZE - 1,
-    )
+def preferred_gcs_port(job_id: int) -> int:
+    return PORT_RANGE_START + (job_id % BLOCK_COUNT) * 100
+
+
+def check_port_base(port_base: int) -> None:
+    if not 1024 <= port_base <= 65535 - BLOCK_SIZE:
+        raise UsageError(f"--port-base {port_base}: must be 1024..{65535 - BLOCK_SIZE}; it pins {BLOCK_SIZE} "
+                         f"ports from there (or leave it out: slurm-rl picks free ports on each node)")
+
+
+def block(port_base: int) -> RayPorts:
+    """The explicit layout of ``--port-base``: every daemon port pinned, workers left to the OS."""
+    check_port_base(port_base)
+    b = port_base
+    return RayPorts(gcs=b, dashboard=b + 1, dashboard_agent_listen=b + 2, node_manager=b + 3, object_manager=b + 4,
+                    dashboard_agent_grpc=b + 5, metrics_export=b + 6, runtime_env_agent=b + 7)
+
+
+def choose_ports(job_id: int, port_base: int | None, head: bool) -> RayPorts:
+    """This node's ports (see the module doc); PortsBusy names a taken port of a --port-base."""
+    if port_base is not None:
+        pinned = block(port_base)
+        for name, port in pinned.as_dict().items():
+            if port and (head or name not in ("gcs", "dashboard")) and not port_free(port):
+                raise PortsBusy(f"--port-base {port_base}: port {port} ({name}) is already in use on this node; "
+                                f"choose another --port-base, or leave it out and slurm-rl picks free ports")
+        return pinned if head else RayPorts(**{**pinned.as_dict(), "gcs": None, "dashboard": None})
+    if not head:
+        return RayPorts(dashboard_agent_listen=free_port())
+    preferred = preferred_gcs_port(job_id)
+    gcs = preferred if port_free(preferred) else free_port()
+    return RayPorts(gcs=gcs, dashboard=free_port(), dashboard_agent_listen=free_port())

@@ -71,9 +71,11 @@ class SlurmClient:
     def __init__(self, runner: Runner = subprocess_runner, timeout_s: float = 30.0) -> None:
         self.runner = runner
         self.timeout_s = timeout_s
+        self.calls = 0
 
     def run(self, argv: Sequence[str], timeout_s: float | None = None, check: bool = True,
             hint: str = "") -> Completed:
+        self.calls += 1  # every SLURM command this client ran (slurmctld load: sites police it)
         res = self.runner(argv, timeout_s or self.timeout_s)
         if check and res.returncode != 0:
             raise SlurmCommandError(argv, res.returncode, res.stdout, res.stderr, hint=hint)
@@ -99,9 +101,9 @@ class SlurmClient:
     def job_state(self, job_id: int) -> JobState:
         """State from squeue while queued, else sacct, else scontrol; UNKNOWN if all forgot it."""
         res = self.run(["squeue", "-h", "-j", str(job_id), "-o", "%i|%T|%N|%r"], check=False)
-        for line in res.stdout.splitlines():
+        for line in res.stdout.splitlines():  # a heterogeneous job lists as <id>+0, <id>+1
             parts = line.strip().split("|")
-            if len(parts) == 4 and parts[0] == str(job_id):
+            if len(parts) == 4 and parts[0].split("+")[0] == str(job_id):
                 return JobState(job_id, parts[1], parts[2], None, parts[3])
         res = self.run(["scontrol", "show", "job", "-o", str(job_id)], check=False)
         if res.returncode == 0 and "JobState=" in res.stdout:
@@ -123,6 +125,28 @@ class SlurmClient:
         """argv for a shell (or ``command``) inside a running job, on ``node``."""
         base = ["srun", "--overlap", f"--jobid={job_id}", f"--nodelist={node}", "--nodes=1", "--ntasks=1"]
         return [*base, *command] if command else [*base, "--pty", "bash", "-l"]
+
+    def job_output_path(self, job_id: int) -> str | None:
+        """The StdOut path SLURM recorded for a job it still knows (slurm-rl's is
+        <job dir>/logs/batch.log), else None."""
+        res = self.run(["scontrol", "show", "job", "-o", str(job_id)], check=False)
+        m = re.search(r"\bStdOut=(\S+)", res.stdout) if res.returncode == 0 else None
+        return m.group(1) if m else None
+
+    def partition_nodes(self, partition: str | None) -> tuple[str, int] | None:
+        """(partition, its node count); the default partition when None; None if unknown."""
+        res = self.run(["sinfo", "-h", "-o", "%P %D"], check=False)
+        counts: dict[str, int] = {}
+        default = None
+        for line in res.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1].isdigit():
+                name = parts[0].rstrip("*")
+                counts[name] = counts.get(name, 0) + int(parts[1])
+                if parts[0].endswith("*"):
+                    default = name
+        name = partition or default
+        return (name, counts[name]) if name in counts else None
 
     def job_owner(self, job_id: int) -> str | None:
         """The user name owning a job SLURM still knows, else None."""

@@ -22,6 +22,10 @@ from .errors import SpecError
 SPEC_ENV_VAR = "CLUSTER_SPEC_PATH"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# What may reach an #SBATCH line as a partition or account name ("," separates partitions)
+SBATCH_NAME = re.compile(r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$")
+# Variables of the spec's env whose values must never be written into the batch script
+SECRET_NAME = re.compile(r"TOKEN|KEY|PASSWORD|SECRET|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 # What to tell the user for each field when its value is wrong.
 FIXES: dict[str, str] = {
@@ -35,6 +39,7 @@ FIXES: dict[str, str] = {
     "gpu_image": "set a container image for GPU nodes, or container_runtime \"none\"",
     "node_name_prefix": 'use the prefix of your node names, e.g. "NODE"',
     "partition": 'use a partition name from `sinfo -s`, or null',
+    "head_partition": 'use a CPU partition for a dedicated Ray head (a heterogeneous job), or null',
     "account": "use an account name from `sacctmgr show assoc user=$USER`, or null",
     "gpus_per_node": "use an integer >= 0",
     "cpus_per_node": "use an integer >= 1, or null to use what SLURM allocates",
@@ -60,6 +65,7 @@ class ClusterSpec(BaseModel):
     gpu_image: str | None = None
     node_name_prefix: str = "NODE"
     partition: str | None = None
+    head_partition: str | None = None
     account: str | None = None
     gpus_per_node: int = Field(default=0, ge=0)
     cpus_per_node: int | None = Field(default=None, ge=1)
@@ -83,7 +89,17 @@ class ClusterSpec(BaseModel):
             raise ValueError("is empty")
         if not os.path.isabs(expanded):
             raise ValueError("is a relative path")
+        if ".." in expanded.split("/"):  # /a/link/../b is not /a/b when link is a symlink: refuse
+            raise ValueError(f"contains '..'; write the path without it, e.g. {os.path.normpath(expanded)!r}")
         return os.path.normpath(expanded)
+
+    @field_validator("partition", "account", "head_partition")
+    @classmethod
+    def _sbatch_name(cls, v: str | None) -> str | None:
+        if v is not None and not SBATCH_NAME.match(v):
+            raise ValueError("has characters SLURM does not allow in names (letters, digits, '_', '.', '-'; "
+                             "',' between several partitions)")
+        return v
 
     @field_validator("default_mount")
     @classmethod
@@ -136,6 +152,21 @@ class ClusterSpec(BaseModel):
         return self
 
     # ---- derived views -------------------------------------------------------------------
+    @property
+    def public_env(self) -> dict[str, str]:
+        return {k: v for k, v in self.env.items() if not SECRET_NAME.search(k)}
+
+    @property
+    def secret_env(self) -> dict[str, str]:
+        """Variables whose names look secret: they reach the nodes from a 0600 file in the job
+        dir, never through sbatch.sh (SLURM keeps a copy), spec.json, the manifest or logs."""
+        return {k: v for k, v in self.env.items() if SECRET_NAME.search(k)}
+
+    def redacted_json(self) -> str:
+        """to_json() with secret values replaced: the spec.json record of a job dir."""
+        data = json.loads(self.to_json())
+        data["env"] = {k: ("<secret: in secrets.env>" if k in self.secret_env else v) for k, v in self.env.items()}
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @property
     def mounts(self) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 from .worker_env import setup_hook, worker_env_vars  # noqa: F401 - worker_env_vars: importable here
@@ -81,6 +82,50 @@ def _checked_log_dir(log_dir: str) -> str:
     return path
 
 
+class ForeignClusterError(RuntimeError):
+    """Inside a SLURM job, RAY_ADDRESS led to the Ray cluster of another job."""
+
+
+def _check_same_job(resources: dict[str, float]) -> None:
+    """A driver inside SLURM job J must use J's cluster, never one a stale RAY_ADDRESS names."""
+    import ray
+
+    mine = os.environ.get("SLURM_JOB_ID")
+    theirs = sorted(k.removeprefix("slurm_job_") for k in resources if k.startswith("slurm_job_"))
+    if mine and theirs and mine not in theirs:
+        ray.shutdown()
+        raise ForeignClusterError(
+            f"init_ray: the Ray cluster at {os.environ.get('RAY_ADDRESS', 'auto')} belongs to SLURM job "
+            f"{', '.join(theirs)}, but this is job {mine}; unset RAY_ADDRESS (slurm-rl sets it for the job's own "
+            f"driver) or run the driver inside that job (`slurm-rl attach {theirs[0]}`)")
+
+
+def _wait_for_job_nodes(resources: dict[str, float]) -> dict[str, float]:
+    """The driver starts as soon as the head is up; the job's other nodes join meanwhile. Wait
+    (bounded by the job's ready timeout) until the nodes it needs (--min-nodes, else all) are."""
+    import ray
+
+    job_dir = os.environ.get("SLURM_RL_JOB_DIR")
+    if not job_dir:
+        return resources
+    from ..core.errors import JobError
+    from ..core.manifest import load_manifest
+
+    try:
+        manifest = load_manifest(Path(job_dir) / "manifest.json")
+    except JobError:
+        return resources
+    need = manifest.min_nodes or manifest.nodes
+    end = time.monotonic() + manifest.ready_timeout_s
+    while resources.get(SLURM_MANAGED_RESOURCE, 0) < need:
+        if time.monotonic() > end:
+            raise RuntimeError(f"init_ray: {int(resources.get(SLURM_MANAGED_RESOURCE, 0))} of {need} nodes of this "
+                               f"job joined within {manifest.ready_timeout_s:g} s; see `slurm-rl status` and the node logs")
+        time.sleep(0.1)
+        resources = ray.cluster_resources()
+    return resources
+
+
 def init_ray(log_dir: str | None = None) -> str:
     """Attach to the right Ray cluster or start a local one; returns which branch was taken.
 
@@ -102,6 +147,8 @@ def init_ray(log_dir: str | None = None) -> str:
         ray.init(address="auto", log_to_driver=True, runtime_env=runtime_env())
         resources = ray.cluster_resources()
         if SLURM_MANAGED_RESOURCE in resources:
+            _check_same_job(resources)
+            resources = _wait_for_job_nodes(resources)
             logger.info("init_ray: connected to a SLURM-managed Ray cluster (%s)", resources)
             _record_connected(resources)
             return "slurm_managed"

@@ -19,7 +19,7 @@ from ..core.events import append_event
 from ..core.manifest import JobManifest
 from ..core.nodelist import expand_hostlist
 from ..core.paths import JobPaths, node_temp_dir
-from ..core.ports import RayPorts, ports_for
+from ..core.ports import PortsBusy, RayPorts, choose_ports
 
 POLL_S = 0.05
 
@@ -33,13 +33,27 @@ class Stopped(Exception):
 
 
 def gpu_count(environ: dict[str, str]) -> int:
-    visible = environ.get("CUDA_VISIBLE_DEVICES", "")
-    if visible and visible != "NoDevFiles":
-        return len([d for d in visible.split(",") if d.strip()])
+    """GPUs SLURM gave this step on this node: the step's CUDA_VISIBLE_DEVICES (GRES binding),
+    else SLURM's own counts and lists; not the flags the user asked with."""
+    for var in ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+        listed = environ.get(var, "")
+        if listed and listed != "NoDevFiles":
+            return len([d for d in listed.split(",") if d.strip()])
     try:
         return int(environ.get("SLURM_GPUS_ON_NODE", "0"))
     except ValueError:
         return 0
+
+
+def job_nodes_and_rank(environ: dict[str, str], node: str) -> tuple[list[str], int]:
+    """All nodes of the job in order (head first) and this node's place. A heterogeneous job's
+    step sees its components' lists in SLURM_JOB_NODELIST_HET_GROUP_<k>."""
+    groups = sorted((int(k.rsplit("_", 1)[1]), v) for k, v in environ.items()
+                    if k.startswith("SLURM_JOB_NODELIST_HET_GROUP_") and k.rsplit("_", 1)[1].isdigit())
+    if groups:
+        nodes = [n for _, hostlist in groups for n in expand_hostlist(hostlist)]
+        return nodes, nodes.index(node) if node in nodes else int(environ.get("SLURM_NODEID", "0"))
+    return expand_hostlist(environ.get("SLURM_JOB_NODELIST", node)), int(environ.get("SLURM_NODEID", "0"))
 
 
 @dataclass
@@ -59,21 +73,40 @@ class NodeContext:
     stop_requested: threading.Event = field(default_factory=threading.Event)
     stop_reason: str = ""
     driver: subprocess.Popen[bytes] | None = None
+    failure: str | None = None         # another node failed (seen by node 0): the job's exit reason
+    _ports: RayPorts | None = None
+
+    def fail(self, reason: str) -> None:
+        """Fail the job from here for a reason found elsewhere (a node that failed or never joined)."""
+        self.say(f"FAILING THE JOB: {reason}")
+        self.failure = self.stop_reason = reason
+        self.stop_requested.set()
+        if self.driver is not None and self.driver.poll() is None:
+            self.driver.terminate()
 
     @classmethod
     def from_environ(cls, environ: dict[str, str], paths: JobPaths, manifest: JobManifest,
                      log: IO[str]) -> NodeContext:
         node = environ.get("SLURMD_NODENAME") or socket.gethostname()
-        return cls(job_id=environ["SLURM_JOB_ID"], rank=int(environ.get("SLURM_NODEID", "0")), node=node,
-                   nodes=expand_hostlist(environ.get("SLURM_JOB_NODELIST", node)),
-                   cpus=int(environ.get("SLURM_CPUS_ON_NODE", "1")), gpus=gpu_count(environ),
+        nodes, rank = job_nodes_and_rank(environ, node)
+        head_only = rank == 0 and manifest.head_node == "cpu"  # the driver's node: no Ray work there
+        return cls(job_id=paths.job_id,  # the job dir's id: a hetjob component's own SLURM_JOB_ID differs
+                   rank=rank, node=node, nodes=nodes,
+                   cpus=0 if head_only else int(environ.get("SLURM_CPUS_ON_NODE", "1")),
+                   gpus=0 if head_only else gpu_count(environ),
                    # SLURM counts requeues; every marker file is per attempt: a requeued job starts fresh
                    attempt=int(environ.get("SLURM_RESTART_COUNT", "0") or 0),
                    paths=paths, manifest=manifest, log=log)
 
     @property
     def ports(self) -> RayPorts:
-        return ports_for(int(self.job_id), self.manifest.port_base)
+        """This node's ports, chosen once (free right now; see core/ports.py)."""
+        if self._ports is None:
+            try:
+                self._ports = choose_ports(int(self.job_id), self.manifest.port_base, head=self.rank == 0)
+            except PortsBusy as exc:
+                raise NodeFailure(f"{exc} ({self.node})") from None
+        return self._ports
 
     @property
     def temp_dir(self) -> str:
@@ -110,7 +143,8 @@ class NodeContext:
         """`ray start` in this process, its daemons our children (we are their subreaper)."""
         from .ray_start import start_in_process
 
-        resources = {"slurm_managed_ray_cluster": 1, f"slurm_job_{self.job_id}": 1}
+        resources = {"slurm_managed_ray_cluster": 1, f"slurm_job_{self.job_id}": 1,
+                     **self.manifest.type_resources(self.node, self.gpus)}
         argv = [f"--node-ip-address={self.node_ip(self.node)}", f"--num-cpus={self.cpus}",
                 f"--num-gpus={self.gpus}", f"--resources={json.dumps(resources)}",
                 f"--temp-dir={self.temp_dir}", "--disable-usage-stats", *self.ports.ray_start_args(), *extra]
@@ -119,6 +153,23 @@ class NodeContext:
             start_in_process(argv)
         except BaseException as exc:  # click raises SystemExit on bad arguments
             raise NodeFailure(f"`ray start` failed: {exc!r}") from None
+
+    def ray_node_cost(self) -> dict[str, float]:
+        """What this node's Ray costs: CPU seconds spent starting it (this process and the
+        daemons it started) and their resident memory. What extrapolates to real clusters."""
+        import psutil
+
+        me = psutil.Process()
+        procs = [me, *me.children(recursive=True)]
+        cpu = rss = 0.0
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                cpu += t.user + t.system
+                rss += p.memory_info().rss
+            except psutil.Error:
+                continue
+        return {"ray_cpu_s": round(cpu, 2), "ray_rss_mb": round(rss / 2**20, 1)}
 
 
 def port_open(host: str, port: int) -> bool:

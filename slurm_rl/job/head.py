@@ -1,11 +1,14 @@
-"""Node 0's role: start the Ray head, wait until every node has joined, run the driver with
-``RAY_ADDRESS`` set, return its exit code."""
+"""Node 0's role: start the Ray head and, at once, the driver with ``RAY_ADDRESS`` set (the other
+nodes join while the driver imports its libraries; ``init_ray()`` waits, with a deadline, for
+the nodes the job needs); return the driver's exit code. A watcher records ``ready`` when the
+nodes are up and fails the job fast, naming the node, when one fails or never joins."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
 import time
 
 from ..core.events import write_json
@@ -21,21 +24,56 @@ def joined_count(paths: JobPaths, attempt: int) -> int:
     return len(paths.node_markers(attempt, "up"))
 
 
+def missing_nodes(ctx: NodeContext) -> list[str]:
+    up = {int(p.name.split("-")[1].split(".")[0]) for p in ctx.paths.node_markers(ctx.attempt, "up")}
+    return [node for rank, node in enumerate(ctx.nodes) if rank > 0 and rank not in up]
+
+
+def watch_joins(ctx: NodeContext, cluster: dict[str, object]) -> None:
+    """Background, while the driver starts: ``ready`` once ``min_nodes`` are up; the job fails
+    at once when a node fails, or when fewer than ``min_nodes`` joined by the ready timeout."""
+    need = ctx.manifest.min_nodes or len(ctx.nodes)
+    deadline = time.monotonic() + ctx.manifest.ready_timeout_s
+    announced = False
+    while not ctx.stop_requested.is_set():
+        try:
+            up = 1 + joined_count(ctx.paths, ctx.attempt)
+        except NodeFailure as exc:
+            ctx.fail(str(exc))
+            return
+        if up >= need and not announced:
+            write_json(ctx.paths.cluster, {**cluster, "ready_time": time.time()})
+            ctx.event("ready", nodes=up)
+            announced = True
+        if up >= len(ctx.nodes):
+            return
+        if time.monotonic() > deadline:
+            late = ", ".join(missing_nodes(ctx))
+            if not announced:
+                ctx.fail(f"{late} did not join the Ray head within {ctx.manifest.ready_timeout_s:g} s "
+                         f"({up} of {need} nodes up); see `slurm-rl logs {ctx.job_id} --node NODE`")
+            else:
+                ctx.say(f"going on without {late} (--min-nodes {need})")
+            return
+        time.sleep(0.1)
+
+
 def run_head(ctx: NodeContext) -> int:
     head_ip = ctx.node_ip(ctx.node)
-    ports = ctx.ports
-    ctx.ray_start(["--head", f"--port={ports.gcs}", "--include-dashboard=false", "--no-monitor",
-                   f"--dashboard-port={ports.dashboard}"])
-    address = f"{head_ip}:{ports.gcs}"
-    ctx.event("node_up", address=address)
+    ports = ctx.ports  # picked free now; the GCS port is published before Ray starts, so that
+    address = f"{head_ip}:{ports.gcs}"  # the other nodes join the moment it answers
     cluster = {"job_id": int(ctx.job_id), "head_node": ctx.node, "head_ip": head_ip, "address": address,
                "ports": ports.as_dict(), "nodes": ctx.nodes, "temp_dir": ctx.temp_dir,
                "attempt": ctx.attempt, "ready_time": None}
     write_json(ctx.paths.cluster, cluster)
-    ctx.wait_until(lambda: joined_count(ctx.paths, ctx.attempt) >= len(ctx.nodes) - 1,
-                   ctx.manifest.ready_timeout_s, f"{len(ctx.nodes)} nodes to join the Ray head")
-    write_json(ctx.paths.cluster, {**cluster, "ready_time": time.time()})
-    ctx.event("ready", nodes=len(ctx.nodes))
+    # an interactive cluster gets Ray's dashboard on the head's address (`attach --dashboard`)
+    dashboard = [f"--include-dashboard={str(ctx.manifest.interactive).lower()}", f"--dashboard-host={head_ip}"]
+    ctx.ray_start(["--head", f"--port={ports.gcs}", "--no-monitor", f"--dashboard-port={ports.dashboard}", *dashboard])
+    ctx.event("node_up", address=address, **ctx.ray_node_cost())
+    threading.Thread(target=watch_joins, args=(ctx, cluster), name="joins", daemon=True).start()
+    if ctx.manifest.interactive:  # no driver: up until teardown, scancel or the time limit
+        ctx.say(f"interactive cluster up at {address}; `slurm-rl attach {ctx.job_id}` to use it")
+        ctx.wait_until(lambda: False, float("inf"), "teardown, scancel or the time limit")
     return run_driver(ctx, address)
 
 

@@ -89,6 +89,11 @@ class Lifecycle:
 
         threading.Thread(target=target, name="role", daemon=True).start()
         while not done.wait(POLL_S):
+            if ctx.rank != 0 and not ctx.stop_requested.is_set() and ctx.stop_flag.exists():
+                # node 0 is done (the driver may end before this node finished joining, while
+                # `ray start` is still blocked retrying a head that is gone)
+                ctx.stop_reason = ctx.stop_reason or "driver ended"
+                ctx.stop_requested.set()
             if ctx.stop_requested.is_set() and not self._driver_running(DRIVER_GRACE_S):
                 break
         try:
@@ -106,6 +111,10 @@ class Lifecycle:
             ctx.event("node_failed", error=str(exc))
             write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "failed"), msg + "\n")
             self.finish(1, msg)
+            return 1
+        if ctx.failure:  # another node failed or never joined: node 0 fails the job, naming it
+            ctx.event("node_stopped", reason=ctx.failure)
+            self.finish(1, ctx.failure)
             return 1
         rc = outcome.get("rc")
         if not isinstance(rc, int):  # stopped before the role finished
@@ -191,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     # The marker goes last in the environment children inherit: processes that rewrite their
     # title (Ray's "ray::..." workers) overwrite the start of /proc/PID/environ.
     os.environ.pop(MARKER_ENV, None)
-    os.environ[MARKER_ENV] = os.environ["SLURM_JOB_ID"]
+    os.environ[MARKER_ENV] = paths.job_id  # the job dir's id (a hetjob component has its own SLURM_JOB_ID)
     node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
     log = open(paths.node_log(node), "a", buffering=1)  # noqa: SIM115 - lives as long as the process
     ctx = NodeContext.from_environ(dict(os.environ), paths, manifest, log)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..core.events import write_atomic
-from .context import NodeContext, port_open
+from ..core.events import read_json, write_atomic
+from ..core.paths import JobPaths
+from .context import NodeContext, Stopped, port_open
 
 HEAD_LOST_AFTER_S = 2.0
 
@@ -39,19 +40,38 @@ def session_published(address: str) -> bool:
         return False
 
 
+def published_address(paths: JobPaths, attempt: int) -> str | None:
+    """The head's GCS address for this attempt, once it has written cluster.json."""
+    cluster = read_json(paths.cluster) or {}
+    return cluster.get("address") if cluster.get("attempt") == attempt else None
+
+
 def run_worker(ctx: NodeContext) -> int:
     head = ctx.nodes[0]
-    head_ip = ctx.node_ip(head)
+    ports = ctx.ports  # this node's own ports, chosen now (free right now)
     import ray.scripts.scripts  # noqa: F401 - imported while the head starts: overlaps the wait
 
-    gcs = ctx.ports.gcs
-    address = f"{head_ip}:{gcs}"
-    # Join only once the head has published its session: `ray start` would otherwise sleep
-    # 1-2 s between its own retries.
-    ctx.wait_until(lambda: port_open(head_ip, gcs) and session_published(address),
-                   ctx.manifest.ready_timeout_s, f"the Ray head on {head} ({address})")
+    # The head picks its GCS port at start and publishes it; join once it answers and has
+    # published its session (`ray start` would otherwise sleep 1-2 s between its own retries).
+    found: dict[str, str] = {}
+
+    def head_ready() -> bool:
+        if ctx.stop_flag.exists():  # the driver (started with the head) ended before we joined
+            raise Stopped("the driver ended before this node joined")
+        address = found.get("address") or published_address(ctx.paths, ctx.attempt)
+        if not address:
+            return False
+        found["address"] = address
+        host, _, port = address.rpartition(":")
+        return port_open(host, int(port)) and session_published(address)
+
+    ctx.wait_until(head_ready, ctx.manifest.ready_timeout_s, f"the Ray head on {head} (cluster.json in {ctx.paths.job_dir})")
+    address = found["address"]
+    head_ip, _, gcs_text = address.rpartition(":")
+    gcs = int(gcs_text)
+    ctx.say(f"joining {address} with ports {ports.as_dict()}")
     ctx.ray_start([f"--address={address}"])
-    ctx.event("node_up")
+    ctx.event("node_up", **ctx.ray_node_cost())
     write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "up"), ctx.node + "\n")
     decision = StayDecision()
     while not ctx.stop_requested.is_set():

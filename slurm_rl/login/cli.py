@@ -95,11 +95,11 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
     client = SlurmClient()
     res = do_submit(s, opts, client, release=not hold)
     if as_json and not wait:
-        click.echo(json.dumps({"job_id": res.job_id, "job_dir": str(res.paths.job_dir), "nodes": opts.nodes,
+        click.echo(json.dumps({"job_id": res.job_id, "job_dir": str(res.paths.job_dir), "nodes": opts.total_nodes,
                                "state": client.job_state(res.job_id).state}))
         return
     if not as_json:
-        click.echo(f"Submitted job {res.job_id} ({opts.nodes} node{'s' * (opts.nodes > 1)})\n"
+        click.echo(f"Submitted job {res.job_id} ({opts.total_nodes} node{'s' * (opts.total_nodes > 1)})\n"
                    f"  job dir: {res.paths.job_dir}\n"
                    f"  status:  slurm-rl status {res.job_id}\n"
                    f"  logs:    slurm-rl logs {res.job_id} -f\n"
@@ -107,9 +107,14 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
     if wait:
         from .jobs import wait_for_job
 
-        summary = wait_for_job(res.paths, res.job_id, client, quiet=as_json)
-        if as_json:
-            click.echo(json.dumps({**summary.as_dict(), "nodes": opts.nodes}))
+        from .cli_jobs import _still_running
+
+        try:
+            summary = wait_for_job(res.paths, res.job_id, client, quiet=as_json)
+        except KeyboardInterrupt:
+            _still_running(res.job_id)
+        if as_json:  # slurm_calls: every SLURM command this submit ran, the wait included
+            click.echo(json.dumps({**summary.as_dict(), "nodes": opts.total_nodes, "slurm_calls": client.calls}))
         sys.exit(summary.exit_code if summary.exit_code is not None else 1)
 
 

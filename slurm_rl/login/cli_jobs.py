@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from typing import Any
 
 import click
 
@@ -13,6 +14,13 @@ from ..core.errors import UsageError
 from ..core.paths import current_user
 from ..core.spec import load_spec
 from .cli_common import CONTEXT, _with, spec_option
+
+def _still_running(job_id: int) -> None:
+    """Ctrl-C stops following, not the job: say so, and how to stop it."""
+    click.echo(f"\nslurm-rl: stopped following job {job_id}; it keeps running. See it with `slurm-rl status {job_id}`, "
+               f"stop it with `slurm-rl teardown {job_id}`.", err=True)
+    raise SystemExit(130)
+
 
 # ---- looking at jobs ------------------------------------------------------------------------------
 @click.command(context_settings=CONTEXT)
@@ -26,9 +34,9 @@ def status(job_id: int | None, spec_flag: str | None, as_json: bool) -> None:
 
     s, client = load_spec(spec_flag), SlurmClient()
     if job_id is not None:
-        rows = [job_summary(s, current_user(), job_id, client)]
+        rows = [job_summary(job_id, current_user(), client, s)]
     else:
-        rows = [summarize(p, client.job_state(int(p.job_dir.name))) for p in all_job_dirs(s, current_user())[-10:]]
+        rows = [summarize(p, client.job_state(int(p.job_id))) for p in all_job_dirs(current_user(), s)[:10]]
     if as_json:
         for r in rows:
             click.echo(json.dumps(r.as_dict()))
@@ -39,11 +47,11 @@ def status(job_id: int | None, spec_flag: str | None, as_json: bool) -> None:
 @click.command("list", context_settings=CONTEXT)
 @spec_option()
 def list_jobs(spec_flag: str | None) -> None:
-    """Your jobs under the spec's fileroot, newest last."""
+    """Your jobs, of every spec, newest first: job id, name, job dir."""
     from .jobs import all_job_dirs
 
-    for p in all_job_dirs(load_spec(spec_flag), current_user()):
-        click.echo(f"{p.job_dir.name}\t{p.job_dir.parent.name}\t{p.job_dir}")
+    for p in all_job_dirs(current_user(), load_spec(spec_flag)):
+        click.echo(f"{p.job_id}\t{p.name_dir.name}\t{p.job_dir}")
 
 
 @click.command(context_settings=CONTEXT)
@@ -57,42 +65,66 @@ def logs(job_id: int, node: str | None, batch: bool, follow: bool, spec_flag: st
     from ..core.slurm import SlurmClient
     from .jobs import find_job_dir, follow_file
 
-    paths = find_job_dir(load_spec(spec_flag), current_user(), job_id)
+    client = SlurmClient()
+    paths = find_job_dir(job_id, current_user(), client, load_spec(spec_flag))
     path = paths.node_log(node) if node else paths.batch_log if batch else paths.driver_log
     if not follow:
         if not path.exists():
             raise UsageError(f"job {job_id}: {path} does not exist yet (the job may not have started)")
         click.echo(path.read_text(), nl=False)
         return
-    client = SlurmClient()
-    follow_file(path, lambda: client.job_state(job_id).finished or client.job_state(job_id).state == "UNKNOWN")
+    try:
+        follow_file(path, lambda: client.job_state(job_id).finished or client.job_state(job_id).state == "UNKNOWN")
+    except KeyboardInterrupt:
+        _still_running(job_id)
 
 
 @click.command(context_settings=CONTEXT)
 @click.argument("job_id", type=int)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.option("--dashboard", is_flag=True, help="Print the ssh port-forward that reaches the job's Ray dashboard.")
 @spec_option()
-def attach(job_id: int, command: tuple[str, ...], spec_flag: str | None) -> None:
+def attach(job_id: int, command: tuple[str, ...], dashboard: bool, spec_flag: str | None) -> None:
     """A shell (or COMMAND) on the job's head node, inside the job, attached to its Ray.
 
     \b
     Examples:
+      slurm-rl submit cluster_specs/lab.json -N 2   # no experiment: an interactive cluster
       slurm-rl attach 1234                       # interactive shell, RAY_ADDRESS set
       slurm-rl attach 1234 -- ray status         # one command
+      slurm-rl attach 1234 --dashboard           # the ssh command for the dashboard
     """
     from ..core.events import read_json
     from ..core.slurm import SlurmClient
     from .jobs import find_job_dir
 
-    paths = find_job_dir(load_spec(spec_flag), current_user(), job_id)
+    paths = find_job_dir(job_id, current_user(), SlurmClient(), load_spec(spec_flag))
     cluster = read_json(paths.cluster)
     if not cluster:
         raise UsageError(f"job {job_id}: no cluster.json yet in {paths.job_dir}; wait until `slurm-rl status {job_id}` says ready")
+    if dashboard:
+        click.echo(_dashboard_forward(job_id, paths, cluster))
+        return
     argv = SlurmClient.attach_argv(job_id, cluster["head_node"], list(command))
     os.environ["RAY_ADDRESS"] = cluster["address"]
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ["RAY_AUTH_TOKEN_PATH"] = str(paths.ray_auth_token)
     os.execvp(argv[0], argv)
+
+
+def _dashboard_forward(job_id: int, paths: Any, cluster: dict[str, Any]) -> str:
+    """The one ssh command (run on your laptop) that forwards the job's dashboard to localhost."""
+    import getpass
+    import socket
+
+    from ..core.manifest import load_manifest
+
+    if not load_manifest(paths.manifest).interactive:
+        raise UsageError(f"job {job_id} runs a driver, and slurm-rl starts Ray's dashboard only for interactive "
+                         f"clusters (submit without an experiment); use `slurm-rl attach {job_id} -- ray status`")
+    port = cluster["ports"]["dashboard"]
+    return (f"ssh -N -L 8265:{cluster['head_ip']}:{port} {getpass.getuser()}@{socket.getfqdn()}"
+            f"    # then open http://localhost:8265 (job {job_id}, head {cluster['head_node']})")
 
 
 def _teardown(job_id: int, force: bool, as_json: bool, spec_flag: str | None) -> None:

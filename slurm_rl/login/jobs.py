@@ -6,13 +6,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from ..core import index
 from ..core.errors import JobError, UnknownJobError
 from ..core.events import read_events
 from ..core.exits import read_exit
@@ -25,18 +26,34 @@ PHASES = ["submitted", "node_start", "node_up", "ready", "driver_start", "driver
           "node_cleaned", "job_end"]
 
 
-def find_job_dir(spec: ClusterSpec, user: str, job_id: int) -> JobPaths:
-    matches = sorted((Path(spec.fileroot) / user).glob(f"*/{job_id}"))
-    if not matches:
-        raise UnknownJobError(f"job {job_id}: no job dir under {Path(spec.fileroot) / user}; is it your job, "
-                              f"submitted with this spec? (`slurm-rl list` shows yours)")
-    return JobPaths(matches[0])
+def find_job_dir(job_id: int, user: str, client: SlurmClient | None = None,
+                 spec: ClusterSpec | None = None) -> JobPaths:
+    """A job's dir from its id alone: the per-user index, else SLURM's record of the job's
+    output path (<job dir>/logs/batch.log), else the spec's fileroot. No --spec needed."""
+    found = index.lookup(job_id)
+    if found is None and client is not None:
+        out = client.job_output_path(job_id)
+        candidate = JobPaths(Path(out).parent.parent) if out else None
+        if candidate is not None and candidate.manifest.exists() and candidate.job_id == str(job_id):
+            found = candidate
+    if found is None and spec is not None:
+        matches = sorted((Path(spec.fileroot) / user).glob(f"*/{job_id}"))
+        found = JobPaths(matches[0]) if matches else None
+    if found is None:
+        raise UnknownJobError(f"job {job_id}: no slurm-rl job dir found (not in {index.index_path()}, not known to "
+                              f"SLURM with a slurm-rl log path{'' if spec is None else f', not under {spec.fileroot}/{user}'}); "
+                              f"is it your job? (`slurm-rl list` shows yours)")
+    return found
 
 
-def all_job_dirs(spec: ClusterSpec, user: str) -> list[JobPaths]:
-    root = Path(spec.fileroot) / user
-    dirs = [p for p in root.glob("*/*") if p.is_dir() and p.name.isdigit()]
-    return [JobPaths(p) for p in sorted(dirs, key=lambda p: int(p.name))]
+def all_job_dirs(user: str, spec: ClusterSpec | None = None) -> list[JobPaths]:
+    """Your jobs of every spec (the index), plus any under ``spec``'s fileroot; newest first."""
+    dirs = {e["job_dir"]: JobPaths(Path(str(e["job_dir"]))) for e in index.entries()}
+    if spec is not None:
+        for p in (Path(spec.fileroot) / user).glob("*/*"):
+            if p.is_dir() and p.name.isdigit() and (p / "manifest.json").exists():
+                dirs.setdefault(str(p), JobPaths(p))
+    return sorted(dirs.values(), key=lambda p: int(p.job_id), reverse=True)
 
 
 @dataclass(frozen=True)
@@ -81,32 +98,53 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
                       exit_code, exit_reason)
 
 
-def job_summary(spec: ClusterSpec, user: str, job_id: int, client: SlurmClient) -> JobSummary:
-    return summarize(find_job_dir(spec, user, job_id), client.job_state(job_id))
+def job_summary(job_id: int, user: str, client: SlurmClient, spec: ClusterSpec | None = None) -> JobSummary:
+    return summarize(find_job_dir(job_id, user, client, spec), client.job_state(job_id))
 
 
 # ---- following a job ----------------------------------------------------------------------------
+SLURM_POLL_MIN_S = 2.0   # the first SLURM query comes this long after the start ...
+SLURM_POLL_MAX_S = 15.0  # ... and the interval doubles up to this (sites police tools that poll hard)
+
+
+def _ended_in_job_dir(paths: JobPaths) -> bool:
+    """finalize's last word: the job's batch script is about to exit."""
+    return any(e.get("event") == "job_end" for e in read_events(paths.events))
+
+
 def wait_for_job(paths: JobPaths, job_id: int, client: SlurmClient, quiet: bool = False,
                  poll_s: float = 0.5) -> JobSummary:
-    """Follow a job until SLURM says it ended; show state, phase and nodes up meanwhile."""
+    """Follow a job until it ended; show state, phase and nodes up meanwhile.
+
+    Progress comes from the job dir (events.jsonl, a file read every ``poll_s``); SLURM is
+    asked at most every 2 s at first, backing off to every 15 s, and once more when the job
+    dir says the job ended (a job that dies before slurm-rl starts is seen by SLURM alone)."""
     console = Console(stderr=True)
     last = None
+    state = client.job_state(job_id)
+    interval, next_ask = SLURM_POLL_MIN_S, time.monotonic() + SLURM_POLL_MIN_S
     with console.status(f"job {job_id}: submitted", spinner="dots") as st:
         while True:
-            state = client.job_state(job_id)
+            ended_here = _ended_in_job_dir(paths)
+            if ended_here or time.monotonic() >= next_ask:
+                state = client.job_state(job_id)
+                interval = min(interval * 2, SLURM_POLL_MAX_S)
+                next_ask = time.monotonic() + interval
             summary = summarize(paths, state)
             text = f"job {job_id}: {summary.state}, {summary.phase}, {summary.nodes_up}/{summary.nodes} nodes up"
             if text != last and not quiet:
                 st.update(text)
                 last = text
-            if state.finished or state.state == "UNKNOWN":
+            if state.finished or state.state == "UNKNOWN" or ended_here:
                 break
             time.sleep(poll_s)
     # The batch step may end a moment before the exit code file is visible on a shared FS.
     deadline = time.monotonic() + 5
     while summary.exit_code is None and time.monotonic() < deadline:
         time.sleep(0.1)
-        summary = summarize(paths, client.job_state(job_id))
+        summary = summarize(paths, state)
+    if not state.finished and summary.exit_code is not None:  # SLURM has not caught up yet
+        summary = replace(summary, state="COMPLETED" if summary.exit_code == 0 else "FAILED")
     if not quiet:
         reason = summary.exit_reason or _batch_log_reason(paths.batch_log)
         console.print(f"job {job_id}: {summary.state}, exit code {summary.exit_code}: {reason}")
@@ -124,11 +162,15 @@ def _batch_log_reason(batch_log: Path) -> str:
 
 
 def print_table(rows: Iterable[JobSummary]) -> None:
-    table = Table("job", "name", "state", "phase", "nodes up", "exit", "job dir")
+    """One row per job; state and phase never truncated (80 columns fit); the job dir is in
+    `slurm-rl list` and `status --json`."""
+    table = Table(box=None, pad_edge=False)
+    for name, kw in (("job", {}), ("name", {"overflow": "ellipsis", "max_width": 24}), ("state", {"no_wrap": True}),
+                     ("phase", {"no_wrap": True}), ("nodes", {"no_wrap": True}), ("exit", {"no_wrap": True})):
+        table.add_column(name, **kw)  # type: ignore[arg-type]
     for r in rows:
-        table.add_row(str(r.job_id), r.paths.name_dir.name, r.state, r.phase,
-                      f"{r.nodes_up}/{r.nodes}", "" if r.exit_code is None else str(r.exit_code),
-                      str(r.paths.job_dir))
+        table.add_row(str(r.job_id), r.paths.name_dir.name, r.state, r.phase, f"{r.nodes_up}/{r.nodes}",
+                      "" if r.exit_code is None else str(r.exit_code))
     Console().print(table)
 
 

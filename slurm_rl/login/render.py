@@ -14,7 +14,7 @@ import jinja2
 
 from .. import __version__
 from ..core.manifest import JOB_ID_PLACEHOLDER, Container, JobManifest
-from ..core.paths import MARKERS_DIR, JobPaths, warned_marker_name
+from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, warned_marker_name
 from ..core.spec import ClusterSpec
 from .options import JobOptions
 
@@ -48,26 +48,29 @@ def _env() -> jinja2.Environment:
     return env
 
 
+def _quoted(d: dict[str, str | None]) -> list[str]:
+    return [f"{k}={shlex.quote(v)}" for k, v in d.items() if v is not None]
+
+
 def sbatch_directives(opts: JobOptions, name_dir: Path) -> list[str]:
-    """``#SBATCH`` values, sorted so the script is stable. Values are shell-quoted."""
-    d: dict[str, str | None] = {
-        "--job-name": opts.name,
-        "--nodes": str(opts.nodes),
-        "--ntasks-per-node": "1",
-        "--output": f"{name_dir}/%j/logs/batch.log",
-        "--open-mode": "append",
-        "--partition": opts.partition,
-        "--account": opts.account,
-        "--time": opts.time,
-        "--cpus-per-task": str(opts.cpus_per_node) if opts.cpus_per_node else None,
-        "--gpus-per-node": str(opts.gpus_per_node) if opts.gpus_per_node else None,
-        "--signal": opts.signal or None,
+    """``#SBATCH`` values, sorted within each component so the script is stable, shell-quoted.
+    With a head partition: one heterogeneous job, the head's component, ``hetjob``, the
+    workers' component (job-level options go with the first component, as SLURM wants)."""
+    job: dict[str, str | None] = {
+        "--job-name": opts.name, "--output": f"{name_dir}/%j/logs/batch.log", "--open-mode": "append",
+        "--account": opts.account, "--signal": opts.signal or None,
     }
-    out = [f"{k}={shlex.quote(v)}" for k, v in sorted(d.items()) if v is not None]
-    if opts.oversubscribe:
-        out.append("--oversubscribe")
-    out.append("--requeue" if opts.requeue > 0 else "--no-requeue")
-    return sorted(out)
+    flags = (["--oversubscribe"] if opts.oversubscribe else []) + ["--requeue" if opts.requeue > 0 else "--no-requeue"]
+
+    def component(partition: str | None, nodes: int, gpus: bool) -> dict[str, str | None]:
+        return {"--nodes": str(nodes), "--ntasks-per-node": "1", "--partition": partition, "--time": opts.time,
+                "--cpus-per-task": str(opts.cpus_per_node) if opts.cpus_per_node else None,
+                "--gpus-per-node": str(opts.gpus_per_node) if opts.gpus_per_node and gpus else None}
+
+    if not opts.head_partition:
+        return sorted(_quoted({**job, **component(opts.partition, opts.total_nodes, True)}) + flags)
+    head = sorted(_quoted({**job, **component(opts.head_partition, 1, False)}) + flags)
+    return [*head, "hetjob", *sorted(_quoted(component(opts.partition, opts.nodes, True)))]
 
 
 def container_for(spec: ClusterSpec, opts: JobOptions) -> Container:
@@ -97,11 +100,15 @@ def shell_words(argv: list[str]) -> list[str]:
 def _manifest(spec: ClusterSpec, opts: JobOptions, setup_first_line: int) -> JobManifest:
     return JobManifest(
         slurm_rl_version=__version__, cluster_name=spec.cluster_name, name=opts.name, user=opts.user,
-        nodes=opts.nodes, python=opts.python, workdir=opts.workdir,
-        experiment_src_dir=str(Path(opts.experiment).parent), experiment_args=tuple(opts.experiment_args),
-        ready_timeout_s=opts.ready_timeout_s, port_base=opts.port_base, requeue=opts.requeue, signal=opts.signal,
+        nodes=opts.total_nodes, python=opts.python, workdir=opts.workdir, head_node=opts.head_node,
+        heterogeneous=bool(opts.head_partition),
+        experiment_src_dir=str(Path(opts.experiment).parent) if opts.experiment else "",
+        experiment_args=tuple(opts.experiment_args), interactive=not opts.experiment,
+        ready_timeout_s=opts.ready_timeout_s, min_nodes=opts.min_nodes, port_base=opts.port_base, requeue=opts.requeue, signal=opts.signal,
         cpus_per_node=opts.cpus_per_node, gpus_per_node=opts.gpus_per_node, time=opts.time,
         partition=opts.partition, account=opts.account, setup=tuple(spec.setup),
+        node_type_from_node_name=dict(spec.node_type_from_node_name),
+        gpu_type_from_node_name=dict(spec.gpu_type_from_node_name),
         setup_first_line=setup_first_line, container=container_for(spec, opts))
 
 
@@ -113,9 +120,11 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
     python = shlex.quote(opts.python)
     context = dict(
         version=__version__, spec=spec, directives=sbatch_directives(opts, name_dir), name_dir=str(name_dir),
-        env=sorted({**spec.env, **dict(opts.extra_env)}.items()), srun_flags=shell_words(srun_flags),
+        env=sorted({**spec.public_env, **dict(opts.extra_env)}.items()), srun_flags=shell_words(srun_flags),
+        secrets=sorted(spec.secret_env), secrets_file=SECRETS_FILE,
         launch=" ".join([*shell_words(prefix), 'bash -c "$SLURM_RL_NODE_SCRIPT"']),
         finalize=f"{python} -m slurm_rl.job.finalize", setup=spec.setup,
+        het_groups="0,1" if opts.head_partition else "",
         node_command=f'{python} -m slurm_rl.job.node --job-dir "$SLURM_RL_JOB_DIR"',
         warned_marker=shlex.quote(f"{MARKERS_DIR}/") + warned_marker_name('"${SLURM_RESTART_COUNT:-0}"'),
     )

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import shutil
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core import index
 from ..core.errors import UsageError
 from ..core.events import append_event, write_atomic
 from ..core.paths import JobPaths
@@ -23,12 +25,17 @@ from .options import JobOptions
 from .render import RenderedJob, render_job
 
 
-def write_token(path: Path) -> None:
-    """A fresh Ray auth token for one job, readable by its owner only. Every node and the driver
-    of the job use it (RAY_AUTH_MODE=token); nobody else can talk to the job's Ray."""
+def write_private(path: Path, text: str) -> None:
+    """A file only its owner can read, created so (never world-readable, not even briefly)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_hex(32))
+        f.write(text)
+
+
+def write_token(path: Path) -> None:
+    """A fresh Ray auth token for one job. Every node and the driver of the job use it
+    (RAY_AUTH_MODE=token); nobody else can talk to the job's Ray."""
+    write_private(path, secrets.token_hex(32))
 
 
 @dataclass(frozen=True)
@@ -39,13 +46,37 @@ class Submitted:
 
 
 def stage_job_dir(stage: JobPaths, spec: ClusterSpec, opts: JobOptions, job: RenderedJob) -> None:
-    stage.logs.mkdir(parents=True)
+    """The job dir, mode 0700: its logs and files can carry secrets."""
+    stage.job_dir.mkdir(mode=0o700)
+    stage.job_dir.chmod(0o700)  # whatever the umask
+    stage.logs.mkdir()
     stage.markers.mkdir()
     write_atomic(stage.sbatch_script, job.script)
     write_token(stage.ray_auth_token)
-    write_atomic(stage.spec, spec.to_json())
+    if spec.secret_env:
+        write_private(stage.secrets, "".join(f"{k}={shlex.quote(v)}\n" for k, v in sorted(spec.secret_env.items())))
+    write_atomic(stage.spec, spec.redacted_json())
     job.manifest.write(stage.manifest)
-    shutil.copy2(opts.experiment, stage.experiment)
+    if opts.experiment:
+        shutil.copy2(opts.experiment, stage.experiment)
+
+
+def check_partition_size(opts: JobOptions, client: SlurmClient) -> None:
+    """Refuse a job that can never start (it would pend forever): more nodes than the partition has."""
+    wanted = [("--partition", opts.partition, opts.nodes if opts.head_partition else opts.total_nodes)]
+    if opts.head_partition:
+        wanted.append(("--head-partition", opts.head_partition, 1))
+    for flag, partition, nodes in wanted:
+        found = client.partition_nodes(partition)
+        if found is None:
+            if partition:
+                raise UsageError(f"{flag} {partition!r}: SLURM has no such partition; `sinfo -s` lists them")
+            continue
+        name, count = found
+        if nodes > count:
+            extra = " (--nodes workers plus the --head-node cpu head)" if nodes != opts.nodes else ""
+            raise UsageError(f"--nodes {opts.nodes}: partition {name!r} has {count} node{'s' * (count != 1)}, "
+                             f"the job needs {nodes}{extra}; ask for fewer")
 
 
 def submit(spec: ClusterSpec, opts: JobOptions, client: SlurmClient, release: bool = True,
@@ -53,6 +84,7 @@ def submit(spec: ClusterSpec, opts: JobOptions, client: SlurmClient, release: bo
     """Submit one job; ``stage_extra(paths)`` may add files to the job dir before it can start."""
     if spec.cluster_type != "slurm":
         raise UsageError(f"spec {spec.cluster_name!r} has cluster_type \"local\"; use `slurm-rl run` or a SLURM spec")
+    check_partition_size(opts, client)
     job = render_job(spec, opts)
     name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir
     try:
@@ -70,7 +102,8 @@ def submit(spec: ClusterSpec, opts: JobOptions, client: SlurmClient, release: bo
         raise
     paths = JobPaths.for_job(spec.fileroot, opts.user, opts.name, job_id)
     os.rename(stage.job_dir, paths.job_dir)
-    append_event(paths.events, "submitted", job_id=job_id, nodes=opts.nodes)
+    append_event(paths.events, "submitted", job_id=job_id, nodes=opts.total_nodes)
+    index.record(job_id, paths, spec.cluster_name)
     if release:
         client.release(job_id)
     return Submitted(job_id, paths, job.script)

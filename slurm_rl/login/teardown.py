@@ -58,16 +58,22 @@ def teardown(spec: ClusterSpec, user: str, job_id: int, client: SlurmClient, gra
              gone_timeout_s: float = 30.0, force: bool = False) -> TeardownReport:
     t0 = time.monotonic()
     try:
-        paths = find_job_dir(spec, user, job_id)
+        paths = find_job_dir(job_id, user, client, spec)
     except UnknownJobError:
         owner = client.job_owner(job_id)
         if owner and owner != user:
             raise UsageError(f"job {job_id} belongs to {owner!r}, not {user!r}; teardown only touches your own jobs") from None
         if owner:
-            raise UsageError(f"job {job_id} is yours but was not submitted by slurm-rl with this spec "
-                             f"(no job dir under {spec.fileroot}/{user}); use scancel {job_id}") from None
-        raise UsageError(f"job {job_id}: unknown to SLURM and no job dir under {spec.fileroot}/{user}; "
+            raise UsageError(f"job {job_id} is yours but was not submitted by slurm-rl (no slurm-rl job dir "
+                             f"found for it); use scancel {job_id}") from None
+        raise UsageError(f"job {job_id}: unknown to SLURM and no slurm-rl job dir found for it; "
                          f"check the id with `slurm-rl list`") from None
+    try:
+        submitter = load_manifest(paths.manifest).user
+    except JobError:
+        submitter = user  # a job dir from before manifests: found under your own fileroot
+    if submitter != user:
+        raise UsageError(f"job {job_id} was submitted by {submitter!r}, not {user!r}; teardown only touches your own jobs")
     state = client.job_state(job_id)
     cancelled = False
     nodes = job_nodes(paths, state.nodelist)

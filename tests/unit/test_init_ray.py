@@ -124,3 +124,18 @@ def test_workers_see_no_launcher_variables_in_either_environment(tmp_path) -> No
     """, {"RAY_AUTH_MODE": "disabled", "SLURM_JOB_ID": "5", "SLURM_PROCID": "0", "PMI_RANK": "0",
           "OMPI_COMM_WORLD_RANK": "0", "RAY_JOB_ID": "01000000"})
     assert "system [[]]" in out and "isolated [[]]" in out
+
+
+def test_a_driver_in_one_job_refuses_another_jobs_cluster() -> None:
+    out = _run("""
+        import ray
+        ray.init(num_cpus=1, include_dashboard=False, resources={"slurm_managed_ray_cluster": 1, "slurm_job_111": 1})
+        import os, subprocess, sys
+        code = "from slurm_rl.distributed import init_ray; print(init_ray())"
+        for job in ("222", "111"):
+            env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address, SLURM_JOB_ID=job)
+            res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+            print(job, res.returncode, res.stdout.strip(), res.stderr.strip().splitlines()[-1:])
+    """, {"RAY_AUTH_MODE": "disabled"})
+    assert "222 1" in out and "belongs to SLURM job 111, but this is job 222" in out
+    assert "111 0 slurm_managed" in out

@@ -28,7 +28,7 @@ MANIFEST = JobManifest(slurm_rl_version="t", cluster_name="c", name="n", user="u
 
 
 def _ctx(tmp_path: Path, rank: int = 0, **env: str) -> NodeContext:
-    paths = JobPaths(tmp_path / "job")
+    paths = JobPaths(tmp_path / "77")  # a job dir is named by the job id
     paths.markers.mkdir(parents=True)
     environ = {"SLURM_JOB_ID": "77", "SLURM_NODEID": str(rank), "SLURMD_NODENAME": f"node{rank + 1}",
                "SLURM_JOB_NODELIST": "node[1-3]", "SLURM_CPUS_ON_NODE": "4", **env}
@@ -141,3 +141,44 @@ def test_manifest_round_trip_and_format_check(tmp_path: Path) -> None:
         load_manifest(path)
     with pytest.raises(JobError, match="does not exist"):
         load_manifest(tmp_path / "nope.json")
+
+
+def test_heterogeneous_step_nodes_in_component_order() -> None:
+    from slurm_rl.job.context import job_nodes_and_rank
+
+    env = {"SLURM_JOB_NODELIST": "node2,node3", "SLURM_NODEID": "1",
+           "SLURM_JOB_NODELIST_HET_GROUP_1": "node[2-3]", "SLURM_JOB_NODELIST_HET_GROUP_0": "node1"}
+    assert job_nodes_and_rank(env, "node3") == (["node1", "node2", "node3"], 2)
+    assert job_nodes_and_rank(env, "node1") == (["node1", "node2", "node3"], 0)
+    assert job_nodes_and_rank({"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NODEID": "1"}, "n2") == (["n1", "n2"], 1)
+
+
+def test_a_cpu_head_offers_ray_nothing(tmp_path: Path) -> None:
+    paths = JobPaths(tmp_path / "job")
+    manifest = MANIFEST.model_copy(update={"head_node": "cpu"})
+    environ = {"SLURM_JOB_ID": "77", "SLURM_NODEID": "0", "SLURMD_NODENAME": "node1", "SLURM_JOB_NODELIST": "node[1-3]",
+               "SLURM_CPUS_ON_NODE": "4", "CUDA_VISIBLE_DEVICES": "0,1"}
+    head = NodeContext.from_environ(environ, paths, manifest, io.StringIO())
+    worker = NodeContext.from_environ({**environ, "SLURM_NODEID": "1", "SLURMD_NODENAME": "node2"}, paths, manifest,
+                                      io.StringIO())
+    assert (head.cpus, head.gpus) == (0, 0) and (worker.cpus, worker.gpus) == (4, 2)
+    assert head.job_id == "job"  # the job dir's name (a hetjob component's SLURM_JOB_ID differs)
+
+
+@pytest.mark.parametrize(("markers", "min_nodes", "timeout_s", "failure", "ready"), [
+    ({1: "up", 2: "up"}, None, 5.0, None, True),
+    ({1: "up", 2: "failed"}, None, 5.0, "node3: boom", False),
+    ({1: "up"}, None, 0.2, "node3 did not join the Ray head within 0.2 s (2 of 3 nodes up)", False),
+    ({1: "up"}, 2, 0.2, None, True),                      # --min-nodes 2: go on without node3
+])
+def test_the_head_watches_joins(tmp_path: Path, markers: dict, min_nodes: int | None, timeout_s: float,
+                                failure: str | None, ready: bool) -> None:
+    from slurm_rl.job.head import watch_joins
+
+    ctx = _ctx(tmp_path)
+    ctx.manifest = MANIFEST.model_copy(update={"min_nodes": min_nodes, "ready_timeout_s": timeout_s})
+    for rank, kind in markers.items():
+        ctx.paths.node_marker(0, rank, kind).write_text(f"node{rank + 1}: boom\n" if kind == "failed" else "x\n")
+    watch_joins(ctx, {"attempt": 0})
+    assert (ctx.failure is None) if failure is None else ctx.failure.startswith(failure), ctx.failure
+    assert ("ready_time" in json.loads(ctx.paths.cluster.read_text())) is ready if ready else not ctx.paths.cluster.exists()

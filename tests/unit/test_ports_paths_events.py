@@ -8,26 +8,41 @@ import pytest
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.events import append_event, read_events, write_json
 from slurm_rl.core.paths import JobPaths, node_temp_dir
-from slurm_rl.core.ports import BLOCK_SIZE, PORT_RANGE_END, PORT_RANGE_START, ports_for
+from slurm_rl.core.ports import BLOCK_SIZE, PortsBusy, check_port_base, choose_ports, port_free, preferred_gcs_port
 
 
-def test_port_block_is_job_scoped_and_pins_every_port() -> None:
-    a, b = ports_for(1001), ports_for(1002)
-    assert a.base != b.base
-    values = [v for k, v in a.as_dict().items() if k not in ("base", "max_worker")]
-    assert len(set(values)) == len(values)
-    assert all(a.base <= v < a.base + BLOCK_SIZE for v in a.as_dict().values())
-    assert PORT_RANGE_START <= a.base and a.max_worker < PORT_RANGE_END
-    flags = " ".join(a.ray_start_args())
-    for name in ("node-manager", "object-manager", "min-worker", "max-worker", "metrics-export",
-                 "dashboard-agent-listen", "dashboard-agent-grpc", "runtime-env-agent"):
-        assert f"--{name}-port=" in flags
+def test_ports_are_free_ones_and_worker_ports_unbounded() -> None:
+    head, worker = choose_ports(1001, None, head=True), choose_ports(1001, None, head=False)
+    assert head.gcs == preferred_gcs_port(1001)  # the job's predictable port, when free
+    assert worker.gcs is None and worker.dashboard is None and worker.dashboard_agent_listen
+    flags = " ".join(head.ray_start_args())
+    assert "--min-worker-port=0" in flags and "--max-worker-port=0" in flags   # OS-assigned: no ceiling
+    assert "--dashboard-agent-listen-port=" in flags                            # never Ray's fixed 52365
+    assert preferred_gcs_port(1001) != preferred_gcs_port(1002)
 
 
-def test_port_base_override() -> None:
-    assert ports_for(5, port_base=40000).gcs == 40000
+def test_a_taken_preferred_port_is_replaced_by_a_free_one() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("", preferred_gcs_port(7)))
+        s.listen()
+        ports = choose_ports(7, None, head=True)
+        assert ports.gcs != preferred_gcs_port(7) and port_free(ports.gcs)
+
+
+def test_port_base_override_is_pinned_and_checked() -> None:
+    import socket
+
+    pinned = choose_ports(5, 40000, head=True)
+    assert (pinned.gcs, pinned.dashboard, pinned.node_manager) == (40000, 40001, 40003)
+    assert len({v for v in pinned.as_dict().values() if v}) == BLOCK_SIZE - 2
     with pytest.raises(UsageError, match="--port-base"):
-        ports_for(5, port_base=80)
+        check_port_base(80)
+    with socket.socket() as s:
+        s.bind(("", 40003))
+        with pytest.raises(PortsBusy, match="port 40003 .node_manager. is already in use"):
+            choose_ports(5, 40000, head=False)
 
 
 def test_node_temp_dir_leaves_room_for_ray_sockets() -> None:

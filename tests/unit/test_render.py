@@ -30,6 +30,9 @@ CASES = {
     "pyxis": (REPO / "cluster_specs" / "example-pyxis.json", replace(BASE_OPTS, gpus_per_node=8)),
     "apptainer": (REPO / "cluster_specs" / "example-apptainer.json", replace(BASE_OPTS, gpus_per_node=4, port_base=20000)),
     "none-setup": (None, replace(BASE_OPTS, oversubscribe=True, account="acct", partition="debug")),
+    # a CPU head on its own partition: one heterogeneous job (head component, hetjob, workers)
+    "hetjob": (REPO / "cluster_specs" / "example-pyxis.json",
+               replace(BASE_OPTS, gpus_per_node=8, nodes=2, time="1:00:00", head_node="cpu", head_partition="cpu")),
 }
 
 
@@ -47,7 +50,8 @@ def _resolved(spec, opts: JobOptions, tmp_path: Path) -> JobOptions:  # type: ig
     got = resolve_options(spec, str(exp), experiment_args=opts.experiment_args, nodes=opts.nodes, name=opts.name,
                           user=opts.user, gpus_per_node=opts.gpus_per_node, time=opts.time,
                           partition=opts.partition, account=opts.account, port_base=opts.port_base,
-                          oversubscribe=opts.oversubscribe, python=opts.python)
+                          oversubscribe=opts.oversubscribe, python=opts.python, head_node=opts.head_node,
+                          head_partition=opts.head_partition)
     return replace(got, experiment=opts.experiment, workdir=opts.workdir)
 
 

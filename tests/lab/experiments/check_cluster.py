@@ -32,6 +32,9 @@ def main() -> int:
         "hosts": sorted(s["host"] for s in seen), "pidns": len({s["pidns"] for s in seen}),
         "tags": all("slurm_managed_ray_cluster" in n["Resources"] and job_tag in n["Resources"] for n in nodes),
         "ray_address": os.environ.get("RAY_ADDRESS"),
+        "node_types": sorted(k for n in nodes for k in n["Resources"] if k.startswith("node_type:")),
+        "cpus_by_ip": {n["NodeManagerAddress"]: n["Resources"].get("CPU", 0) for n in nodes},
+        "driver_ip": ray.util.get_node_ip_address(),
     }
     print("REPORT " + json.dumps(report), flush=True)
     assert branch == "slurm_managed", branch
