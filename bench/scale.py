@@ -50,8 +50,8 @@ def one_job(nodes: int) -> dict[str, object]:
         "driver_start_s": round(first("driver_start") - start, 2),
         "driver_connected_s": round(first("driver_connected") - start, 2),
         "job_s": round(last("job_end") - first("submitted"), 2),
-        "ray_cpu_s_per_node": statistics.median(e.get("ray_cpu_s", 0) for e in ups),
-        "ray_rss_mb_per_node": statistics.median(e.get("ray_rss_mb", 0) for e in ups),
+        "ray_cpu_s_per_node": round(statistics.median(e.get("ray_cpu_s", 0) for e in ups), 2),
+        "ray_rss_mb_per_node": round(statistics.median(e.get("ray_rss_mb", 0) for e in ups)),
     }
 
 

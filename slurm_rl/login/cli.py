@@ -94,6 +94,15 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
         return
     client = SlurmClient()
     res = do_submit(s, opts, client, release=not hold)
+    try:  # from here on the job exists: Ctrl-C stops following it, never the job
+        _after_submit(res, opts, client, wait, as_json)
+    except KeyboardInterrupt:
+        from .cli_jobs import _still_running
+
+        _still_running(res.job_id)
+
+
+def _after_submit(res: Any, opts: Any, client: Any, wait: bool, as_json: bool) -> None:
     if as_json and not wait:
         click.echo(json.dumps({"job_id": res.job_id, "job_dir": str(res.paths.job_dir), "nodes": opts.total_nodes,
                                "state": client.job_state(res.job_id).state}))
@@ -103,16 +112,11 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
                    f"  job dir: {res.paths.job_dir}\n"
                    f"  status:  slurm-rl status {res.job_id}\n"
                    f"  logs:    slurm-rl logs {res.job_id} -f\n"
-                   f"  stop:    scancel {res.job_id}")
+                   f"  stop:    slurm-rl teardown {res.job_id}")
     if wait:
         from .jobs import wait_for_job
 
-        from .cli_jobs import _still_running
-
-        try:
-            summary = wait_for_job(res.paths, res.job_id, client, quiet=as_json)
-        except KeyboardInterrupt:
-            _still_running(res.job_id)
+        summary = wait_for_job(res.paths, res.job_id, client, quiet=as_json)
         if as_json:  # slurm_calls: every SLURM command this submit ran, the wait included
             click.echo(json.dumps({**summary.as_dict(), "nodes": opts.total_nodes, "slurm_calls": client.calls}))
         sys.exit(summary.exit_code if summary.exit_code is not None else 1)

@@ -142,3 +142,19 @@ def _http_ok(url: str) -> bool:
             return r.status == 200
     except OSError:
         return False
+
+
+def test_ctrl_c_on_wait_leaves_the_job_running_and_says_how_to_stop_it(lab: list[str]) -> None:
+    import signal
+
+    proc = subprocess.Popen(["python", "-m", "slurm_rl", "submit", SPEC, str(EXPERIMENTS / "hold.py"), "--nodes", "1",
+                             "--wait", "--name", "ctrl-c"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = proc.stdout.readline()  # "Submitted job N (1 node)"
+    job_id = int(first.split()[2])
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert f"job {job_id}; it keeps running" in err and f"slurm-rl teardown {job_id}" in err, err
+    assert subprocess.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"], capture_output=True, text=True).stdout.strip()
+    assert run_cli("teardown", str(job_id)).returncode == 0
+    assert_no_leftovers(lab, job_id)

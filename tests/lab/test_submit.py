@@ -24,6 +24,7 @@ def test_three_node_job(lab: list[str]) -> None:
                              if line.startswith("REPORT "))[7:])
     assert report["nodes"] == 3 and report["pidns"] == 3 and report["tags"]
     assert report["ips"] == ["10.77.0.11", "10.77.0.12", "10.77.0.13"]
+    assert report["node_types"] == ["node_type:cpu"] * 3  # the spec's node_type_from_node_name, as Ray resources
     assert {"job_id", "job_dir", "nodes", "state"} <= set(data) and data["state"] == "COMPLETED"
     # the job dir holds what the README promises
     for name in ("sbatch.sh", "spec.json", "experiment.py", "cluster.json", "events.jsonl", "exit_code",
