@@ -161,11 +161,13 @@ class RayWorkerBuilder:
         configure_worker raised (in the driver's environment)."""
         import ray
 
+        from .uv_envs import is_uv
+
         plans: list[_Plan] = []
         isolated: dict[str, list[int]] = {}
         for num_gpus, bundle_indices, extra_options in requests:
             py = self._py_executable(extra_options)
-            if py.split()[:1] == ["uv"]:
+            if is_uv(py):
                 if py not in self._uv_pythons:
                     raise RuntimeError(f"{py!r}: the uv environment is not built; call builder.prepare("
                                        f"placement_groups) first (RayWorkerGroup does)")

@@ -63,7 +63,7 @@ def list_jobs(spec_flag: str | None) -> None:
 def logs(job_id: int, node: str | None, batch: bool, follow: bool, spec_flag: str | None) -> None:
     """Print a job's driver log (or --node NODE, --batch)."""
     from ..core.slurm import SlurmClient
-    from .jobs import find_job_dir, follow_file
+    from .jobs import GentleState, find_job_dir, follow_file
 
     client = SlurmClient()
     paths = find_job_dir(job_id, current_user(), client, load_spec(spec_flag))
@@ -74,7 +74,7 @@ def logs(job_id: int, node: str | None, batch: bool, follow: bool, spec_flag: st
         click.echo(path.read_text(), nl=False)
         return
     try:
-        follow_file(path, lambda: client.job_state(job_id).finished or client.job_state(job_id).state == "UNKNOWN")
+        follow_file(path, GentleState(paths, job_id, client).poll)
     except KeyboardInterrupt:
         _still_running(job_id)
 

@@ -107,9 +107,26 @@ SLURM_POLL_MIN_S = 2.0   # the first SLURM query comes this long after the start
 SLURM_POLL_MAX_S = 15.0  # ... and the interval doubles up to this (sites police tools that poll hard)
 
 
-def _ended_in_job_dir(paths: JobPaths) -> bool:
-    """finalize's last word: the job's batch script is about to exit."""
-    return any(e.get("event") == "job_end" for e in read_events(paths.events))
+class GentleState:
+    """A job's SLURM state for followers (``--wait``, ``logs -f``): SLURM is asked at most every
+    2 s at first, backing off to every 15 s, and once more when the job dir says the job ended
+    (finalize's ``job_end``; a job that dies before slurm-rl starts is seen by SLURM alone)."""
+
+    def __init__(self, paths: JobPaths, job_id: int, client: SlurmClient) -> None:
+        self.paths, self.job_id, self.client = paths, job_id, client
+        self.state = client.job_state(job_id)
+        self.ended_here = False
+        self._interval = SLURM_POLL_MIN_S
+        self._next_ask = time.monotonic() + SLURM_POLL_MIN_S
+
+    def poll(self) -> bool:
+        """Refresh (a job-dir read; SLURM only when due); True once the job has ended."""
+        self.ended_here = any(e.get("event") == "job_end" for e in read_events(self.paths.events))
+        if self.ended_here or time.monotonic() >= self._next_ask:
+            self.state = self.client.job_state(self.job_id)
+            self._interval = min(self._interval * 2, SLURM_POLL_MAX_S)
+            self._next_ask = time.monotonic() + self._interval
+        return self.state.finished or self.state.state == "UNKNOWN" or self.ended_here
 
 
 def wait_for_job(paths: JobPaths, job_id: int, client: SlurmClient, quiet: bool = False,
@@ -117,27 +134,22 @@ def wait_for_job(paths: JobPaths, job_id: int, client: SlurmClient, quiet: bool 
     """Follow a job until it ended; show state, phase and nodes up meanwhile.
 
     Progress comes from the job dir (events.jsonl, a file read every ``poll_s``); SLURM is
-    asked at most every 2 s at first, backing off to every 15 s, and once more when the job
-    dir says the job ended (a job that dies before slurm-rl starts is seen by SLURM alone)."""
+    asked as GentleState says."""
     console = Console(stderr=True)
     last = None
-    state = client.job_state(job_id)
-    interval, next_ask = SLURM_POLL_MIN_S, time.monotonic() + SLURM_POLL_MIN_S
+    gentle = GentleState(paths, job_id, client)
     with console.status(f"job {job_id}: submitted", spinner="dots") as st:
         while True:
-            ended_here = _ended_in_job_dir(paths)
-            if ended_here or time.monotonic() >= next_ask:
-                state = client.job_state(job_id)
-                interval = min(interval * 2, SLURM_POLL_MAX_S)
-                next_ask = time.monotonic() + interval
-            summary = summarize(paths, state)
+            ended = gentle.poll()
+            summary = summarize(paths, gentle.state)
             text = f"job {job_id}: {summary.state}, {summary.phase}, {summary.nodes_up}/{summary.nodes} nodes up"
             if text != last and not quiet:
                 st.update(text)
                 last = text
-            if state.finished or state.state == "UNKNOWN" or ended_here:
+            if ended:
                 break
             time.sleep(poll_s)
+    state = gentle.state
     # The batch step may end a moment before the exit code file is visible on a shared FS.
     deadline = time.monotonic() + 5
     while summary.exit_code is None and time.monotonic() < deadline:
