@@ -42,8 +42,9 @@ def _record_connected(resources: dict[str, float]) -> None:
     job_dir = os.environ.get("SLURM_RL_JOB_DIR")
     if job_dir:
         from ..core.events import append_event
+        from ..core.paths import JobPaths
 
-        append_event(Path(job_dir) / "events.jsonl", "driver_connected",
+        append_event(JobPaths(Path(job_dir)).events, "driver_connected",
                      nodes=int(resources.get(SLURM_MANAGED_RESOURCE, 0)))
 
 
@@ -110,9 +111,10 @@ def _wait_for_job_nodes(resources: dict[str, float]) -> dict[str, float]:
         return resources
     from ..core.errors import JobError
     from ..core.manifest import load_manifest
+    from ..core.paths import JobPaths
 
     try:
-        manifest = load_manifest(Path(job_dir) / "manifest.json")
+        manifest = load_manifest(JobPaths(Path(job_dir)).manifest)
     except JobError:
         return resources
     need = manifest.min_nodes or manifest.nodes

@@ -51,7 +51,7 @@ def all_job_dirs(user: str, spec: ClusterSpec | None = None) -> list[JobPaths]:
     dirs = {e["job_dir"]: JobPaths(Path(str(e["job_dir"]))) for e in index.entries()}
     if spec is not None:
         for p in (Path(spec.fileroot) / user).glob("*/*"):
-            if p.is_dir() and p.name.isdigit() and (p / "manifest.json").exists():
+            if p.is_dir() and p.name.isdigit() and JobPaths(p).manifest.exists():
                 dirs.setdefault(str(p), JobPaths(p))
     return sorted(dirs.values(), key=lambda p: int(p.job_id), reverse=True)
 
