@@ -17,7 +17,8 @@ _EXPORTS = {
     "ClusterConfig": "virtual_cluster", "RayVirtualCluster": "virtual_cluster",
     "ResourceInsufficientError": "virtual_cluster",
     "MultiWorkerFuture": "worker_groups", "RayWorkerBuilder": "worker_groups", "RayWorkerGroup": "worker_groups",
-    "WorkerBuildError": "worker_groups",
+    "WorkerBuildError": "worker_groups", "WorkerFailureError": "worker_failures",
+    "AsyncWorkerResults": "worker_dispatch",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -75,12 +75,36 @@ class _LazyRemote:
 _get_node_ip_and_free_port = _LazyRemote()
 
 
+BACKENDS = ("nccl", "gloo")
+
+
 class RayVirtualCluster:
-    """One Ray placement group per logical node; ``[4, 8, 2]`` is three nodes."""
+    """One Ray placement group per logical node; ``[4, 8, 2]`` is three nodes.
+
+    Options (keyword-only, off by default): ``enable_colocation`` (groups share the bundles:
+    ``max_colocated_worker_groups`` becomes 2 unless given), ``gpu_ids`` (pin bundles to
+    devices, see gpu_pinning.py), ``monitor_memory`` (warn when a node runs low, see
+    memory_monitor.py), ``communication_backend`` ("nccl" or "gloo": what
+    ``slurm_rl.distributed.collective.init_process_group`` uses in the workers)."""
 
     def __init__(self, bundle_ct_per_node_list: list[int], use_gpus: bool = True,
-                 max_colocated_worker_groups: int = 1, num_gpus_per_node: int = 8, name: str = "",
-                 placement_group_strategy: str = "STRICT_PACK") -> None:
+                 max_colocated_worker_groups: int | None = None, num_gpus_per_node: int = 8, name: str = "",
+                 placement_group_strategy: str = "STRICT_PACK", *, gpu_ids: Any = None,
+                 enable_colocation: bool = False, monitor_memory: bool = False,
+                 communication_backend: str | None = None) -> None:
+        if max_colocated_worker_groups is None:
+            max_colocated_worker_groups = 2 if enable_colocation else 1
+        if communication_backend is not None and communication_backend not in BACKENDS:
+            raise ValueError(f"communication_backend={communication_backend!r}: use 'nccl' (GPUs) or 'gloo'")
+        if communication_backend == "nccl" and not use_gpus:
+            raise ValueError("communication_backend='nccl' needs GPUs, but use_gpus=False: use 'gloo'")
+        if gpu_ids is not None and not use_gpus:
+            raise ValueError("gpu_ids needs use_gpus=True (the bundles hold no GPU otherwise)")
+        self.enable_colocation = enable_colocation
+        self.communication_backend = communication_backend
+        self.gpu_ids = gpu_ids
+        self.bundle_devices: list[list[int]] | None = None
+        self._memory_monitor: Any = None
         if not isinstance(bundle_ct_per_node_list, list) or any(
                 not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in bundle_ct_per_node_list):
             raise ValueError(f"bundle_ct_per_node_list must be a list of ints >= 0, got {bundle_ct_per_node_list!r}")
@@ -98,11 +122,16 @@ class RayVirtualCluster:
         if not any(self._bundle_ct_per_node_list):
             self._node_placement_groups = []  # a valid, empty cluster: nothing to place
             return
+        if gpu_ids is not None:
+            from .gpu_pinning import per_node_ids
+
+            per_node_ids(gpu_ids, self._bundle_ct_per_node_list)  # shape errors before anything is placed
         retries = _max_retries()
         last = ""
         for attempt in range(retries):
             try:
                 self._node_placement_groups = self._init_placement_groups(placement_group_strategy)
+                self._after_placement(monitor_memory)
                 return
             except ResourceInsufficientError as exc:
                 last = str(exc)
@@ -146,6 +175,38 @@ class RayVirtualCluster:
                 f"placement groups for {self._bundle_ct_per_node_list} bundles were not ready within "
                 f"{PLACEMENT_GROUP_TIMEOUT_S:g} s; the cluster may lack resources (ray status shows them)") from None
         return pgs
+
+    def _after_placement(self, monitor_memory: bool) -> None:
+        from ray.util.placement_group import placement_group_table
+
+        pgs = self.get_placement_groups()
+        if self.gpu_ids is not None:
+            from .gpu_pinning import node_gpu_counts, resolve
+
+            try:
+                self.bundle_devices = resolve(self.gpu_ids, self._bundle_ct_per_node_list, node_gpu_counts(pgs))
+            except ValueError:
+                self.shutdown()
+                raise
+        if monitor_memory:
+            from .memory_monitor import MemoryMonitor
+
+            nodes = list(dict.fromkeys(placement_group_table(pg)["bundles_to_node_id"][0] for pg in pgs))
+            self._memory_monitor = MemoryMonitor(nodes)
+
+    @property
+    def memory_monitor(self) -> Any:
+        """The MemoryMonitor (``monitor_memory=True``): ``.samples`` per node, ``.warnings``."""
+        return self._memory_monitor
+
+    def worker_env(self, node: int, bundle: int) -> dict[str, str]:
+        """Environment a worker in this bundle gets from the cluster's options."""
+        from .gpu_pinning import pinned_env
+
+        env = pinned_env(self.bundle_devices, node, bundle)
+        if self.communication_backend:
+            env["SLURM_RL_COMM_BACKEND"] = self.communication_backend
+        return env
 
     # ---- queries -----------------------------------------------------------------------------
     def get_placement_groups(self) -> list[Any]:
@@ -196,6 +257,8 @@ class RayVirtualCluster:
     # ---- teardown ----------------------------------------------------------------------------
     def shutdown(self) -> bool:
         """Remove every placement group; idempotent."""
+        if self._memory_monitor is not None:
+            self._memory_monitor.stop()
         if not self._shut_down and self._node_placement_groups:
             try:
                 import ray

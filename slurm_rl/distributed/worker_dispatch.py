@@ -5,12 +5,45 @@ names and shapes). Mixed into RayWorkerGroup; it needs only ``_workers``, ``_wor
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, Iterator
 
 from .named_sharding import NamedSharding
 from .worker_builder import WorkerHandle
 
 ONLY_ON = ("all", "tied_leader", "all_tied_workers")
+
+
+class AsyncWorkerResults:
+    """What ``run_all_workers_*`` return on an ``async_communication=True`` group: iterate it
+    for ``(worker_index, result)`` in completion order; ``.refs`` are the ObjectRefs (worker
+    order) and ``.get()`` the results in worker order. A dead worker raises WorkerFailureError."""
+
+    def __init__(self, refs: list[Any], workers: list[int], group: Any) -> None:
+        self.refs, self.workers, self._group = refs, workers, group
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        import ray
+
+        owner = dict(zip(self.refs, self.workers))
+        pending = list(self.refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                yield owner[ref], self._group.get_results(WorkerRefs([ref], [owner[ref]]))[0]
+
+    def get(self) -> list[Any]:
+        return self._group.get_results(WorkerRefs(self.refs, self.workers))
+
+
+class WorkerRefs(list):  # noqa: FURB189 - ray.get accepts list subclasses
+    """A list of ObjectRefs that knows its workers (and, for a retry, the call)."""
+
+    def __init__(self, refs: list[Any], workers: list[int], call: tuple[str, tuple, dict] | None = None) -> None:  # type: ignore[type-arg]
+        super().__init__(refs)
+        self.workers, self.call = workers, call
 
 
 class MultiWorkerFuture:
@@ -27,9 +60,15 @@ class MultiWorkerFuture:
         self.return_from_workers = return_from_workers
 
     def get_results(self, worker_group: Any) -> list[Any]:
-        import ray
+        """The results (see the class doc). A dead worker raises WorkerFailureError naming it,
+        as soon as Ray knows, even while other workers' calls still run."""
+        getter = getattr(worker_group, "get_results", None)
+        if getter is not None:
+            results = getter(WorkerRefs(self.futures, self.used_workers))
+        else:
+            import ray
 
-        results = ray.get(self.futures)
+            results = ray.get(self.futures)
         if self.return_from_workers is not None:
             keep = set(self.return_from_workers)
             return [r for w, r in zip(self.used_workers, results) if w in keep]
@@ -42,6 +81,10 @@ class MultiWorkerFuture:
             if first is not None:
                 out.append(by_worker[first])
         return out
+
+    def as_completed(self, worker_group: Any) -> Iterator[tuple[int, Any]]:
+        """``(worker_index, result)`` of every called worker, in completion order."""
+        return iter(AsyncWorkerResults(self.futures, self.used_workers, worker_group))
 
 
 def split_on_axes(name: str, value: Any, axes: list[str], shape: dict[str, int]) -> Any:
@@ -79,6 +122,9 @@ class WorkerDispatch:
     _worker_metadata: list[dict[str, Any]]
     tied_workers_groups: list[list[int]]
     sharding_annotations: NamedSharding
+    _tracker: Any
+    async_communication: bool
+    restart_on_failure: bool
 
     def _targets(self, only_on: str) -> list[list[int]]:
         """Worker ids to call, grouped by tied group."""
@@ -95,7 +141,9 @@ class WorkerDispatch:
         if not isinstance(worker, WorkerHandle) and not hasattr(worker, method_name):
             raise AttributeError(f"worker class has no method {method_name!r} (worker {worker_id}, "
                                  f"{self._worker_metadata[worker_id]['name']})")
-        return getattr(worker, method_name).remote(*args, **kwargs)
+        ref = getattr(worker, method_name).remote(*args, **kwargs)
+        self._tracker.started(worker_id, method_name, ref)
+        return ref
 
     def run_single_worker_single_data(self, method_name: str, worker_idx: int, *args: Any, **kwargs: Any) -> Any:
         """One call on worker ``worker_idx``; returns its ObjectRef."""
@@ -103,8 +151,15 @@ class WorkerDispatch:
             raise IndexError(f"worker_idx {worker_idx} out of range: the group has {len(self._workers)} workers")
         return self._call(worker_idx, method_name, *args, **kwargs)
 
-    def run_all_workers_single_data(self, method_name: str, *args: Any, only_on: str = "all", **kwargs: Any) -> list[Any]:
-        return [self._call(w, method_name, *args, **kwargs) for group in self._targets(only_on) for w in group]
+    def run_all_workers_single_data(self, method_name: str, *args: Any, only_on: str = "all", **kwargs: Any) -> Any:
+        """The same call on every target worker. Returns their ObjectRefs (a list, worker
+        order; ``get_results`` blocks for them), or on an ``async_communication`` group an
+        AsyncWorkerResults to iterate in completion order."""
+        workers = [w for group in self._targets(only_on) for w in group]
+        refs = [self._call(w, method_name, *args, **kwargs) for w in workers]
+        if self.async_communication:
+            return AsyncWorkerResults(refs, workers, self)
+        return WorkerRefs(refs, workers, (method_name, args, kwargs) if self.restart_on_failure else None)
 
     def run_all_workers_multiple_data(self, method_name: str, data: list[Any], common_kwargs: dict[str, Any] | None = None,
                                       only_on: str = "all") -> MultiWorkerFuture:

@@ -10,7 +10,11 @@ from typing import Any
 from .named_sharding import NamedSharding
 from .virtual_cluster import RayVirtualCluster
 from .worker_builder import RayWorkerBuilder, WorkerHandle, _actor_of
-from .worker_dispatch import MultiWorkerFuture, WorkerDispatch
+from .worker_balancing import WorkerBalancing, check_strategy
+from .worker_dispatch import AsyncWorkerResults, MultiWorkerFuture, WorkerDispatch
+from .worker_failures import WorkerFailureError
+from .worker_health import CallTracker, parse_memory
+from .worker_reliability import WorkerReliability
 
 logger = logging.getLogger(__name__)
 
@@ -58,13 +62,33 @@ def _bundle_node(pg: Any, bundle: int) -> str:
         return "an unknown node"
 
 
-class RayWorkerGroup(WorkerDispatch):
-    """Workers placed on a RayVirtualCluster, with parallel dispatch."""
+class RayWorkerGroup(WorkerDispatch, WorkerReliability, WorkerBalancing):
+    """Workers placed on a RayVirtualCluster, with parallel dispatch.
+
+    Reliability and dispatch options (keyword-only, off by default): ``memory_limit`` ("8GB":
+    reserved from Ray for scheduling, and a worker whose resident memory passes it is stopped
+    with a WorkerFailureError saying so), ``restart_on_failure``/``max_restarts`` (see
+    ``get_results`` and ``restart_failed_workers``), ``enable_gradient_compression`` (fp16
+    gradients for models wrapped with ``slurm_rl.distributed.collective.wrap_ddp``),
+    ``async_communication`` (``run_all_workers_single_data`` returns an iterator in completion
+    order), ``enable_load_balancing``/``load_balancing_strategy`` (``run_balanced``)."""
 
     def __init__(self, cluster: RayVirtualCluster, remote_worker_builder: Any,
                  workers_per_node: int | list[int] | None = None, name_prefix: str = "",
                  bundle_indices_list: list[tuple[int, list[int]]] | None = None,
-                 sharding_annotations: NamedSharding | None = None) -> None:
+                 sharding_annotations: NamedSharding | None = None, *,
+                 memory_limit: str | int | None = None, restart_on_failure: bool = False, max_restarts: int = 3,
+                 enable_gradient_compression: bool = False, async_communication: bool = False,
+                 enable_load_balancing: bool = False, load_balancing_strategy: str | None = None) -> None:
+        if not isinstance(max_restarts, int) or max_restarts < 0:
+            raise ValueError(f"max_restarts={max_restarts!r}: must be an int >= 0")
+        self.memory_limit_bytes = parse_memory(memory_limit) if memory_limit is not None else None
+        self.restart_on_failure = bool(restart_on_failure)
+        self.max_restarts = max_restarts
+        self.enable_gradient_compression = bool(enable_gradient_compression)
+        self.async_communication = bool(async_communication)
+        self.load_balancing_strategy = check_strategy(enable_load_balancing, load_balancing_strategy)
+        self._tracker = CallTracker(0)
         self._cluster = cluster
         self._name_prefix = name_prefix
         self._workers: list[Any] = []
@@ -134,7 +158,10 @@ class RayWorkerGroup(WorkerDispatch):
                 name = f"{self._name_prefix}-grp{g}-{local}" if named_groups else f"{self._name_prefix}-{node}-{bundle}"
                 # the user's environment comes from init_ray's job-level runtime_env (lowest)
                 env = {"RANK": str(rank), "LOCAL_RANK": str(bundle), "WORLD_SIZE": str(world),
-                       "MASTER_ADDR": addr, "MASTER_PORT": str(port), "NODE_RANK": str(node)}
+                       "MASTER_ADDR": addr, "MASTER_PORT": str(port), "NODE_RANK": str(node),
+                       **cluster.worker_env(node, bundle)}
+                if self.enable_gradient_compression:
+                    env["SLURM_RL_GRADIENT_COMPRESSION"] = "fp16"
                 bundle_indices = (node, bundles) if local == 0 else None
                 if local == 0:
                     self.dp_leader_worker_indices.append(rank)
@@ -147,9 +174,14 @@ class RayWorkerGroup(WorkerDispatch):
                 group.append(rank)
                 rank += 1
             self.tied_workers_groups.append(group)
+        self._builder, self._plans, self._frac = builder, plans, frac
         try:
+            self._reserve_memory([(pg, bundle) for _, _, pg, bundle in plans])
             self._workers = self._build(builder, plans, frac)
+            self._tracker = CallTracker(len(self._workers))
+            self._watch_memory(list(range(len(self._workers))))
         except BaseException:
+            self._release_memory()
             self._worker_metadata, self.tied_workers_groups, self.dp_leader_worker_indices = [], [], []
             self.worker_to_tied_group_index = {}
             raise
@@ -239,7 +271,8 @@ class RayWorkerGroup(WorkerDispatch):
             except Exception as exc:  # noqa: BLE001
                 logger.warning("RayWorkerGroup.shutdown: could not kill a worker: %s", exc)
                 clean = False
-        self._workers, self._worker_metadata = [], []
+        self._release_memory()
+        self._workers, self._worker_metadata, self._tracker = [], [], CallTracker(0)
         self.tied_workers_groups, self.worker_to_tied_group_index, self.dp_leader_worker_indices = [], {}, []
         return clean
 
@@ -247,4 +280,5 @@ class RayWorkerGroup(WorkerDispatch):
         self._cluster.print_cluster_grid(self)
 
 
-__all__ = ["MultiWorkerFuture", "RayWorkerBuilder", "RayWorkerGroup", "WorkerBuildError", "WorkerHandle"]
+__all__ = ["AsyncWorkerResults", "MultiWorkerFuture", "RayWorkerBuilder", "RayWorkerGroup", "WorkerBuildError",
+           "WorkerFailureError", "WorkerHandle"]
