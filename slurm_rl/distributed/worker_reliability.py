@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any
 
 from .node_probe import probe_on
@@ -18,6 +19,7 @@ logger = logging.getLogger(__name__)
 
 RESTART_HOOK = "on_group_restart"
 MEMORY_HOLD_TIMEOUT_S = 10.0
+EXPLAIN_WAIT_S = 15.0  # within slurm-rl's node health-check window (job/ray_start.py)
 RESTART_READY_TIMEOUT_S = 120.0
 DEFAULT_STUCK_TIMEOUT_S = 300.0
 
@@ -74,20 +76,29 @@ class WorkerReliability:
         return f"{host} ({record.node_ip})" if host and host != record.node_ip else str(record.node_ip or "unknown")
 
     def _explain(self, workers: list[int]) -> list[FailedWorker]:
+        import ray
+
         infos = self._locate(workers)
+        # A worker whose node vanished fails its caller at once (the connection drops), before
+        # Ray's GCS has declared the node dead: wait for its verdict, which names the cause.
+        deadline = time.monotonic() + EXPLAIN_WAIT_S
+        while any(i.state != "DEAD" for i in infos.values()) and time.monotonic() < deadline:
+            time.sleep(0.25)
+            infos = self._locate(workers)
         names = node_names()
+        alive_nodes = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
         out = []
         for w in workers:
             record, info = self._tracker.records[w], infos[w]
             cause = None
-            if record.pid and record.node_id:
-                try:
-                    import ray
-
+            if self.memory_limit_bytes and record.pid and record.node_id in alive_nodes:
+                try:  # the memory watchdog on the worker's node says whether it stopped the worker
                     cause = ray.get(probe_on(record.node_id).cause.remote(record.pid), timeout=5)
                 except Exception:  # noqa: BLE001 - the node itself may be gone
                     cause = None
             cause = cause or info.death or "the worker's actor died"
+            if record.node_id and record.node_id not in alive_nodes:
+                cause = f"node lost (Ray declared it dead): {cause}"
             out.append(FailedWorker(index=w, rank=self._worker_metadata[w]["global_rank"],
                                     node=self._node_label(w, names), cause=cause))
         return out

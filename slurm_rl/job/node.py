@@ -29,6 +29,7 @@ from ..core.paths import JobPaths
 from ..core.procs import MARKER_ENV, stop_job_processes
 from .context import POLL_S, NodeContext, NodeFailure, Stopped
 from .head import run_head
+from .ray_start import HEALTH_CHECK_ENV
 from .worker import run_worker
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -197,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     # This job's Ray accepts only clients holding the job's token (written by submit, mode 0600).
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ["RAY_AUTH_TOKEN_PATH"] = str(paths.ray_auth_token)
+    # A lost node is declared dead within NODE_LOST_WINDOW_S (its actors' callers get the error).
+    for key, value in HEALTH_CHECK_ENV.items():
+        os.environ.setdefault(key, value)
     # The marker goes last in the environment children inherit: processes that rewrite their
     # title (Ray's "ray::..." workers) overwrite the start of /proc/PID/environ.
     os.environ.pop(MARKER_ENV, None)
