@@ -125,6 +125,7 @@ class WorkerDispatch:
     _tracker: Any
     async_communication: bool
     restart_on_failure: bool
+    _before_dispatch: Any  # WorkerReliability: refuse (or restart) workers known dead
 
     def _targets(self, only_on: str) -> list[list[int]]:
         """Worker ids to call, grouped by tied group."""
@@ -149,6 +150,7 @@ class WorkerDispatch:
         """One call on worker ``worker_idx``; returns its ObjectRef."""
         if not 0 <= worker_idx < len(self._workers):
             raise IndexError(f"worker_idx {worker_idx} out of range: the group has {len(self._workers)} workers")
+        self._before_dispatch([worker_idx])
         return self._call(worker_idx, method_name, *args, **kwargs)
 
     def run_all_workers_single_data(self, method_name: str, *args: Any, only_on: str = "all", **kwargs: Any) -> Any:
@@ -156,6 +158,7 @@ class WorkerDispatch:
         order; ``get_results`` blocks for them), or on an ``async_communication`` group an
         AsyncWorkerResults to iterate in completion order."""
         workers = [w for group in self._targets(only_on) for w in group]
+        self._before_dispatch(workers)
         refs = [self._call(w, method_name, *args, **kwargs) for w in workers]
         if self.async_communication:
             return AsyncWorkerResults(refs, workers, self)
@@ -176,6 +179,7 @@ class WorkerDispatch:
                           stacklevel=2)
         if any(not isinstance(d, SlicedDataDict) for d in data):
             warnings.warn("run_all_workers_multiple_data: data items are not SlicedDataDict", stacklevel=2)
+        self._before_dispatch([w for group in targets[:len(data)] for w in group])
         futures, used = [], []
         for item, group in zip(data, targets):
             ref = ray.put(item)  # once per item; every worker of a tied group gets the same reference
@@ -209,6 +213,7 @@ class WorkerDispatch:
         split = {k: split_on_axes(k, v, sharded, sharding.shape) for k, v in named.items()}
         free = [a for a in sharding.names if a not in sharded and a not in replicated]
         common = {k: ray.put(v) for k, v in (common_kwargs or {}).items()}
+        self._before_dispatch(list(range(len(self._workers))))
         refs: dict[tuple[int, ...], dict[str, Any]] = {}
         futures, called, returning = [], [], []
         for w in range(len(self._workers)):

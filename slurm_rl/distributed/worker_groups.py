@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import traceback
 from typing import Any
@@ -17,6 +18,7 @@ from .worker_health import CallTracker, parse_memory
 from .worker_reliability import WorkerReliability
 
 logger = logging.getLogger(__name__)
+_UNNAMED = itertools.count()
 
 
 class WorkerBuildError(RuntimeError):
@@ -89,6 +91,7 @@ class RayWorkerGroup(WorkerDispatch, WorkerReliability, WorkerBalancing):
         self.async_communication = bool(async_communication)
         self.load_balancing_strategy = check_strategy(enable_load_balancing, load_balancing_strategy)
         self._tracker = CallTracker(0)
+        self._known_dead: set[int] = set()
         self._cluster = cluster
         self._name_prefix = name_prefix
         self._workers: list[Any] = []
@@ -148,6 +151,9 @@ class RayWorkerGroup(WorkerDispatch, WorkerReliability, WorkerBalancing):
     def _create(self, cluster: RayVirtualCluster, builder: RayWorkerBuilder, pgs: list[Any],
                 tied: list[tuple[int, list[int]]], named_groups: bool) -> None:
         world = sum(len(b) for _, b in tied)
+        # Actor names are unique per Ray namespace: groups built without a name_prefix (as the
+        # documentation's colocation example builds two) get one from the class and a counter.
+        prefix = self._name_prefix or f"{builder.ray_actor_class_fqn.rpartition('.')[2].lower()}{next(_UNNAMED)}"
         addr, port = cluster.get_master_address_and_port()
         self._master_address, self._master_port = addr, port
         frac = 1.0 / cluster.max_colocated_worker_groups if cluster.use_gpus else 0
@@ -155,7 +161,7 @@ class RayWorkerGroup(WorkerDispatch, WorkerReliability, WorkerBalancing):
         for g, (node, bundles) in enumerate(tied):
             group = []
             for local, bundle in enumerate(bundles):
-                name = f"{self._name_prefix}-grp{g}-{local}" if named_groups else f"{self._name_prefix}-{node}-{bundle}"
+                name = f"{prefix}-grp{g}-{local}" if named_groups else f"{prefix}-{node}-{bundle}"
                 # the user's environment comes from init_ray's job-level runtime_env (lowest)
                 env = {"RANK": str(rank), "LOCAL_RANK": str(bundle), "WORLD_SIZE": str(world),
                        "MASTER_ADDR": addr, "MASTER_PORT": str(port), "NODE_RANK": str(node),

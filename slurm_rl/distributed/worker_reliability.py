@@ -56,6 +56,7 @@ class WorkerReliability:
     restart_on_failure: bool
     max_restarts: int
     memory_limit_bytes: int | None
+    _known_dead: set[int]
 
     # ---- where workers are ---------------------------------------------------------------------
     def _locate(self, workers: list[int]) -> dict[int, Any]:
@@ -99,9 +100,24 @@ class WorkerReliability:
             cause = cause or info.death or "the worker's actor died"
             if record.node_id and record.node_id not in alive_nodes:
                 cause = f"node lost (Ray declared it dead): {cause}"
+            if info.state == "DEAD":
+                self._known_dead.add(w)
             out.append(FailedWorker(index=w, rank=self._worker_metadata[w]["global_rank"],
                                     node=self._node_label(w, names), cause=cause))
         return out
+
+    # ---- dispatch ------------------------------------------------------------------------------
+    def _before_dispatch(self, workers: list[int]) -> None:
+        """A call to a worker already known dead fails now, not as a doomed ref: with
+        ``restart_on_failure`` the group restarts it first (logged), else WorkerFailureError."""
+        dead = self._known_dead.intersection(workers)
+        if not dead:
+            return
+        if not self.restart_on_failure:
+            raise WorkerFailureError(self._explain(sorted(dead)),
+                                     note="call restart_failed_workers() before calling these workers again")
+        logger.warning("restart_on_failure: worker(s) %s are dead; restarting them before the call", sorted(dead))
+        self.restart_failed_workers()
 
     # ---- results -------------------------------------------------------------------------------
     def get_results(self, refs: Any) -> list[Any]:
@@ -153,6 +169,9 @@ class WorkerReliability:
                 ray.kill(_actor_of(self._workers[w]))  # a tied group restarts as a whole
             except Exception:  # noqa: BLE001 - already dead
                 pass
+        deadline = time.monotonic() + 10  # a killed actor's name is free once the GCS has it dead
+        while time.monotonic() < deadline and any(i.state != "DEAD" for i in self._locate(members).values()):
+            time.sleep(0.05)
         address, port = self._cluster.get_master_address_and_port()
         self._master_address, self._master_port = address, port
         for plan in self._plans:
@@ -179,6 +198,7 @@ class WorkerReliability:
             raise WorkerFailureError(failures, note=(
                 f"restart of worker(s) {members} did not finish within {RESTART_READY_TIMEOUT_S:g} s (their __init__ "
                 f"or the others' {RESTART_HOOK}() hangs; see detect_stuck_workers())")) from None
+        self._known_dead.difference_update(members)
         for w in members:
             record = self._tracker.records[w]
             record.restarts += 1

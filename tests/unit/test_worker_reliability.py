@@ -116,7 +116,9 @@ def test_memory_limit_stops_only_the_worker_that_passes_it(cpu_cluster) -> None:
         group.get_results(WorkerRefs([hog], [1]))
     assert err.value.worker_indices == [1] and "memory_limit of 286 MiB" in str(err.value)
     assert ray.get(quiet) == 0
-    assert group.get_results(group.run_all_workers_single_data("noop", only_on="all")[:1]) == [None]
+    assert group.get_results([group.run_single_worker_single_data("noop", 0)]) == [None]
+    with pytest.raises(WorkerFailureError, match="call restart_failed_workers"):  # no doomed refs to a dead worker
+        group.run_all_workers_single_data("noop")
     group.shutdown(force=True)
     with pytest.raises(ValueError, match="do not fit in the memory Ray has free"):
         RayWorkerGroup(cpu_cluster, PROBE, memory_limit="100TB")

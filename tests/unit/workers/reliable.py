@@ -81,3 +81,14 @@ class GlooRank:
         x = torch.tensor([[1.0 + 1e-4 * (int(os.environ["RANK"]) + 1)]])
         ddp(x).sum().backward()
         return [float(model.weight.grad.item()), float(x.item())]
+
+
+class LightPolicyWorker:
+    """The documentation's PolicyWorker/GenerationWorker placeholders, without a model (no torch
+    import: the reliability examples build many workers on 2 cores)."""
+
+    def train_step(self, batch: Any, *more: Any) -> dict[str, float]:
+        return {"loss": float(len(batch["input"]) if batch else 0)}
+
+    def generate(self, batch: Any) -> list[str]:
+        return [f"{p} -> ok" for p in batch["input"]]
