@@ -19,6 +19,28 @@ def on_preempt(callback):  # type: ignore[no-untyped-def]
     _on_preempt(callback)
 
 
+def requeue(reason: str = "") -> Any:
+    """Ask SLURM for another attempt of this job and exit the driver (see slurm_rl.job.preempt)."""
+    from .job.preempt import requeue as _requeue
+
+    _requeue(reason)
+
+
+def plot_job(job_dir: Any) -> Any:
+    """Write metrics.png and timeline.png into a job dir (see slurm_rl.core.plots)."""
+    from .core.plots import plot_job as _plot_job
+
+    return _plot_job(job_dir)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "MetricsLog":
+        from .core.metrics import MetricsLog
+
+        return MetricsLog
+    raise AttributeError(f"module 'slurm_rl' has no attribute {name!r}")
+
+
 def submit(spec: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Run ``fn(*args)`` as a job's driver; ``.result()`` waits for it (see slurm_rl.login.api)."""
     from .login.api import submit as _submit

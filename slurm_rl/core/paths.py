@@ -119,6 +119,18 @@ class JobPaths:
         """Created by node 0 when the driver has ended: every other node stops its Ray."""
         return self.markers / f"{attempt}-stop"
 
+    def requeue_request(self, attempt: int | str) -> Path:
+        """Written by ``slurm_rl.requeue()``: the driver asks for another attempt."""
+        return self.markers / f"requeue-{attempt}"
+
+    @property
+    def metrics(self) -> Path:
+        """``slurm_rl.MetricsLog``: one JSON line per logged step."""
+        return self.job_dir / "metrics.jsonl"
+
+    def plot(self, name: str) -> Path:
+        return self.job_dir / f"{name}.png"
+
     def warned_marker(self, attempt: int | str) -> Path:
         return self.markers / warned_marker_name(attempt)
 

@@ -29,7 +29,9 @@ SECRET_NAME = re.compile(r"TOKEN|KEY|PASSWORD|SECRET|PASSWD|CREDENTIAL", re.IGNO
 
 # What to tell the user for each field when its value is wrong.
 FIXES: dict[str, str] = {
-    "cluster_type": 'use "slurm" or "local"',
+    "cluster_type": 'use "slurm", "local" or "ray" (an existing Ray cluster: also set ray_head_node_address)',
+    "ray_head_node_address": 'use "HOST:PORT" of the Ray head\'s GCS (what `ray start --head` printed), with cluster_type "ray"',
+    "ray_auth_token_file": "use the path of a file holding the cluster's Ray token (RAY_AUTH_TOKEN_PATH), or null",
     "cluster_name": "use letters, digits, '.', '_' or '-', e.g. \"my-cluster\"",
     "fileroot": 'use an absolute path on the shared filesystem, e.g. "/lustre/$USER/slurm_rl"',
     "default_mount": 'use comma-separated "/src:/dst[:ro]" entries with absolute paths',
@@ -55,7 +57,7 @@ class ClusterSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    cluster_type: Literal["slurm", "local"] = "slurm"
+    cluster_type: Literal["slurm", "local", "ray"] = "slurm"
     cluster_name: str
     fileroot: str
     default_mount: str = ""
@@ -73,6 +75,19 @@ class ClusterSpec(BaseModel):
     python: str | None = None
     setup: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    ray_head_node_address: str | None = None   # cluster_type "ray": NeMo Gym's name for it
+    ray_auth_token_file: str | None = None     # cluster_type "ray": its token, if it uses token auth
+
+    @field_validator("ray_head_node_address")
+    @classmethod
+    def _ray_address(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        bare = v.removeprefix("ray://")
+        host, _, port = bare.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError("is not HOST:PORT")
+        return bare
 
     @field_validator("cluster_name")
     @classmethod
@@ -141,6 +156,14 @@ class ClusterSpec(BaseModel):
             if not _ENV_NAME.match(name):
                 raise ValueError(f"variable name {name!r} is not a valid shell name")
         return v
+
+    @model_validator(mode="after")
+    def _ray_cluster(self) -> ClusterSpec:
+        if self.cluster_type == "ray" and not self.ray_head_node_address:
+            raise _FieldProblem("ray_head_node_address", None, 'is required with cluster_type "ray"')
+        if self.ray_head_node_address and self.cluster_type != "ray":
+            raise _FieldProblem("cluster_type", self.cluster_type, 'must be "ray" when ray_head_node_address is set')
+        return self
 
     @model_validator(mode="after")
     def _images(self) -> ClusterSpec:

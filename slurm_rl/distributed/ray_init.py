@@ -131,6 +131,7 @@ def _wait_for_job_nodes(resources: dict[str, float]) -> dict[str, float]:
 def init_ray(log_dir: str | None = None) -> str:
     """Attach to the right Ray cluster or start a local one; returns which branch was taken.
 
+    0. ``SLURM_RL_EXTERNAL_RAY`` (set by ``slurm-rl run --ray-address``): that cluster;
     1. a cluster carrying ``slurm_managed_ray_cluster`` (a slurm-rl job): reuse it;
     2. a local cluster carrying this process's tag: reuse it;
     3. otherwise start a fresh local cluster tagged with this process's tag.
@@ -143,6 +144,13 @@ def init_ray(log_dir: str | None = None) -> str:
         return {"env_vars": worker_env_vars(), "worker_process_setup_hook": setup_hook()}
 
     tag = local_tag()
+    external = os.environ.get("SLURM_RL_EXTERNAL_RAY")
+    if external:  # `slurm-rl run --ray-address`, or a spec with cluster_type "ray": that cluster, no other
+        ray.init(address=external, log_to_driver=True, runtime_env=runtime_env())
+        resources = ray.cluster_resources()
+        logger.info("init_ray: connected to the existing Ray cluster at %s (%s)", external, resources)
+        _record_connected(resources)
+        return "external"
     try:
         if not _auto_address_usable():
             raise ConnectionError("no usable running Ray cluster")

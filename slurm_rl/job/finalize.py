@@ -1,7 +1,8 @@
 """`python -m slurm_rl.job.finalize --srun-rc RC`: the last line of the batch script.
 
 Exits with the driver's exit code (srun's own would be the worst of all nodes'). When the
-attempt failed and the manifest's ``requeue`` allows another (``SLURM_RESTART_COUNT < N``), it
+attempt failed and the manifest's ``requeue`` allows another (``SLURM_RESTART_COUNT < N``), or the
+driver asked for one (``slurm_rl.requeue()``, e.g. on the time-limit warning), it
 records the attempt in events.jsonl, clears the attempt's exit files and requeues the job: the
 next attempt builds a fresh Ray cluster and appends to the same job dir.
 """
@@ -18,6 +19,7 @@ from ..core.exits import clear_exit, read_exit, record_exit
 from ..core.manifest import load_manifest
 from ..core.paths import JobPaths
 from ..core.slurm import SlurmClient
+from .preempt import REQUESTED_REQUEUE_LIMIT
 
 
 def final_exit_code(paths: JobPaths, srun_rc: int) -> tuple[int, str]:
@@ -37,8 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     requeue = load_manifest(paths.manifest).requeue
     attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
     rc, reason = final_exit_code(paths, args.srun_rc)
-    if rc != 0 and attempt < requeue:
-        append_event(paths.events, "requeue", attempt=attempt, exit_code=rc, reason=reason)
+    requested = paths.requeue_request(attempt).exists() and attempt < REQUESTED_REQUEUE_LIMIT
+    if rc != 0 and (attempt < requeue or requested):
+        append_event(paths.events, "requeue", attempt=attempt, exit_code=rc, reason=reason, requested=requested)
         clear_exit(paths)
         SlurmClient().requeue(int(os.environ["SLURM_JOB_ID"]))
         return rc

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from ..core.events import append_event
 from ..core.paths import JobPaths
@@ -34,3 +36,28 @@ def on_preempt(callback: Callable[[], None]) -> None:
     attempt = os.environ.get("SLURM_RESTART_COUNT", "0") or "0"
     if job_dir and JobPaths(Path(job_dir)).warned_marker(attempt).exists():
         handler(signal.SIGUSR2, None)  # the warning came before the driver was listening
+
+
+REQUEUE_RC = 75  # EX_TEMPFAIL: "try again later"
+REQUESTED_REQUEUE_LIMIT = 20  # attempts a job may ask for by itself (on top of --requeue for failures)
+
+
+def requeue(reason: str = "") -> NoReturn:
+    """Ask for another attempt of this job and exit the driver (status REQUEUE_RC). The batch
+    script's last step requeues the job (same job id, same job dir, a fresh Ray cluster); the
+    experiment starts again and should resume from its checkpoint. Meant for the time-limit
+    warning (``on_preempt``). Outside a SLURM job there is nothing to requeue: it says so."""
+    job_dir = os.environ.get("SLURM_RL_JOB_DIR")
+    attempt = os.environ.get("SLURM_RESTART_COUNT", "0") or "0"
+    if job_dir and os.environ.get("SLURM_JOB_ID"):
+        paths = JobPaths(Path(job_dir))
+        paths.requeue_request(attempt).parent.mkdir(parents=True, exist_ok=True)
+        paths.requeue_request(attempt).write_text(reason + "\n")
+        append_event(paths.events, "requeue_requested", attempt=int(attempt), reason=reason)
+        print(f"slurm_rl.requeue(): attempt {attempt} asks for another ({reason or 'no reason given'})",
+              file=sys.stderr, flush=True)
+    else:
+        print("slurm_rl.requeue(): not inside a SLURM job, nothing requeues this run; run it again to resume",
+              file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    raise SystemExit(REQUEUE_RC)

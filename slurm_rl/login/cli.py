@@ -125,17 +125,30 @@ def _after_submit(res: Any, opts: Any, client: Any, wait: bool, as_json: bool) -
 @cli.command(context_settings=CONTEXT)
 @click.argument("experiment", type=click.Path(dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--spec", "spec_flag", metavar="PATH", help="Only its fileroot is used (default: the local default).")
+@click.option("--spec", "spec_flag", metavar="PATH",
+              help="Its fileroot holds the run's job dir; a spec with cluster_type \"ray\" also names the Ray "
+                   "cluster to use (default: the local default).")
+@click.option("--ray-address", metavar="HOST:PORT", default=None,
+              help="Run on this existing Ray cluster instead of an embedded one (NeMo Gym's "
+                   "ray_head_node_address); a token comes from RAY_AUTH_TOKEN(_PATH) or the spec.")
 @click.option("-J", "--name", default=None, help="Run name (default: the experiment's file name).")
-def run(experiment: str, args: tuple[str, ...], spec_flag: str | None, name: str | None) -> None:
-    """Run EXPERIMENT without SLURM, on an embedded local Ray; exits with its exit code."""
+def run(experiment: str, args: tuple[str, ...], spec_flag: str | None, ray_address: str | None,
+        name: str | None) -> None:
+    """Run EXPERIMENT without SLURM, on an embedded local Ray (or an existing cluster:
+    --ray-address, or a spec with cluster_type "ray"); exits with its exit code.
+
+    \b
+      slurm-rl run examples/grpo.py
+      slurm-rl run --ray-address 10.0.0.5:6379 examples/grpo.py -- --steps 20
+    """
     from .local import run_local
 
-    sys.exit(run_local(load_spec(spec_flag), experiment, args, name=name, user=current_user()))
+    sys.exit(run_local(load_spec(spec_flag), experiment, args, name=name, user=current_user(),
+                       ray_address=ray_address))
 
 
-for _command in (cli_jobs.status, cli_jobs.list_jobs, cli_jobs.logs, cli_jobs.attach, cli_jobs.teardown,
-                 cli_jobs.cancel):
+for _command in (cli_jobs.status, cli_jobs.list_jobs, cli_jobs.logs, cli_jobs.plot, cli_jobs.attach,
+                 cli_jobs.teardown, cli_jobs.cancel):
     cli.add_command(_command)
 
 

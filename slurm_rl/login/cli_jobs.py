@@ -80,6 +80,34 @@ def logs(job_id: int, node: str | None, batch: bool, follow: bool, spec_flag: st
 
 
 @click.command(context_settings=CONTEXT)
+@click.argument("job")
+@spec_option()
+def plot(job: str, spec_flag: str | None) -> None:
+    """Draw a job's pictures into its job dir: metrics.png (every metric the driver logged with
+    slurm_rl.MetricsLog, per step) and timeline.png (submit, nodes up, driver connected, steps,
+    requeues). JOB is a SLURM job id or a job dir (a local run's, say)."""
+    from pathlib import Path
+
+    from ..core.paths import JobPaths
+    from ..core.plots import plot_job
+    from ..core.slurm import SlurmClient
+    from .jobs import find_job_dir
+
+    if Path(job).is_dir():
+        paths = JobPaths(Path(job))
+    elif job.isdigit():
+        paths = find_job_dir(int(job), current_user(), SlurmClient(), load_spec(spec_flag))
+    else:
+        raise UsageError(f"JOB {job!r} is neither a job id nor a job directory; pass the id `slurm-rl list` shows")
+    made = plot_job(paths.job_dir)
+    if not made:
+        raise UsageError(f"job {job}: nothing to draw yet ({paths.metrics.name} and {paths.events.name} are empty "
+                         f"or missing in {paths.job_dir})")
+    for png in made:
+        click.echo(str(png))
+
+
+@click.command(context_settings=CONTEXT)
 @click.argument("job_id", type=int)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option("--dashboard", is_flag=True, help="Print the ssh port-forward that reaches the job's Ray dashboard.")

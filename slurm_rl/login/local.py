@@ -1,7 +1,10 @@
 """`slurm-rl run`: the same driver without SLURM, on an embedded local Ray.
 
 The driver runs as a child process with no RAY_ADDRESS, so ``init_ray()`` starts a fresh local
-cluster. The run gets a job dir under the spec's fileroot like a SLURM job, and everything the
+cluster; or, given an existing cluster (``--ray-address``, a spec with cluster_type "ray"),
+attaches there, and the end of the run removes only what the run created (Ray drops a driver's
+actors and placement groups when it exits; its worker processes carry the run's marker): never
+the cluster. The run gets a job dir under the spec's fileroot like a SLURM job, and everything the
 driver started (the local Ray included) is stopped when it ends: the same marker variable
 identifies its processes.
 """
@@ -24,19 +27,47 @@ from ..core.procs import MARKER_ENV, stop_job_processes
 from ..core.spec import ClusterSpec
 
 
-def run_local(spec: ClusterSpec, experiment: str, args: tuple[str, ...], name: str | None, user: str) -> int:
+EXTERNAL_RAY_ENV = "SLURM_RL_EXTERNAL_RAY"  # init_ray attaches to this address, whatever the cluster is
+
+
+def external_ray_env(spec: ClusterSpec, ray_address: str | None, environ: dict[str, str]) -> dict[str, str]:
+    """What the driver needs to use an existing Ray cluster (--ray-address, or a spec with
+    cluster_type "ray"): its address and, when it uses token auth, the token."""
+    address = ray_address or spec.ray_head_node_address
+    if not address:
+        return {}
+    address = address.removeprefix("ray://")
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"--ray-address {address!r}: use HOST:PORT of the Ray head's GCS, e.g. 10.0.0.5:6379")
+    env = {EXTERNAL_RAY_ENV: address, "RAY_ADDRESS": address}
+    if spec.ray_auth_token_file:
+        token = Path(os.path.expanduser(spec.ray_auth_token_file))
+        if not token.is_file():
+            raise UsageError(f"ray_auth_token_file: {token} does not exist; point it at the cluster's token file")
+        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
+    elif environ.get("RAY_AUTH_TOKEN") or environ.get("RAY_AUTH_TOKEN_PATH"):
+        env["RAY_AUTH_MODE"] = "token"
+    return env
+
+
+def run_local(spec: ClusterSpec, experiment: str, args: tuple[str, ...], name: str | None, user: str,
+              ray_address: str | None = None) -> int:
     exp = Path(experiment)
     if not exp.is_file():
         raise UsageError(f"experiment {experiment!r} does not exist or is not a file; pass the path of your driver script")
+    external = external_ray_env(spec, ray_address, dict(os.environ))
     run_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     paths = JobPaths.for_job(spec.fileroot, user, name or exp.stem, run_id)
     paths.logs.mkdir(parents=True, exist_ok=True)
     shutil.copy2(exp, paths.experiment)
     env = dict(os.environ)
     env.pop("RAY_ADDRESS", None)
+    env.update(external)
     env[MARKER_ENV] = run_id
     env["SLURM_RL_JOB_DIR"] = str(paths.job_dir)
-    print(f"slurm-rl: local run {run_id}; job dir {paths.job_dir}", file=sys.stderr)
+    where = f"on the Ray cluster at {external[EXTERNAL_RAY_ENV]}" if external else "on an embedded local Ray"
+    print(f"slurm-rl: local run {run_id} {where}; job dir {paths.job_dir}", file=sys.stderr)
     append_event(paths.events, "driver_start", argv=[sys.executable, str(exp), *args])
     with open(paths.driver_log, "wb") as log:
         proc = subprocess.Popen([sys.executable, str(exp), *args], env=env, stdout=subprocess.PIPE,

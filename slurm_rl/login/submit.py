@@ -83,7 +83,8 @@ def submit(spec: ClusterSpec, opts: JobOptions, client: SlurmClient, release: bo
            stage_extra: Callable[[JobPaths], None] | None = None) -> Submitted:
     """Submit one job; ``stage_extra(paths)`` may add files to the job dir before it can start."""
     if spec.cluster_type != "slurm":
-        raise UsageError(f"spec {spec.cluster_name!r} has cluster_type \"local\"; use `slurm-rl run` or a SLURM spec")
+        raise UsageError(f"spec {spec.cluster_name!r} has cluster_type {spec.cluster_type!r}: run it with "
+                         f"`slurm-rl run --spec SPEC EXPERIMENT`, or submit with a SLURM spec")
     check_partition_size(opts, client)
     job = render_job(spec, opts)
     name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir

@@ -26,7 +26,7 @@ def test_a_cpu_only_head_runs_the_driver_and_no_ray_work(lab: list[str], extra: 
     report = _report(data)
     assert report["nodes"] == 3 and report["tags"], report
     assert report["cpus_by_ip"][report["driver_ip"]] == 0, report   # the head offers Ray nothing
-    assert sorted(v for ip, v in report["cpus_by_ip"].items() if ip != report["driver_ip"]) == [1, 1], report
+    assert sorted(v for ip, v in report["cpus_by_ip"].items() if ip != report["driver_ip"]) == [2, 2], report
     assert data["nodes"] == 3
     if "--head-partition" in extra:
         script = (job_dir(data) / "sbatch.sh").read_text()
