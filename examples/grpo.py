@@ -176,9 +176,9 @@ def main(argv: list[str] | None = None) -> None:
     if not nodes:
         raise SystemExit("grpo.py: no Ray node with 2 CPUs (a policy and a generation worker share each bundle)")
     world = len(nodes) * args.workers_per_node
-    if (args.prompts * args.group_size) % world:
-        raise SystemExit(f"grpo.py: --prompts x --group-size ({args.prompts * args.group_size}) must divide "
-                         f"into {world} workers")
+    if args.prompts % world:  # every data-parallel rank gets the same number of prompts
+        args.prompts += world - args.prompts % world
+        print(f"{args.prompts} prompts per step: a multiple of the {world} data-parallel workers", flush=True)
     cluster = RayVirtualCluster([args.workers_per_node] * len(nodes), use_gpus=False, enable_colocation=True,
                                 communication_backend="gloo", name="grpo")
     policy = RayWorkerGroup(cluster, RayWorkerBuilder(PolicyWorker, args.seed, args.lr), name_prefix="policy",
@@ -190,6 +190,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"resuming from {checkpoint} at step {start}", flush=True)
     weights = policy.run_single_worker_single_data("state_dict", 0)  # one object, read by every generation worker
     generation.get_results(generation.run_all_workers_single_data("load_weights", weights))
+    metrics.event("workers_ready", policy=policy.world_size, generation=generation.world_size)
 
     def save(next_step: int) -> None:
         ray.get(policy.run_single_worker_single_data("save", 0, str(checkpoint), {"next_step": next_step}))

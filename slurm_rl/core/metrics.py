@@ -18,6 +18,12 @@ class MetricsLog:
         self.path = JobPaths(Path(job_dir)).metrics
         self.attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
 
+    def event(self, name: str, **fields: Any) -> None:
+        """A moment worth a mark on the timeline (e.g. ``workers_ready``): events.jsonl."""
+        from .events import append_event
+
+        append_event(self.path.parent / "events.jsonl", name, attempt=self.attempt, **fields)
+
     def log(self, **values: Any) -> None:
         line = json.dumps({"t": round(time.time(), 3), "attempt": self.attempt, **values})
         with open(self.path, "a") as f:

@@ -95,7 +95,11 @@ class SlurmClient:
     def scancel(self, job_id: int) -> None:
         self.run(["scancel", str(job_id)])
 
-    def requeue(self, job_id: int) -> None:
+    def requeue(self, job_id: int, make_requeueable: bool = False) -> None:
+        """Requeue a running job. A job submitted ``--no-requeue`` refuses ("presently
+        disabled"): ``make_requeueable`` first allows it (for a requeue the driver asked for)."""
+        if make_requeueable:
+            self.run(["scontrol", "update", f"JobId={job_id}", "Requeue=1"])
         self.run(["scontrol", "requeue", str(job_id)])
 
     def job_state(self, job_id: int) -> JobState:

@@ -29,6 +29,9 @@ def table(title: str, rows: list[dict[str, Any]]) -> Any:
 
 
 def print_table(title: str, rows: list[dict[str, Any]]) -> None:
+    import sys
+
     from rich.console import Console
 
-    Console().print(table(title, rows))
+    # a driver log is no terminal: give the table room instead of rich's 80 columns
+    Console(width=None if sys.stdout.isatty() else 140).print(table(title, rows))

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     if rc != 0 and (attempt < requeue or requested):
         append_event(paths.events, "requeue", attempt=attempt, exit_code=rc, reason=reason, requested=requested)
         clear_exit(paths)
-        SlurmClient().requeue(int(os.environ["SLURM_JOB_ID"]))
+        SlurmClient().requeue(int(os.environ["SLURM_JOB_ID"]), make_requeueable=requested and requeue == 0)
         return rc
     append_event(paths.events, "job_end", attempt=attempt, exit_code=rc)
     return rc

@@ -143,3 +143,9 @@ def test_run_on_nodes_inside_the_job_and_as_its_own_step() -> None:
 def test_attach_argv() -> None:
     assert SlurmClient.attach_argv(3, "node1")[-3:] == ["--pty", "bash", "-l"]
     assert SlurmClient.attach_argv(3, "node1", ["ray", "status"])[-2:] == ["ray", "status"]
+
+
+def test_a_requeue_the_driver_asked_for_first_makes_a_no_requeue_job_requeueable() -> None:
+    runner = FakeRunner({"scontrol": Completed(0, "", "")})
+    SlurmClient(runner).requeue(7, make_requeueable=True)
+    assert runner.calls == [["scontrol", "update", "JobId=7", "Requeue=1"], ["scontrol", "requeue", "7"]]
