@@ -83,11 +83,10 @@ class ClusterSpec(BaseModel):
     def _ray_address(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        bare = v.removeprefix("ray://")
-        host, _, port = bare.rpartition(":")
+        host, _, port = v.removeprefix("ray://").rpartition(":")
         if not host or not port.isdigit():
             raise ValueError("is not HOST:PORT")
-        return bare
+        return v  # ray://HOST:PORT stays: Ray Client
 
     @field_validator("cluster_name")
     @classmethod

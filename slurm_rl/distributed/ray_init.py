@@ -128,6 +128,30 @@ def _wait_for_job_nodes(resources: dict[str, float]) -> dict[str, float]:
     return resources
 
 
+def _connect_external(address: str, runtime_env: dict[str, object]) -> None:
+    """ray.init on an existing cluster, with the two ways it goes wrong said plainly."""
+    import socket
+
+    import ray
+
+    if not address.startswith("ray://"):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=5):
+                pass
+        except OSError as exc:
+            raise ConnectionError(f"init_ray: nothing answers at {address} ({exc}); is the Ray head up, and is "
+                                  f"HOST:PORT its GCS address (what `ray start --head` printed)?") from None
+    try:
+        ray.init(address=address, log_to_driver=True, runtime_env=runtime_env)
+    except ConnectionError as exc:
+        raise ConnectionError(
+            f"init_ray: could not attach to the Ray cluster at {address}: {exc}. A Ray driver runs on a node of "
+            f"the cluster (it attaches through that node's raylet): run it on the head node, or use a "
+            f"ray://HOST:10001 (Ray Client) address; with token auth, set RAY_AUTH_TOKEN(_PATH) or the spec's "
+            f"ray_auth_token_file") from exc
+
+
 def init_ray(log_dir: str | None = None) -> str:
     """Attach to the right Ray cluster or start a local one; returns which branch was taken.
 
@@ -146,7 +170,7 @@ def init_ray(log_dir: str | None = None) -> str:
     tag = local_tag()
     external = os.environ.get("SLURM_RL_EXTERNAL_RAY")
     if external:  # `slurm-rl run --ray-address`, or a spec with cluster_type "ray": that cluster, no other
-        ray.init(address=external, log_to_driver=True, runtime_env=runtime_env())
+        _connect_external(external, runtime_env())
         resources = ray.cluster_resources()
         logger.info("init_ray: connected to the existing Ray cluster at %s (%s)", external, resources)
         _record_connected(resources)

@@ -36,11 +36,10 @@ def external_ray_env(spec: ClusterSpec, ray_address: str | None, environ: dict[s
     address = ray_address or spec.ray_head_node_address
     if not address:
         return {}
-    address = address.removeprefix("ray://")
-    host, _, port = address.rpartition(":")
+    host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         raise UsageError(f"--ray-address {address!r}: use HOST:PORT of the Ray head's GCS, e.g. 10.0.0.5:6379")
-    env = {EXTERNAL_RAY_ENV: address, "RAY_ADDRESS": address}
+    env = {EXTERNAL_RAY_ENV: address, "RAY_ADDRESS": address}  # plain ray.init() in the driver finds it too
     if spec.ray_auth_token_file:
         token = Path(os.path.expanduser(spec.ray_auth_token_file))
         if not token.is_file():
