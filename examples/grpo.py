@@ -158,6 +158,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers-per-node", type=int, default=1, help="policy (and generation) workers per node")
     p.add_argument("--checkpoint-every", type=int, default=10, help="checkpoint every K steps (default 10)")
     p.add_argument("--out", default=None, help="where checkpoints and metrics go (default: the job dir)")
+    p.add_argument("--health-every", type=int, default=50, help="print the workers' status and usage tables "
+                   "every N steps and at the end (default 50)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNGs at the end")
     return p.parse_args(argv)
 
@@ -221,6 +223,9 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"step {step:3d}  reward {reward:.3f}  accuracy {accuracy:.2f}  {seconds:.2f} s", flush=True)
                 if (step + 1) % args.checkpoint_every == 0 or step + 1 == args.steps:
                     save(step + 1)
+                if (step + 1) % args.health_every == 0 and step + 1 < args.steps:
+                    policy.print_worker_status()
+                    policy.print_resource_usage()
                 if warned:
                     save(step + 1)
                     print(f"time-limit warning: checkpoint at step {step + 1}; asking to be requeued", flush=True)

@@ -90,6 +90,7 @@ class RayWorkerGroup(WorkerDispatch, WorkerReliability, WorkerBalancing):
         self.enable_gradient_compression = bool(enable_gradient_compression)
         self.async_communication = bool(async_communication)
         self.load_balancing_strategy = check_strategy(enable_load_balancing, load_balancing_strategy)
+        self.enable_load_balancing = self.load_balancing_strategy is not None
         self._tracker = CallTracker(0)
         self._known_dead: set[int] = set()
         self._cluster = cluster

@@ -25,7 +25,10 @@ def rewards(out: Path) -> dict[int, float]:
     return {r["step"]: r["reward"] for r in rows}
 
 
-def test_grpo_reward_rises_within_a_minute_or_so(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def learning_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], float, Path]:
+    """`slurm-rl run examples/grpo.py` for 60 steps, seed 0: the README's first command, shortened."""
+    tmp_path = tmp_path_factory.mktemp("grpo")
     env = {**os.environ, "SLURM_RL_INDEX": str(tmp_path / "index.jsonl")}
     spec = tmp_path / "local.json"
     spec.write_text(json.dumps({"cluster_type": "local", "cluster_name": "local", "fileroot": str(tmp_path)}))
@@ -35,6 +38,11 @@ def test_grpo_reward_rises_within_a_minute_or_so(tmp_path: Path) -> None:
     took = time.monotonic() - t0
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     [job_dir] = [p.parent for p in tmp_path.rglob("metrics.jsonl")]
+    return res, took, job_dir
+
+
+def test_grpo_reward_rises_within_a_minute_or_so(learning_run) -> None:
+    res, took, job_dir = learning_run
     r = rewards(job_dir)
     first, last = sum(r[s] for s in range(5)) / 5, sum(r[s] for s in range(55, 60)) / 5
     assert last > first + 0.25, (first, last)
@@ -49,11 +57,10 @@ def _run(out: Path, steps: int) -> subprocess.Popen[str]:
                             text=True, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
 
 
-def test_a_preempted_run_resumes_where_it_stopped_and_matches_an_uninterrupted_one(tmp_path: Path) -> None:
+def test_a_preempted_run_resumes_where_it_stopped_and_matches_an_uninterrupted_one(learning_run, tmp_path: Path) -> None:
+    """The uninterrupted reference is the learning run: the same seed follows the same path
+    whatever the total number of steps (prompts and noise come from (seed, step, rank))."""
     steps = 12
-    whole = _run(tmp_path / "whole", steps)
-    assert whole.wait(timeout=180) == 0, whole.stdout.read()[-3000:]  # type: ignore[union-attr]
-
     cut = tmp_path / "cut"
     first = _run(cut, steps)
     deadline = time.monotonic() + 150
@@ -67,6 +74,6 @@ def test_a_preempted_run_resumes_where_it_stopped_and_matches_an_uninterrupted_o
     again = _run(cut, steps)
     log = again.communicate(timeout=180)[0]
     assert again.returncode == 0 and f"resuming from {cut / 'grpo_checkpoint.pt'} at step {stopped_at}" in log, log[-3000:]
-    resumed, reference = rewards(cut), rewards(tmp_path / "whole")
+    resumed, reference = rewards(cut), rewards(learning_run[2])
     assert sorted(resumed) == list(range(steps))  # every step once: continued, not restarted
     assert resumed[steps - 1] == pytest.approx(reference[steps - 1], abs=1e-6)

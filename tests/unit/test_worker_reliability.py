@@ -248,3 +248,21 @@ def test_monitor_memory_warns_when_a_node_runs_low(ray_4, monkeypatch, caplog) -
             assert "GiB available" in caplog.text
         finally:
             cluster.shutdown()
+
+
+def test_tied_workers_restart_together(ray_4) -> None:
+    cluster = RayVirtualCluster([4], use_gpus=False)
+    try:
+        group = RayWorkerGroup(cluster, PROBE, bundle_indices_list=[(0, [0, 1]), (0, [2, 3])])
+        before = [s["pid"] for s in group.get_worker_status()]
+        os.kill(before[1], signal.SIGKILL)  # one member of tied group 0
+        deadline = time.monotonic() + 10
+        while group.get_worker_status()[1]["state"] != "dead" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert group.restart_failed_workers() == [0, 1]  # its partner restarts with it
+        after = [s["pid"] for s in group.get_worker_status()]
+        assert after[0] != before[0] and after[1] != before[1] and after[2:] == before[2:]
+        assert [r["rank"] for r in group.get_results(group.run_all_workers_single_data("ident"))] == [0, 1, 2, 3]
+        group.shutdown(force=True)
+    finally:
+        cluster.shutdown()

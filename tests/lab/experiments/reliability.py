@@ -125,7 +125,11 @@ group.shutdown(force=True)
 
 # 5. node 2 loses every Ray process while calls run (the job keeps its allocation)
 group = RayWorkerGroup(cluster, PROBE, name_prefix="lost")
-refs = group.run_all_workers_single_data("sleep", 120)
+refs = group.run_all_workers_single_data("sleep", 14)  # still running when node 2 is declared lost (~10 s); survivors' hooks wait for it
 time.sleep(1)
 on_node("node2", kill_ray_here)
 save("node_lost", fails_within(group, refs))
+# its bundle's placement group moves to a surviving node with room (2 CPUs per lab node)
+save("restarted_elsewhere", [group.restart_failed_workers(),
+                             group.get_results(group.run_all_workers_single_data("sleep", 0.1)),
+                             sorted(s["node"].split()[0] for s in group.get_worker_status())])
