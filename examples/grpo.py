@@ -174,9 +174,11 @@ def main(argv: list[str] | None = None) -> None:
     slurm_rl.on_preempt(lambda: warned.append(time.time()))
 
     init_ray()
-    nodes = sorted({n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) >= 2})
+    need = 2 * args.workers_per_node  # each bundle holds a policy and a generation worker, 1 CPU each
+    nodes = sorted({n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) >= need})
     if not nodes:
-        raise SystemExit("grpo.py: no Ray node with 2 CPUs (a policy and a generation worker share each bundle)")
+        raise SystemExit(f"grpo.py: no Ray node has {need} CPUs for --workers-per-node {args.workers_per_node} "
+                         f"(a policy and a generation worker share each bundle); lower --workers-per-node")
     world = len(nodes) * args.workers_per_node
     if args.prompts % world:  # every data-parallel rank gets the same number of prompts
         args.prompts += world - args.prompts % world
@@ -195,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     metrics.event("workers_ready", policy=policy.world_size, generation=generation.world_size)
 
     def save(next_step: int) -> None:
-        ray.get(policy.run_single_worker_single_data("save", 0, str(checkpoint), {"next_step": next_step}))
+        policy.get_results([policy.run_single_worker_single_data("save", 0, str(checkpoint), {"next_step": next_step})])
 
     try:
         from rich.progress import Progress

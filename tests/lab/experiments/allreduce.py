@@ -11,7 +11,9 @@ from slurm_rl.distributed import RayVirtualCluster, RayWorkerBuilder, RayWorkerG
 def main() -> int:
     init_ray()
     nodes = len([n for n in ray.nodes() if n["Alive"]])
-    cluster = RayVirtualCluster([1] * nodes, use_gpus=False, name="allreduce")
+    # A bundle of 2 CPUs fills a lab node (2 CPUs), so the three placement groups land on three nodes,
+    # as full-node bundles do on a GPU cluster; the workers take 1 CPU of it.
+    cluster = RayVirtualCluster([1] * nodes, use_gpus=False, max_colocated_worker_groups=2, name="allreduce")
     group = RayWorkerGroup(cluster, RayWorkerBuilder("gloo_worker.GlooWorker"), name_prefix="gloo")
     group.print_worker_layout()
     results = ray.get([w.allreduce.remote(float(m["global_rank"] + 1)) for w, m in zip(group.workers, group.worker_metadata)])

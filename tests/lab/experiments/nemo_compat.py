@@ -33,7 +33,9 @@ def run(group: RayWorkerGroup, *calls: tuple) -> list[list]:  # type: ignore[typ
 
 init_ray()
 nodes = len([n for n in ray.nodes() if n["Alive"]])
-cluster = RayVirtualCluster([1] * nodes, use_gpus=False, name="compat")
+# A bundle of 2 CPUs fills a lab node (2 CPUs), so the three placement groups land on three nodes,
+# as full-node bundles do on a GPU cluster; the workers take 1 CPU of it.
+cluster = RayVirtualCluster([1] * nodes, use_gpus=False, max_colocated_worker_groups=2, name="compat")
 out = {
     "decorated": run(RayWorkerGroup(cluster, DecoratedWorker, name_prefix="dec"), ("rank",), ("host",)),
     "decorated_options": run(RayWorkerGroup(cluster, RayWorkerBuilder(DecoratedWithOptions), name_prefix="opt"),

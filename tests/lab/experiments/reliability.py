@@ -74,7 +74,10 @@ def fails_within(group: RayWorkerGroup, refs) -> tuple[float, str, list]:  # typ
 
 
 init_ray()
-cluster = RayVirtualCluster([1, 1, 1], use_gpus=False, communication_backend="gloo", name="reliability")
+# A bundle of 2 CPUs fills a lab node (2 CPUs), so the three placement groups land on three nodes,
+# as full-node bundles do on a GPU cluster; the workers take 1 CPU of it.
+cluster = RayVirtualCluster([1, 1, 1], use_gpus=False, max_colocated_worker_groups=2, communication_backend="gloo",
+                            name="reliability")
 
 # 1. kill a worker on node 2 mid-call; restart; the same call works; past max_restarts: clear error
 group = RayWorkerGroup(cluster, PROBE, name_prefix="probe", max_restarts=1)
@@ -123,13 +126,18 @@ save("memory", [*fails_within(group, WorkerRefs(refs, [hog])),
                 ray.get([group.run_single_worker_single_data("noop", w) for w in range(3) if w != hog])])
 group.shutdown(force=True)
 
-# 5. node 2 loses every Ray process while calls run (the job keeps its allocation)
+# 5. a node loses every Ray process while calls run (the job keeps its allocation). 1-CPU bundles
+# this time, so that the lost node's bundle finds room on a surviving node afterwards.
+cluster.shutdown()
+cluster = RayVirtualCluster([1, 1, 1], use_gpus=False, name="lost")
 group = RayWorkerGroup(cluster, PROBE, name_prefix="lost")
-refs = group.run_all_workers_single_data("sleep", 14)  # still running when node 2 is declared lost (~10 s); survivors' hooks wait for it
+hosts = [s["node"].split()[0] for s in group.get_worker_status()]
+victim = "node2" if "node2" in hosts else next(h for h in hosts if h != "node1")  # node1 runs the driver
+refs = group.run_all_workers_single_data("sleep", 14)  # still running when the node is declared lost (~10 s)
 time.sleep(1)
-on_node("node2", kill_ray_here)
-save("node_lost", fails_within(group, refs))
-# its bundle's placement group moves to a surviving node with room (2 CPUs per lab node)
+on_node(victim, kill_ray_here)
+save("node_lost", [*fails_within(group, refs), victim])
+# its bundle's placement group moves to a surviving node with room; the worker restarts there
 save("restarted_elsewhere", [group.restart_failed_workers(),
                              group.get_results(group.run_all_workers_single_data("sleep", 0.1)),
                              sorted(s["node"].split()[0] for s in group.get_worker_status())])
