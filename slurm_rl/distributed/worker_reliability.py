@@ -110,6 +110,8 @@ class WorkerReliability:
     def _before_dispatch(self, workers: list[int]) -> None:
         """A call to a worker already known dead fails now, not as a doomed ref: with
         ``restart_on_failure`` the group restarts it first (logged), else WorkerFailureError."""
+        if not self._known_dead:  # the hot path: nothing known dead, nothing to build
+            return
         dead = self._known_dead.intersection(workers)
         if not dead:
             return
