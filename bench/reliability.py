@@ -25,7 +25,7 @@ import ray
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from slurm_rl.distributed import RayVirtualCluster, RayWorkerGroup  # noqa: E402
+from slurm_rl.distributed import RayVirtualCluster, RayWorkerGroup
 
 PROBE = "tests.unit.workers.reliable.ProbeWorker"
 UNIT_S = 0.01

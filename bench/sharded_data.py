@@ -22,8 +22,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_rl.distributed import (  # noqa: E402
-    BatchedDataDict, NamedSharding, RayVirtualCluster, RayWorkerGroup,
+from slurm_rl.distributed import (
+    BatchedDataDict,
+    NamedSharding,
+    RayVirtualCluster,
+    RayWorkerGroup,
 )
 
 DP, TP = 4, 2

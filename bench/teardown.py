@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 
-
 from _lab import HOLD, REPO, job_pids, submit_json, wait_file
 
 NODES = ["node1", "node2", "node3"]

@@ -22,12 +22,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_rl.distributed import BatchedDataDict, RayVirtualCluster, RayWorkerBuilder, RayWorkerGroup  # noqa: E402
+from slurm_rl.distributed import BatchedDataDict, RayVirtualCluster, RayWorkerBuilder, RayWorkerGroup
 
 N = 8
 
 
-from bare_worker import Bare  # noqa: E402
+from bare_worker import Bare
 
 
 def timed(fn):  # type: ignore[no-untyped-def]

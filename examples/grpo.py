@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import time
 from pathlib import Path
 from typing import Any

@@ -13,29 +13,29 @@ __version__ = "0.1.0"
 
 
 def on_preempt(callback):  # type: ignore[no-untyped-def]
-    """Register a callback for SLURM's warning signal (see slurm_rl.job.preempt.on_preempt)."""
-    from .job.preempt import on_preempt as _on_preempt
+    """Register a callback for SLURM's warning signal (see slurm_rl.driver.preempt.on_preempt)."""
+    from .driver.preempt import on_preempt as _on_preempt
 
     _on_preempt(callback)
 
 
 def requeue(reason: str = "") -> Any:
-    """Ask SLURM for another attempt of this job and exit the driver (see slurm_rl.job.preempt)."""
-    from .job.preempt import requeue as _requeue
+    """Ask SLURM for another attempt of this job and exit the driver (see slurm_rl.driver.preempt)."""
+    from .driver.preempt import requeue as _requeue
 
     _requeue(reason)
 
 
 def plot_job(job_dir: Any) -> Any:
-    """Write metrics.png and timeline.png into a job dir (see slurm_rl.core.plots)."""
-    from .core.plots import plot_job as _plot_job
+    """Write metrics.png and timeline.png into a job dir (see slurm_rl.login.plots)."""
+    from .login.plots import plot_job as _plot_job
 
     return _plot_job(job_dir)
 
 
 def __getattr__(name: str) -> Any:
     if name == "MetricsLog":
-        from .core.metrics import MetricsLog
+        from .driver.metrics import MetricsLog
 
         return MetricsLog
     raise AttributeError(f"module 'slurm_rl' has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """``slurm_rl.rollouts``: NeMo Gym-style verification and rollout collection over a job's nodes
-(``verify``, ``Verdict``, ``RolloutPool``); implemented in slurm_rl/distributed/rollouts.py."""
+(``verify``, ``Verdict``, ``RolloutPool``); implemented in slurm_rl/distributed/rollouts/."""
 
-from .distributed.rollouts import RolloutPool, Verdict, verify
+from .distributed.rollouts.pool import RolloutPool, Verdict, verify
 
 __all__ = ["RolloutPool", "Verdict", "verify"]

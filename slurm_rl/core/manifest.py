@@ -13,7 +13,6 @@ error instead of being half understood.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Literal
 
@@ -21,8 +20,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .errors import JobError
 from .events import write_atomic
+from .fields import first_match
+from .options import JobOptions
 
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2  # 2: the manifest is JobOptions + additions (nodes: workers; total_nodes)
 JOB_ID_PLACEHOLDER = "\0JOBID\0"  # stands for the job id where it is not known yet (render)
 
 
@@ -54,34 +55,14 @@ class Container(BaseModel):
         return [], []
 
 
-class JobManifest(BaseModel):
-    """Everything the job side needs, resolved on the login node. Frozen."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class JobManifest(JobOptions):
+    """The job's options (``core/options.py``: same names, same checks) plus what render and
+    submit add. Frozen; the node side reads only this."""
 
     format: int = MANIFEST_FORMAT
     slurm_rl_version: str
     cluster_name: str
-    name: str
-    user: str
-    nodes: int
-    python: str                        # the interpreter on the nodes (spec.python or the submitter's)
-    workdir: str
-    experiment_src_dir: str            # imports next to the original experiment keep working
-    experiment_args: tuple[str, ...] = ()
-    interactive: bool = False          # no experiment: the cluster stays up (attach, notebooks, dashboard)
-    head_node: str = "shared"          # "cpu": node 0 runs only the Ray head (no CPUs/GPUs for Ray)
-    heterogeneous: bool = False        # head and workers are two components of one SLURM hetjob
-    ready_timeout_s: float = 180.0
-    min_nodes: int | None = None       # the driver goes on once this many nodes are up (None: all)
-    port_base: int | None = None       # None: free ports picked on each node (core/ports.py)
-    requeue: int = 0
-    signal: str = "B:USR2@120"
-    cpus_per_node: int | None = None
-    gpus_per_node: int = 0
-    time: str | None = None
-    partition: str | None = None
-    account: str | None = None
+    experiment_src_dir: str = ""       # imports next to the original experiment keep working
     node_type_from_node_name: dict[str, str] = {}   # regex -> type: Ray resource node_type:<type>
     gpu_type_from_node_name: dict[str, str] = {}    # regex -> type: Ray resource gpu_type:<type> (per GPU)
     setup: tuple[str, ...] = ()
@@ -98,8 +79,8 @@ class JobManifest(BaseModel):
         """The spec's node and GPU types of ``node`` as Ray custom resources (drivers target
         them, e.g. ``resources={"gpu_type:a100": 1}``); first matching regex wins."""
         out: dict[str, float] = {}
-        node_type = next((t for rx, t in self.node_type_from_node_name.items() if re.fullmatch(rx, node)), None)
-        gpu_type = next((t for rx, t in self.gpu_type_from_node_name.items() if re.fullmatch(rx, node)), None)
+        node_type = first_match(self.node_type_from_node_name, node)
+        gpu_type = first_match(self.gpu_type_from_node_name, node)
         if node_type:
             out[f"node_type:{node_type}"] = 1
         if gpu_type and gpus > 0:

@@ -18,12 +18,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import SpecError
+from .fields import FieldProblem, RegexTable, SlurmName, first_match
 
 SPEC_ENV_VAR = "CLUSTER_SPEC_PATH"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-# What may reach an #SBATCH line as a partition or account name ("," separates partitions)
-SBATCH_NAME = re.compile(r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$")
 # Variables of the spec's env whose values must never be written into the batch script
 SECRET_NAME = re.compile(r"TOKEN|KEY|PASSWORD|SECRET|PASSWD|CREDENTIAL", re.IGNORECASE)
 
@@ -61,14 +60,14 @@ class ClusterSpec(BaseModel):
     cluster_name: str
     fileroot: str
     default_mount: str = ""
-    node_type_from_node_name: dict[str, str] = Field(default_factory=dict)
-    gpu_type_from_node_name: dict[str, str] = Field(default_factory=dict)
+    node_type_from_node_name: RegexTable = Field(default_factory=dict)
+    gpu_type_from_node_name: RegexTable = Field(default_factory=dict)
     cpu_image: str | None = None
     gpu_image: str | None = None
-    node_name_prefix: str = "NODE"
-    partition: str | None = None
-    head_partition: str | None = None
-    account: str | None = None
+    node_name_prefix: str | None = None        # set: every node of a job must carry it (checked)
+    partition: SlurmName | None = None
+    head_partition: SlurmName | None = None
+    account: SlurmName | None = None
     gpus_per_node: int = Field(default=0, ge=0)
     cpus_per_node: int | None = Field(default=None, ge=1)
     container_runtime: Literal["pyxis", "apptainer", "none"] = "none"
@@ -107,14 +106,6 @@ class ClusterSpec(BaseModel):
             raise ValueError(f"contains '..'; write the path without it, e.g. {os.path.normpath(expanded)!r}")
         return os.path.normpath(expanded)
 
-    @field_validator("partition", "account", "head_partition")
-    @classmethod
-    def _sbatch_name(cls, v: str | None) -> str | None:
-        if v is not None and not SBATCH_NAME.match(v):
-            raise ValueError("has characters SLURM does not allow in names (letters, digits, '_', '.', '-'; "
-                             "',' between several partitions)")
-        return v
-
     @field_validator("default_mount")
     @classmethod
     def _mounts(cls, v: str) -> str:
@@ -124,20 +115,10 @@ class ClusterSpec(BaseModel):
                 raise ValueError(f"entry {entry!r} is not /src:/dst[:opts]")
         return v
 
-    @field_validator("node_type_from_node_name", "gpu_type_from_node_name")
-    @classmethod
-    def _regexes(cls, v: dict[str, str]) -> dict[str, str]:
-        for pattern in v:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"regex {pattern!r} does not compile ({exc})") from None
-        return v
-
     @field_validator("node_name_prefix")
     @classmethod
-    def _prefix(cls, v: str) -> str:
-        if not v or not re.match(r"^[A-Za-z0-9_.-]+$", v):
+    def _prefix(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^[A-Za-z0-9_.-]+$", v):
             raise ValueError("is not a node name prefix")
         return v
 
@@ -159,18 +140,18 @@ class ClusterSpec(BaseModel):
     @model_validator(mode="after")
     def _ray_cluster(self) -> ClusterSpec:
         if self.cluster_type == "ray" and not self.ray_head_node_address:
-            raise _FieldProblem("ray_head_node_address", None, 'is required with cluster_type "ray"')
+            raise FieldProblem("ray_head_node_address", None, 'is required with cluster_type "ray"')
         if self.ray_head_node_address and self.cluster_type != "ray":
-            raise _FieldProblem("cluster_type", self.cluster_type, 'must be "ray" when ray_head_node_address is set')
+            raise FieldProblem("cluster_type", self.cluster_type, 'must be "ray" when ray_head_node_address is set')
         return self
 
     @model_validator(mode="after")
     def _images(self) -> ClusterSpec:
         if self.container_runtime != "none":
             if not self.cpu_image:
-                raise _FieldProblem("cpu_image", None, f"is required with container_runtime {self.container_runtime!r}")
+                raise FieldProblem("cpu_image", None, f"is required with container_runtime {self.container_runtime!r}")
             if self.gpus_per_node > 0 and not self.gpu_image:
-                raise _FieldProblem("gpu_image", None, f"is required with container_runtime {self.container_runtime!r} and gpus_per_node > 0")
+                raise FieldProblem("gpu_image", None, f"is required with container_runtime {self.container_runtime!r} and gpus_per_node > 0")
         return self
 
     # ---- derived views -------------------------------------------------------------------
@@ -197,13 +178,18 @@ class ClusterSpec(BaseModel):
 
     def node_type(self, node_name: str) -> str | None:
         """The node type of a node name (first matching regex), None if nothing matches."""
-        return _first_match(self.node_type_from_node_name, node_name)
+        return first_match(self.node_type_from_node_name, node_name)
 
     def gpu_type(self, node_name: str) -> str | None:
-        return _first_match(self.gpu_type_from_node_name, node_name)
+        return first_match(self.gpu_type_from_node_name, node_name)
 
     def check_node_names(self, names: list[str]) -> None:
-        """Raise SpecError for a node that matches no node type regex (if any are defined)."""
+        """Raise SpecError for a node without the spec's node_name_prefix, or one that matches
+        no node type regex (when types are defined): the same full match the job's Ray uses."""
+        for name in names:
+            if self.node_name_prefix and not name.startswith(self.node_name_prefix):
+                raise SpecError(f"node_name_prefix: node {name!r} does not start with {self.node_name_prefix!r}; "
+                                f"fix node_name_prefix or remove it")
         if not self.node_type_from_node_name:
             return
         for name in names:
@@ -215,21 +201,6 @@ class ClusterSpec(BaseModel):
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(), indent=2, sort_keys=True) + "\n"
-
-
-class _FieldProblem(ValueError):
-    """A cross-field problem that must be reported against one named field."""
-
-    def __init__(self, field: str, value: Any, problem: str) -> None:
-        super().__init__(problem)
-        self.field, self.value, self.problem = field, value, problem
-
-
-def _first_match(table: dict[str, str], name: str) -> str | None:
-    for pattern, kind in table.items():
-        if re.match(pattern, name):
-            return kind
-    return None
 
 
 def default_local_spec() -> ClusterSpec:
@@ -247,7 +218,7 @@ def _one_line(exc: ValidationError, data: dict[str, Any], source: str) -> str:
     err = exc.errors()[0]
     loc = [str(p) for p in err["loc"]]
     ctx_error = (err.get("ctx") or {}).get("error")
-    if isinstance(ctx_error, _FieldProblem):
+    if isinstance(ctx_error, FieldProblem):
         field = ctx_error.field
         return f"{source}: {field}: {ctx_error.problem}; {FIXES.get(field, '')}".rstrip("; ")
     if err["type"] == "extra_forbidden":

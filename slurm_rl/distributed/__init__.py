@@ -1,6 +1,8 @@
 """Driver-side API, name for name with NeMo RL's ``nemo_rl.distributed``: switch by changing
-the import. Names are loaded on first use (PEP 562): importing one submodule (as every isolated
-worker process does) neither imports torch nor Ray's heavier parts."""
+the import. Four sub-packages: ``api/`` (NeMo RL's classes), ``worker_env/`` (what workers run
+with), ``reliability/`` (dead, stuck and growing workers), ``rollouts/`` (NeMo Gym's pattern);
+the modules at this level are NeMo RL's public paths. Names here load on first use (PEP 562):
+importing this package imports neither torch nor Ray."""
 
 from __future__ import annotations
 
@@ -8,17 +10,16 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "BatchedDataDict": "batched_data_dict", "DynamicBatchingArgs": "batched_data_dict",
-    "ShardingError": "batched_data_dict", "SlicedDataDict": "batched_data_dict",
-    "NamedSharding": "named_sharding",
-    "ACTOR_ENVIRONMENT_REGISTRY": "ray_actor_environment_registry",
-    "get_actor_python_env": "ray_actor_environment_registry",
-    "init_ray": "ray_init", "PY_EXECUTABLES": "ray_init",
-    "ClusterConfig": "virtual_cluster", "RayVirtualCluster": "virtual_cluster",
-    "ResourceInsufficientError": "virtual_cluster",
-    "MultiWorkerFuture": "worker_groups", "RayWorkerBuilder": "worker_groups", "RayWorkerGroup": "worker_groups",
-    "WorkerBuildError": "worker_groups", "WorkerFailureError": "worker_failures",
-    "AsyncWorkerResults": "worker_dispatch",
+    "BatchedDataDict": "api.batched_data_dict", "DynamicBatchingArgs": "api.batched_data_dict",
+    "ShardingError": "api.batched_data_dict", "SlicedDataDict": "api.batched_data_dict",
+    "NamedSharding": "api.named_sharding",
+    "ACTOR_ENVIRONMENT_REGISTRY": "api.actor_registry", "get_actor_python_env": "api.actor_registry",
+    "init_ray": "api.ray_init", "PY_EXECUTABLES": "api.ray_init",
+    "ClusterConfig": "api.virtual_cluster", "RayVirtualCluster": "api.virtual_cluster",
+    "ResourceInsufficientError": "api.virtual_cluster",
+    "MultiWorkerFuture": "api.worker_dispatch", "AsyncWorkerResults": "api.worker_dispatch",
+    "RayWorkerBuilder": "api.worker_builder", "RayWorkerGroup": "api.worker_group",
+    "WorkerBuildError": "api.worker_group", "WorkerFailureError": "reliability.failures",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -10,12 +10,12 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import sys
 import time
 
 import psutil
 
+from ..core.job_env import JobEnvironment
 from ..core.paths import node_temp_dir
 from ..core.procs import stop_job_processes
 
@@ -39,7 +39,7 @@ def clean_node(job_id: str, grace_s: float) -> dict[str, object]:
     killed = stop_job_processes(job_id, temp_dir, grace_s=grace_s, exclude=_ancestors())
     existed = os.path.isdir(temp_dir)
     shutil.rmtree(temp_dir, ignore_errors=True)
-    return {"node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
+    return {"node": JobEnvironment.current().node,
             "killed": [{"pid": k.pid, "name": k.name, "signal": k.signal} for k in killed],
             "temp_dir_removed": existed and not os.path.exists(temp_dir),
             "seconds": round(time.monotonic() - t0, 3)}

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from ..core.events import append_event
+from ..core.job_env import JobEnvironment
 from ..core.manifest import JobManifest
-from ..core.nodelist import expand_hostlist
 from ..core.paths import JobPaths, node_temp_dir
 from ..core.ports import PortsBusy, RayPorts, choose_ports
 
@@ -30,30 +30,6 @@ class NodeFailure(Exception):
 
 class Stopped(Exception):
     """The job is being stopped from outside (signal) or by node 0; not this node's fault."""
-
-
-def gpu_count(environ: dict[str, str]) -> int:
-    """GPUs SLURM gave this step on this node: the step's CUDA_VISIBLE_DEVICES (GRES binding),
-    else SLURM's own counts and lists; not the flags the user asked with."""
-    for var in ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
-        listed = environ.get(var, "")
-        if listed and listed != "NoDevFiles":
-            return len([d for d in listed.split(",") if d.strip()])
-    try:
-        return int(environ.get("SLURM_GPUS_ON_NODE", "0"))
-    except ValueError:
-        return 0
-
-
-def job_nodes_and_rank(environ: dict[str, str], node: str) -> tuple[list[str], int]:
-    """All nodes of the job in order (head first) and this node's place. A heterogeneous job's
-    step sees its components' lists in SLURM_JOB_NODELIST_HET_GROUP_<k>."""
-    groups = sorted((int(k.rsplit("_", 1)[1]), v) for k, v in environ.items()
-                    if k.startswith("SLURM_JOB_NODELIST_HET_GROUP_") and k.rsplit("_", 1)[1].isdigit())
-    if groups:
-        nodes = [n for _, hostlist in groups for n in expand_hostlist(hostlist)]
-        return nodes, nodes.index(node) if node in nodes else int(environ.get("SLURM_NODEID", "0"))
-    return expand_hostlist(environ.get("SLURM_JOB_NODELIST", node)), int(environ.get("SLURM_NODEID", "0"))
 
 
 @dataclass
@@ -87,15 +63,16 @@ class NodeContext:
     @classmethod
     def from_environ(cls, environ: dict[str, str], paths: JobPaths, manifest: JobManifest,
                      log: IO[str]) -> NodeContext:
-        node = environ.get("SLURMD_NODENAME") or socket.gethostname()
-        nodes, rank = job_nodes_and_rank(environ, node)
+        env = JobEnvironment.current(environ)
+        node = env.node
+        nodes, rank = env.nodes_and_rank()
         head_only = rank == 0 and manifest.head_node == "cpu"  # the driver's node: no Ray work there
         return cls(job_id=paths.job_id,  # the job dir's id: a hetjob component's own SLURM_JOB_ID differs
                    rank=rank, node=node, nodes=nodes,
-                   cpus=0 if head_only else int(environ.get("SLURM_CPUS_ON_NODE", "1")),
-                   gpus=0 if head_only else gpu_count(environ),
+                   cpus=0 if head_only else env.cpus_on_node,
+                   gpus=0 if head_only else env.gpu_count(),
                    # SLURM counts requeues; every marker file is per attempt: a requeued job starts fresh
-                   attempt=int(environ.get("SLURM_RESTART_COUNT", "0") or 0),
+                   attempt=env.attempt,
                    paths=paths, manifest=manifest, log=log)
 
     @property

@@ -10,16 +10,14 @@ next attempt builds a fresh Ray cluster and appends to the same job dir.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
 from ..core.events import append_event
-from ..core.exits import clear_exit, read_exit, record_exit
+from ..core.exits import REQUESTED_REQUEUE_LIMIT, clear_exit, read_exit, record_exit
+from ..core.job_env import JobEnvironment
 from ..core.manifest import load_manifest
 from ..core.paths import JobPaths
 from ..core.slurm import SlurmClient
-from .preempt import REQUESTED_REQUEUE_LIMIT
 
 
 def final_exit_code(paths: JobPaths, srun_rc: int) -> tuple[int, str]:
@@ -35,15 +33,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m slurm_rl.job.finalize")
     p.add_argument("--srun-rc", type=int, required=True)
     args = p.parse_args(argv)
-    paths = JobPaths(Path(os.environ["SLURM_RL_JOB_DIR"]))
+    env = JobEnvironment.current()
+    paths = JobPaths(env.require_job_dir())
     requeue = load_manifest(paths.manifest).requeue
-    attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
+    attempt = env.attempt
     rc, reason = final_exit_code(paths, args.srun_rc)
     requested = paths.requeue_request(attempt).exists() and attempt < REQUESTED_REQUEUE_LIMIT
     if rc != 0 and (attempt < requeue or requested):
         append_event(paths.events, "requeue", attempt=attempt, exit_code=rc, reason=reason, requested=requested)
         clear_exit(paths)
-        SlurmClient().requeue(int(os.environ["SLURM_JOB_ID"]), make_requeueable=requested and requeue == 0)
+        SlurmClient().requeue(int(env.job_id or paths.job_id), make_requeueable=requested and requeue == 0)
         return rc
     append_event(paths.events, "job_end", attempt=attempt, exit_code=rc)
     return rc

@@ -80,7 +80,6 @@ def run_head(ctx: NodeContext) -> int:
 def driver_env(ctx: NodeContext, address: str, environ: dict[str, str]) -> dict[str, str]:
     env = dict(environ)
     env["RAY_ADDRESS"] = address
-    env["SLURM_RL_RAY_ADDRESS"] = address
     src_dir = ctx.manifest.experiment_src_dir
     if src_dir:  # imports next to the original experiment keep working
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [src_dir, env.get("PYTHONPATH")]))

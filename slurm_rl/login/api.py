@@ -16,7 +16,7 @@ from ..core.slurm import SlurmClient
 from ..core.spec import ClusterSpec, load_spec
 from .options import resolve_options
 
-CALL_DRIVER = Path(__file__).resolve().parent.parent / "job" / "call.py"
+CALL_DRIVER = Path(__file__).resolve().parent.parent / "driver" / "call.py"
 
 
 class Job:

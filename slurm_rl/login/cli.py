@@ -14,6 +14,7 @@ from ..core.spec import load_spec, resolve_spec_path
 from . import cli_jobs
 from .cli_common import CONTEXT, Main, _resolve, job_options
 
+
 @click.group(cls=Main, context_settings=CONTEXT)
 @click.version_option(__version__, prog_name="slurm-rl")
 def cli() -> None:

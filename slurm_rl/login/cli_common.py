@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import sys
+import typing
 from collections.abc import Callable
 from typing import Any
 
 import click
 
-from ..core.errors import SlurmRlError, UsageError
+from ..core.errors import SlurmRlError
+from ..core.options import JobOptions, flag_fields
 from ..core.paths import current_user
 from ..core.spec import SPEC_ENV_VAR, ClusterSpec, load_spec
-from .options import JobOptions, resolve_options
+from .options import resolve_options
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -36,27 +38,46 @@ def _with(decorators: list[Callable[..., Any]], f: Callable[..., Any]) -> Callab
     return f
 
 
+def _click_type(annotation: Any) -> Any:
+    """The click type of an option field: int, float, str, or a choice for a Literal."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
+    inner = args[0]
+    if typing.get_origin(inner) is typing.Literal:
+        return click.Choice([str(a) for a in typing.get_args(inner)])
+    while typing.get_origin(inner) is typing.Annotated:
+        inner = typing.get_args(inner)[0]
+    return {int: int, float: float, bool: bool}.get(inner, str)
+
+
+def option_flags() -> list[Callable[..., Any]]:
+    """One click option per flag field of JobOptions (core/options.py), help and default from it.
+
+    Every default is None here: an unset flag lets the spec's value, then the model's default,
+    apply (resolve_options); the help text shows the model's default."""
+    out = []
+    for name, meta in flag_fields().items():
+        annotation = JobOptions.model_fields[name].annotation
+        ctype = _click_type(annotation)
+        default = meta["default"]
+        shown = "" if default in (None, "", False) else f" [default: {default}]"
+        spec_note = " [default: the spec's, if set]" if meta["spec"] and default in (None, 0) else ""
+        kwargs: dict[str, Any] = {"default": None, "help": f"{meta['help']}{shown or spec_note}"}
+        if ctype is bool:
+            kwargs["is_flag"] = True
+        else:
+            kwargs["type"] = ctype
+            if meta["metavar"]:
+                kwargs["metavar"] = meta["metavar"]
+        out.append(click.option(*meta["flags"], name, **kwargs))
+    return out
+
+
 def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Flags shared by `render` and `submit`."""
+    """Flags shared by `render` and `submit`: the positionals, --spec, and every option field."""
     return _with([
         click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[SPEC.json] [EXPERIMENT [-- ARGS...]]"),
         click.option("--spec", "spec_flag", metavar="PATH", help=f"Cluster spec (else first argument if it ends in .json, else ${SPEC_ENV_VAR})."),
-        click.option("-N", "--nodes", type=int, default=1, show_default=True, help="Nodes: one Ray node on each."),
-        click.option("--gpus-per-node", type=int, default=None, help="GPUs per node (default: the spec's gpus_per_node)."),
-        click.option("--cpus-per-node", type=int, default=None, help="CPUs per node for Ray (default: the spec's cpus_per_node, else what SLURM gives)."),
-        click.option("-t", "--time", default=None, metavar="TIME", help="Time limit, e.g. 30, 1:00:00, 2-00:00:00."),
-        click.option("-p", "--partition", default=None, help="Partition (default: the spec's)."),
-        click.option("-A", "--account", default=None, help="Account (default: the spec's)."),
-        click.option("-J", "--name", default=None, help="Job name, also the job dir's parent (default: the experiment's file name)."),
-        click.option("--container-image", default=None, metavar="IMAGE", help="Override the spec's cpu_image/gpu_image."),
-        click.option("--port-base", type=int, default=None, help="Pin the Ray daemons' ports to PORT..PORT+9 (default: free ports picked on each node at start)."),
-        click.option("--ready-timeout", "ready_timeout_s", type=float, default=180.0, show_default=True, help="Seconds for all nodes to join before the job fails."),
-        click.option("--oversubscribe", is_flag=True, help="Let other jobs share this job's nodes (sbatch --oversubscribe)."),
-        click.option("--signal", default="B:USR2@120", show_default=True, help="Warning signal before the time limit; the driver gets it via slurm_rl.on_preempt(callback). Never USR1 (NCCL's)."),
-        click.option("--requeue", type=int, default=0, show_default=True, help="Requeue a failed job (driver exit != 0, lost node) up to this many times."),
-        click.option("--min-nodes", type=int, default=None, metavar="K", help="Go on once K nodes are up (default: all); the rest join later."),
-        click.option("--head-node", type=click.Choice(["shared", "cpu"]), default="shared", show_default=True, help="cpu: one more node runs only the Ray head and the driver (no CPUs/GPUs for Ray work)."),
-        click.option("--head-partition", default=None, metavar="PARTITION", help="The CPU head's partition (default: the spec's head_partition): one heterogeneous job, head + --nodes workers."),
+        *option_flags(),
     ], f)
 
 

@@ -15,6 +15,7 @@ from ..core.paths import current_user
 from ..core.spec import load_spec
 from .cli_common import CONTEXT, _with, spec_option
 
+
 def _still_running(job_id: int) -> None:
     """Ctrl-C stops following, not the job: say so, and how to stop it."""
     click.echo(f"\nslurm-rl: stopped following job {job_id}; it keeps running. See it with `slurm-rl status {job_id}`, "
@@ -89,7 +90,7 @@ def plot(job: str, spec_flag: str | None) -> None:
     from pathlib import Path
 
     from ..core.paths import JobPaths
-    from ..core.plots import plot_job
+    from .plots import plot_job
     from ..core.slurm import SlurmClient
     from .jobs import find_job_dir
 

@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..core import index
+from . import index
 from ..core.errors import JobError, UnknownJobError
 from ..core.events import read_events
 from ..core.exits import read_exit
@@ -75,7 +75,7 @@ class JobSummary:
 
 def _requested_nodes(paths: JobPaths) -> int:
     try:
-        return load_manifest(paths.manifest).nodes
+        return load_manifest(paths.manifest).total_nodes
     except JobError:
         return 0
 

@@ -22,12 +22,10 @@ from pathlib import Path
 from ..core.errors import UsageError
 from ..core.events import append_event
 from ..core.exits import describe_returncode, record_exit, shell_exit_code
+from ..core.job_env import EXTERNAL_RAY_ENV, JOB_DIR_ENV
 from ..core.paths import JobPaths
 from ..core.procs import MARKER_ENV, stop_job_processes
 from ..core.spec import ClusterSpec
-
-
-EXTERNAL_RAY_ENV = "SLURM_RL_EXTERNAL_RAY"  # init_ray attaches to this address, whatever the cluster is
 
 
 def external_ray_env(spec: ClusterSpec, ray_address: str | None, environ: dict[str, str]) -> dict[str, str]:
@@ -64,7 +62,7 @@ def run_local(spec: ClusterSpec, experiment: str, args: tuple[str, ...], name: s
     env.pop("RAY_ADDRESS", None)
     env.update(external)
     env[MARKER_ENV] = run_id
-    env["SLURM_RL_JOB_DIR"] = str(paths.job_dir)
+    env[JOB_DIR_ENV] = str(paths.job_dir)
     where = f"on the Ray cluster at {external[EXTERNAL_RAY_ENV]}" if external else "on an embedded local Ray"
     print(f"slurm-rl: local run {run_id} {where}; job dir {paths.job_dir}", file=sys.stderr)
     append_event(paths.events, "driver_start", argv=[sys.executable, str(exp), *args])

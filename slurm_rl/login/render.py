@@ -14,9 +14,9 @@ import jinja2
 
 from .. import __version__
 from ..core.manifest import JOB_ID_PLACEHOLDER, Container, JobManifest
+from ..core.options import JobOptions
 from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, warned_marker_name
 from ..core.spec import ClusterSpec
-from .options import JobOptions
 
 TEMPLATE_NAME = "sbatch.sh.j2"
 NODE_TEMPLATE_NAME = "node.sh.j2"
@@ -99,14 +99,8 @@ def shell_words(argv: list[str]) -> list[str]:
 
 def _manifest(spec: ClusterSpec, opts: JobOptions, setup_first_line: int) -> JobManifest:
     return JobManifest(
-        slurm_rl_version=__version__, cluster_name=spec.cluster_name, name=opts.name, user=opts.user,
-        nodes=opts.total_nodes, python=opts.python, workdir=opts.workdir, head_node=opts.head_node,
-        heterogeneous=bool(opts.head_partition),
-        experiment_src_dir=str(Path(opts.experiment).parent) if opts.experiment else "",
-        experiment_args=tuple(opts.experiment_args), interactive=not opts.experiment,
-        ready_timeout_s=opts.ready_timeout_s, min_nodes=opts.min_nodes, port_base=opts.port_base, requeue=opts.requeue, signal=opts.signal,
-        cpus_per_node=opts.cpus_per_node, gpus_per_node=opts.gpus_per_node, time=opts.time,
-        partition=opts.partition, account=opts.account, setup=tuple(spec.setup),
+        **opts.model_dump(), slurm_rl_version=__version__, cluster_name=spec.cluster_name,
+        experiment_src_dir=str(Path(opts.experiment).parent) if opts.experiment else "", setup=tuple(spec.setup),
         node_type_from_node_name=dict(spec.node_type_from_node_name),
         gpu_type_from_node_name=dict(spec.gpu_type_from_node_name),
         setup_first_line=setup_first_line, container=container_for(spec, opts))
@@ -120,7 +114,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
     python = shlex.quote(opts.python)
     context = dict(
         version=__version__, spec=spec, directives=sbatch_directives(opts, name_dir), name_dir=str(name_dir),
-        env=sorted({**spec.public_env, **dict(opts.extra_env)}.items()), srun_flags=shell_words(srun_flags),
+        env=sorted(spec.public_env.items()), srun_flags=shell_words(srun_flags),
         secrets=sorted(spec.secret_env), secrets_file=SECRETS_FILE,
         launch=" ".join([*shell_words(prefix), 'bash -c "$SLURM_RL_NODE_SCRIPT"']),
         finalize=f"{python} -m slurm_rl.job.finalize", setup=spec.setup,

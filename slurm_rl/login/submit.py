@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core import index
+from . import index
 from ..core.errors import UsageError
 from ..core.events import append_event, write_atomic
 from ..core.paths import JobPaths

@@ -10,8 +10,8 @@ import os
 import secrets
 import shutil
 import subprocess
-import tempfile
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest

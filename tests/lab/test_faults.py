@@ -7,10 +7,16 @@ import subprocess
 
 import pytest
 
-from tests.lab.helpers import (
-    assert_no_leftovers, exit_reason, in_queue, job_dir, start, wait_gone, wait_ready,
-)
 from tests.conftest import LAB
+from tests.lab.helpers import (
+    assert_no_leftovers,
+    exit_reason,
+    in_queue,
+    job_dir,
+    start,
+    wait_gone,
+    wait_ready,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 

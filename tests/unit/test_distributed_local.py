@@ -9,9 +9,13 @@ import pytest
 import ray
 
 from slurm_rl.distributed import (
-    BatchedDataDict, RayVirtualCluster, RayWorkerBuilder, RayWorkerGroup, ResourceInsufficientError,
+    BatchedDataDict,
+    RayVirtualCluster,
+    RayWorkerBuilder,
+    RayWorkerGroup,
+    ResourceInsufficientError,
 )
-from slurm_rl.distributed import virtual_cluster as vc
+from slurm_rl.distributed.api import virtual_cluster as vc
 
 pytestmark = pytest.mark.timeout(240)
 FQN = "tests.unit.workers.simple.EnvWorker"
@@ -159,7 +163,7 @@ def test_grids(cluster, capsys) -> None:
         assert "Legend: G0 = pol (4 workers)" in out
     finally:
         g.shutdown()
-    from slurm_rl.distributed.cluster_grid import cluster_grid
+    from slurm_rl.distributed.api.cluster_grid import cluster_grid
     assert cluster_grid([0, 0]) == "Empty Ray Cluster (no GPUs)"
 
 

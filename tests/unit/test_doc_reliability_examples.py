@@ -84,7 +84,7 @@ def test_doc_worker_failure_recovery(many_gpu_ray) -> None:
     # Handle specific failure scenarios
     try:
         result = worker_group.run_all_workers_single_data("train_step", batch)
-    except WorkerFailureError as e:
+    except WorkerFailureError:
         # Handle worker failure
         worker_group.restart_failed_workers()
         result = worker_group.run_all_workers_single_data("train_step", batch)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_rl.core import index
+from slurm_rl.login import index
 from slurm_rl.core.errors import SpecError, UsageError
 from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.paths import JobPaths

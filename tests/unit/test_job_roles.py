@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from slurm_rl.core.exits import STOPPED_RC, read_exit, record_exit
+from slurm_rl.core.job_env import JobEnvironment
 from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.core.spec import parse_spec
-from slurm_rl.job.context import NodeContext, NodeFailure, gpu_count
+from slurm_rl.job.context import NodeContext, NodeFailure
 from slurm_rl.job.head import driver_env, joined_count
 from slurm_rl.job.node import Lifecycle
 from slurm_rl.job.worker import HEAD_LOST_AFTER_S, StayDecision
@@ -47,7 +48,7 @@ def test_identity_from_slurm_step_variables(tmp_path: Path) -> None:
     ({"SLURM_GPUS_ON_NODE": "4"}, 4), ({"SLURM_GPUS_ON_NODE": "x"}, 0),
 ])
 def test_gpu_count(env: dict[str, str], gpus: int) -> None:
-    assert gpu_count(env) == gpus
+    assert JobEnvironment.current(env).gpu_count() == gpus
 
 
 def test_head_counts_joined_nodes_of_this_attempt_and_fails_on_a_failed_one(tmp_path: Path) -> None:
@@ -75,7 +76,7 @@ def test_worker_stays_until_stop_flag_or_head_lost_for_a_while() -> None:
 
 def test_driver_env_points_at_the_job_cluster(tmp_path: Path) -> None:
     env = driver_env(_ctx(tmp_path), "10.0.0.1:6379", {"PYTHONPATH": "/lib", "HOME": "/h"})
-    assert env["RAY_ADDRESS"] == env["SLURM_RL_RAY_ADDRESS"] == "10.0.0.1:6379"
+    assert env["RAY_ADDRESS"] == "10.0.0.1:6379" and "SLURM_RL_RAY_ADDRESS" not in env
     assert env["PYTHONPATH"] == os.pathsep.join(["/src", "/lib"]) and env["HOME"] == "/h"
 
 
@@ -144,13 +145,12 @@ def test_manifest_round_trip_and_format_check(tmp_path: Path) -> None:
 
 
 def test_heterogeneous_step_nodes_in_component_order() -> None:
-    from slurm_rl.job.context import job_nodes_and_rank
 
     env = {"SLURM_JOB_NODELIST": "node2,node3", "SLURM_NODEID": "1",
            "SLURM_JOB_NODELIST_HET_GROUP_1": "node[2-3]", "SLURM_JOB_NODELIST_HET_GROUP_0": "node1"}
-    assert job_nodes_and_rank(env, "node3") == (["node1", "node2", "node3"], 2)
-    assert job_nodes_and_rank(env, "node1") == (["node1", "node2", "node3"], 0)
-    assert job_nodes_and_rank({"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NODEID": "1"}, "n2") == (["n1", "n2"], 1)
+    assert JobEnvironment.current({**env, "SLURMD_NODENAME": "node3"}).nodes_and_rank() == (["node1", "node2", "node3"], 2)
+    assert JobEnvironment.current({**env, "SLURMD_NODENAME": "node1"}).nodes_and_rank() == (["node1", "node2", "node3"], 0)
+    assert JobEnvironment.current({**{"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NODEID": "1"}, "SLURMD_NODENAME": "n2"}).nodes_and_rank() == (["n1", "n2"], 1)
 
 
 def test_a_cpu_head_offers_ray_nothing(tmp_path: Path) -> None:

@@ -9,12 +9,22 @@ import ray
 import torch
 
 from slurm_rl.distributed import (
-    BatchedDataDict, NamedSharding, RayVirtualCluster, RayWorkerBuilder, RayWorkerGroup, ShardingError,
+    BatchedDataDict,
+    NamedSharding,
+    RayVirtualCluster,
+    RayWorkerBuilder,
+    RayWorkerGroup,
+    ShardingError,
     WorkerBuildError,
 )
-from slurm_rl.distributed import virtual_cluster as vc
+from slurm_rl.distributed.api import virtual_cluster as vc
 from tests.unit.workers.nemo_style import (
-    DecoratedWithOptions, DecoratedWorker, GenerationWorker, HuggingFacePolicyWorker, PolicyWorker, ShardWorker,
+    DecoratedWithOptions,
+    DecoratedWorker,
+    GenerationWorker,
+    HuggingFacePolicyWorker,
+    PolicyWorker,
+    ShardWorker,
 )
 
 pytestmark = pytest.mark.timeout(300)
@@ -232,7 +242,7 @@ def test_constructor_runs_no_ray_task(monkeypatch) -> None:
         bundle_specs = [{"CPU": 1}]
 
     class Boom:
-        def options(self, **_):  # noqa: ANN001
+        def options(self, **_):
             raise AssertionError("a Ray task ran in RayVirtualCluster.__init__")
 
         remote = options
@@ -249,7 +259,7 @@ def test_retries_sleep_after_every_failed_attempt(monkeypatch) -> None:
     monkeypatch.setattr(vc.time, "sleep", sleeps.append)
     monkeypatch.setenv("NRL_VIRTUAL_CLUSTER_MAX_RETRIES", "4")
 
-    def short(self, strategy=None):  # noqa: ANN001
+    def short(self, strategy=None):
         raise vc.ResourceInsufficientError("GPU: need 9, cluster has 0")
 
     monkeypatch.setattr(vc.RayVirtualCluster, "_init_placement_groups", short)

@@ -6,17 +6,16 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from slurm_rl.core.manifest import load_manifest
+from slurm_rl.core.spec import load_spec_file, parse_spec
 from slurm_rl.login.cli import cli
 from slurm_rl.login.options import JobOptions, resolve_options
-from slurm_rl.core.manifest import load_manifest
 from slurm_rl.login.render import render_job, render_sbatch
-from slurm_rl.core.spec import load_spec_file, parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden"
@@ -26,13 +25,13 @@ BASE_OPTS = JobOptions(experiment="/home/alice/rl/experiment.py", experiment_arg
                        python="/shared/venv/bin/python")
 
 CASES = {
-    "lab": (REPO / "cluster_specs" / "lab.json", replace(BASE_OPTS, nodes=3, time="0:10:00")),
-    "pyxis": (REPO / "cluster_specs" / "example-pyxis.json", replace(BASE_OPTS, gpus_per_node=8)),
-    "apptainer": (REPO / "cluster_specs" / "example-apptainer.json", replace(BASE_OPTS, gpus_per_node=4, port_base=20000)),
-    "none-setup": (None, replace(BASE_OPTS, oversubscribe=True, account="acct", partition="debug")),
+    "lab": (REPO / "cluster_specs" / "lab.json", BASE_OPTS.replace(nodes=3, time="0:10:00")),
+    "pyxis": (REPO / "cluster_specs" / "example-pyxis.json", BASE_OPTS.replace(gpus_per_node=8)),
+    "apptainer": (REPO / "cluster_specs" / "example-apptainer.json", BASE_OPTS.replace(gpus_per_node=4, port_base=20000)),
+    "none-setup": (None, BASE_OPTS.replace(oversubscribe=True, account="acct", partition="debug")),
     # a CPU head on its own partition: one heterogeneous job (head component, hetjob, workers)
     "hetjob": (REPO / "cluster_specs" / "example-pyxis.json",
-               replace(BASE_OPTS, gpus_per_node=8, nodes=2, time="1:00:00", head_node="cpu", head_partition="cpu")),
+               BASE_OPTS.replace(gpus_per_node=8, nodes=2, time="1:00:00", head_node="cpu", head_partition="cpu")),
 }
 
 
@@ -52,7 +51,7 @@ def _resolved(spec, opts: JobOptions, tmp_path: Path) -> JobOptions:  # type: ig
                           partition=opts.partition, account=opts.account, port_base=opts.port_base,
                           oversubscribe=opts.oversubscribe, python=opts.python, head_node=opts.head_node,
                           head_partition=opts.head_partition)
-    return replace(got, experiment=opts.experiment, workdir=opts.workdir)
+    return got.replace(experiment=opts.experiment, workdir=opts.workdir)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -85,7 +84,7 @@ def test_pyxis_flags(tmp_path: Path) -> None:
                  "--container-workdir=/home/alice/rl", "#SBATCH --gpus-per-node=8"):
         assert flag in text
     # --container-image on the command line wins over the spec's image
-    text = render_sbatch(_spec(spec_path), replace(opts, container_image="my/img:1"))
+    text = render_sbatch(_spec(spec_path), opts.replace(container_image="my/img:1"))
     assert "--container-image=my/img:1" in text
 
 
@@ -99,7 +98,7 @@ def test_awkward_values_survive_the_shell(tmp_path: Path, awkward: str) -> None:
     workdir.mkdir(parents=True)
     spec = parse_spec({"cluster_name": "c", "fileroot": str(tmp_path / "root"),
                        "env": {"AWK": awkward}, "setup": ["true"]})
-    opts = replace(BASE_OPTS, experiment=str(workdir / "exp.py"), workdir=str(workdir),
+    opts = BASE_OPTS.replace(experiment=str(workdir / "exp.py"), workdir=str(workdir),
                    experiment_args=(awkward, "--x"), python=sys.executable, name="n")
     script = tmp_path / "sbatch.sh"
     script.write_text(render_sbatch(spec, opts))

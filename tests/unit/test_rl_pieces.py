@@ -12,11 +12,11 @@ from click.testing import CliRunner
 
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.events import read_events
-from slurm_rl.core.metrics import MetricsLog, read_metrics
+from slurm_rl.driver.metrics import MetricsLog, read_metrics
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.core.spec import parse_spec
-from slurm_rl.distributed.gpu_pinning import pinned_env, resolve
-from slurm_rl.distributed.worker_health import parse_memory
+from slurm_rl.distributed.worker_env.gpu_pinning import pinned_env, resolve
+from slurm_rl.distributed.reliability.health import parse_memory
 from slurm_rl.login.cli import cli
 from slurm_rl.login.local import EXTERNAL_RAY_ENV, external_ray_env
 
@@ -70,7 +70,8 @@ def test_metrics_log_and_pictures_and_the_plot_command(tmp_path: Path, monkeypat
 
 
 def test_requeue_request_inside_and_outside_a_slurm_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    from slurm_rl.job.preempt import REQUEUE_RC, requeue
+    from slurm_rl.core.exits import REQUEUE_RC
+    from slurm_rl.driver.preempt import requeue
 
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     monkeypatch.setenv("SLURM_RL_JOB_DIR", str(tmp_path))

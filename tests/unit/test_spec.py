@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from slurm_rl.login.cli import cli
 from slurm_rl.core.errors import SpecError
 from slurm_rl.core.spec import default_local_spec, load_spec, parse_spec
+from slurm_rl.login.cli import cli
 
 GOOD = {"cluster_name": "c1", "fileroot": "/shared/srl"}
 
@@ -101,7 +101,7 @@ def test_node_name_matching_no_type(tmp_path: Path) -> None:
 def test_defaults_and_types() -> None:
     s = parse_spec({**GOOD, "fileroot": "/shared//srl/"})
     assert s.fileroot == "/shared/srl"
-    assert s.node_name_prefix == "NODE"
+    assert s.node_name_prefix is None
     assert s.container_runtime == "none" and s.cluster_type == "slurm"
     assert s.gpus_per_node == 0 and s.cpus_per_node is None and s.python is None
     assert s.setup == [] and s.env == {}
@@ -112,6 +112,29 @@ def test_node_and_gpu_types() -> None:
                     "gpu_type_from_node_name": {r"gpu0[0-4]": "a100", r"gpu\d+": "h100"}})
     assert s.node_type("gpu03") == "gpu" and s.node_type("cpu1") == "cpu" and s.node_type("x") is None
     assert s.gpu_type("gpu03") == "a100" and s.gpu_type("gpu17") == "h100"
+
+
+def test_node_type_regexes_match_whole_names_everywhere(tmp_path: Path) -> None:
+    """`spec validate --nodelist` and the job's Ray resources use one full match: a name that
+    only starts like a pattern is refused up front instead of getting no node_type resource."""
+    from slurm_rl.core.manifest import JobManifest
+
+    s = parse_spec({**GOOD, "node_type_from_node_name": {r"gpu\d": "gpu"}})
+    assert s.node_type("gpu1") == "gpu" and s.node_type("gpu10") is None
+    manifest = JobManifest(slurm_rl_version="0", cluster_name="c1", node_type_from_node_name={r"gpu\d": "gpu"})
+    assert manifest.type_resources("gpu1", 0) == {"node_type:gpu": 1} and manifest.type_resources("gpu10", 0) == {}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({**GOOD, "node_type_from_node_name": {r"gpu\d": "gpu"}}))
+    bad = CliRunner().invoke(cli, ["spec", "validate", str(path), "--nodelist", "gpu[1,10]"])
+    assert bad.exit_code == 2 and "'gpu10'" in bad.stderr
+
+
+def test_node_name_prefix_is_checked(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({**GOOD, "node_name_prefix": "gpu"}))
+    assert CliRunner().invoke(cli, ["spec", "validate", str(path), "--nodelist", "gpu[01-02]"]).exit_code == 0
+    bad = CliRunner().invoke(cli, ["spec", "validate", str(path), "--nodelist", "gpu01,node7"])
+    assert bad.exit_code == 2 and "node_name_prefix" in bad.stderr and "'node7'" in bad.stderr
 
 
 def test_spec_path_precedence(tmp_path: Path) -> None:
@@ -131,7 +154,7 @@ def test_spec_show_fills_defaults(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["spec", "show", str(path)])
     assert res.exit_code == 0
     shown = json.loads(res.stdout)
-    assert shown["node_name_prefix"] == "NODE" and shown["container_runtime"] == "none"
+    assert shown["node_name_prefix"] is None and shown["container_runtime"] == "none"
 
 
 def test_shipped_specs_are_valid() -> None:

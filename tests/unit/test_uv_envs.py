@@ -14,7 +14,7 @@ import pytest
 import ray
 
 from slurm_rl.distributed import ACTOR_ENVIRONMENT_REGISTRY, RayVirtualCluster, RayWorkerGroup
-from slurm_rl.distributed.uv_envs import _PREPARED, is_uv, parse_uv_run
+from slurm_rl.distributed.worker_env.uv_envs import _PREPARED, is_uv, parse_uv_run
 from tests.unit.conftest import local_ray
 
 pytestmark = pytest.mark.timeout(240)

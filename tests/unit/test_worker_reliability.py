@@ -15,8 +15,8 @@ import ray
 from ray.exceptions import RayActorError
 
 from slurm_rl.distributed import RayVirtualCluster, RayWorkerGroup, WorkerFailureError
-from slurm_rl.distributed.worker_dispatch import WorkerRefs
-from slurm_rl.distributed.worker_health import parse_memory
+from slurm_rl.distributed.api.worker_dispatch import WorkerRefs
+from slurm_rl.distributed.reliability.health import parse_memory
 from tests.unit.conftest import local_ray
 
 pytestmark = pytest.mark.timeout(240)

@@ -16,7 +16,11 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, os.environ.get("P
 import ray  # noqa: E402
 
 from slurm_rl.distributed import (  # noqa: E402
-    ACTOR_ENVIRONMENT_REGISTRY, RayVirtualCluster, RayWorkerBuilder, RayWorkerGroup, init_ray,
+    ACTOR_ENVIRONMENT_REGISTRY,
+    RayVirtualCluster,
+    RayWorkerBuilder,
+    RayWorkerGroup,
+    init_ray,
 )
 from tests.unit.workers.nemo_style import DecoratedWithOptions, DecoratedWorker  # noqa: E402
 

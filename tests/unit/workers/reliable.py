@@ -46,7 +46,7 @@ class GlooRank:
     """Joins the group's gloo process group at start and again after a restart."""
 
     def __init__(self) -> None:
-        from slurm_rl.distributed.collective import init_process_group
+        from slurm_rl.distributed.worker_env.collective import init_process_group
 
         self.backend = init_process_group(timeout_s=60)
         self.restarted = 0
@@ -63,7 +63,7 @@ class GlooRank:
         return t.item()
 
     def on_group_restart(self) -> None:
-        from slurm_rl.distributed.collective import init_process_group
+        from slurm_rl.distributed.worker_env.collective import init_process_group
 
         init_process_group(timeout_s=60)
         self.restarted += 1
@@ -73,7 +73,7 @@ class GlooRank:
         fp16 compression rounds it, full precision does not."""
         import torch
 
-        from slurm_rl.distributed.collective import wrap_ddp
+        from slurm_rl.distributed.worker_env.collective import wrap_ddp
 
         model = torch.nn.Linear(1, 1, bias=False)
         torch.nn.init.constant_(model.weight, 1.0)

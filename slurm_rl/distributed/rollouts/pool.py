@@ -22,9 +22,12 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
+
+from ...core.job_env import JobEnvironment
 
 MIN_TASK_S = 0.01
 
@@ -167,7 +170,7 @@ class RolloutPool:
                  actors_per_node: int = 1, num_cpus: float = 0.5, key: Callable[[int, Any], str] | None = None) -> None:
         import ray
 
-        job_dir = os.environ.get("SLURM_RL_JOB_DIR") or "."
+        job_dir = JobEnvironment.current().job_dir or Path(".")
         self.path = Path(path) if path is not None else Path(job_dir) / "rollouts.jsonl"
         self.key = key or (lambda i, prompt: str(i))
         nodes = [n for n in ray.nodes() if n.get("Alive") and n["Resources"].get("CPU", 0) > 0]

@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from .paths import JobPaths
+from ..core.paths import JobPaths
 
 INDEX_ENV = "SLURM_RL_INDEX"
 

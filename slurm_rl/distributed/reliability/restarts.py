@@ -10,10 +10,10 @@ import os
 import time
 from typing import Any
 
-from .node_probe import probe_on
-from .worker_builder import _actor_of
-from .worker_failures import FailedWorker, WorkerFailureError, gather
-from .worker_health import CallTracker, actor_info
+from ..worker_env.node_probe import probe_on
+from ..api.worker_builder import _actor_of
+from .failures import FailedWorker, WorkerFailureError, gather
+from .health import CallTracker, actor_info
 
 logger = logging.getLogger(__name__)
 
@@ -335,11 +335,11 @@ class WorkerReliability:
         return stuck
 
     def print_worker_status(self) -> None:
-        from .health_tables import print_table
+        from .tables import print_table
 
         print_table("worker status", self.get_worker_status())
 
     def print_resource_usage(self) -> None:
-        from .health_tables import print_table
+        from .tables import print_table
 
         print_table("resource usage", self.get_resource_usage())

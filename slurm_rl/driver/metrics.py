@@ -10,17 +10,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .paths import JobPaths
+from ..core.job_env import JobEnvironment
+from ..core.paths import JobPaths
 
 
 class MetricsLog:
     def __init__(self, job_dir: str | os.PathLike[str]) -> None:
         self.path = JobPaths(Path(job_dir)).metrics
-        self.attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
+        self.attempt = JobEnvironment.current().attempt
 
     def event(self, name: str, **fields: Any) -> None:
         """A moment worth a mark on the timeline (e.g. ``workers_ready``): events.jsonl."""
-        from .events import append_event
+        from ..core.events import append_event
 
         append_event(self.path.parent / "events.jsonl", name, attempt=self.attempt, **fields)
 

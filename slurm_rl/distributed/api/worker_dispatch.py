@@ -5,7 +5,8 @@ names and shapes). Mixed into RayWorkerGroup; it needs only ``_workers``, ``_wor
 from __future__ import annotations
 
 import warnings
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from .named_sharding import NamedSharding
 from .worker_builder import WorkerHandle
@@ -38,7 +39,7 @@ class AsyncWorkerResults:
         return self._group.get_results(WorkerRefs(self.refs, self.workers))
 
 
-class WorkerRefs(list):  # noqa: FURB189 - ray.get accepts list subclasses
+class WorkerRefs(list):
     """A list of ObjectRefs that knows its workers (and, for a retry, the call)."""
 
     def __init__(self, refs: list[Any], workers: list[int], call: tuple[str, tuple, dict] | None = None) -> None:  # type: ignore[type-arg]

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...core.job_env import JobEnvironment
+
 _PREPARED: dict[str, set[str]] = {}  # env dir -> Ray node ids where this driver saw it built
 
 
@@ -63,10 +65,11 @@ def parse_uv_run(py_executable: str) -> dict[str, Any]:
 
 def env_root() -> str:
     """The job-scoped, node-local directory the environments go into (same path on every node)."""
-    if os.environ.get("SLURM_RL_JOB_DIR") and os.environ.get("SLURM_JOB_ID"):
-        from ..core.paths import node_temp_dir
+    env = JobEnvironment.current()
+    if env.in_slurm_rl_job and env.job_id:
+        from ...core.paths import node_temp_dir
 
-        return f"{node_temp_dir(os.environ['SLURM_JOB_ID'])}/venvs"
+        return f"{node_temp_dir(env.job_id)}/venvs"
     import ray
 
     return f"{ray._private.worker._global_node.get_session_dir_path()}/venvs"  # local run: gone with the session

@@ -9,14 +9,14 @@ it). USR1 is never used: NCCL installs its own SIGUSR1 handler.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import NoReturn
 
 from ..core.events import append_event
+from ..core.exits import REQUEUE_RC
+from ..core.job_env import JobEnvironment
 from ..core.paths import JobPaths
 
 
@@ -25,21 +25,19 @@ def on_preempt(callback: Callable[[], None]) -> None:
     driver can checkpoint; at once if the warning came before this call. Outside a slurm-rl
     job it is registered but never fires."""
 
-    job_dir = os.environ.get("SLURM_RL_JOB_DIR")
+    env = JobEnvironment.current()
+    job_dir = env.job_dir
 
     def handler(signum: int, _frame: object) -> None:
         if job_dir:
-            append_event(JobPaths(Path(job_dir)).events, "preempt_signal", hooked=True)
+            append_event(JobPaths(job_dir).events, "preempt_signal", hooked=True)
         callback()
 
     signal.signal(signal.SIGUSR2, handler)
-    attempt = os.environ.get("SLURM_RESTART_COUNT", "0") or "0"
-    if job_dir and JobPaths(Path(job_dir)).warned_marker(attempt).exists():
+    if job_dir and JobPaths(job_dir).warned_marker(str(env.attempt)).exists():
         handler(signal.SIGUSR2, None)  # the warning came before the driver was listening
 
 
-REQUEUE_RC = 75  # EX_TEMPFAIL: "try again later"
-REQUESTED_REQUEUE_LIMIT = 20  # attempts a job may ask for by itself (on top of --requeue for failures)
 
 
 def requeue(reason: str = "") -> NoReturn:
@@ -47,10 +45,10 @@ def requeue(reason: str = "") -> NoReturn:
     script's last step requeues the job (same job id, same job dir, a fresh Ray cluster); the
     experiment starts again and should resume from its checkpoint. Meant for the time-limit
     warning (``on_preempt``). Outside a SLURM job there is nothing to requeue: it says so."""
-    job_dir = os.environ.get("SLURM_RL_JOB_DIR")
-    attempt = os.environ.get("SLURM_RESTART_COUNT", "0") or "0"
-    if job_dir and os.environ.get("SLURM_JOB_ID"):
-        paths = JobPaths(Path(job_dir))
+    env = JobEnvironment.current()
+    attempt = str(env.attempt)
+    if env.in_slurm_rl_job:
+        paths = JobPaths(env.require_job_dir())
         paths.requeue_request(attempt).parent.mkdir(parents=True, exist_ok=True)
         paths.requeue_request(attempt).write_text(reason + "\n")
         append_event(paths.events, "requeue_requested", attempt=int(attempt), reason=reason)

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from .worker_env import merge_runtime_env
+from ..worker_env.hygiene import merge_runtime_env
 
 
 def import_class(fqn: str) -> Any:
@@ -129,7 +129,7 @@ class RayWorkerBuilder:
     def prepare(self, placement_groups: list[Any], extra_options: dict[str, Any] | None = None) -> None:
         """Build a uv environment on every node of these placement groups, once per job (see
         uv_envs.py); nothing for other environments."""
-        from .uv_envs import is_uv, prepare
+        from ..worker_env.uv_envs import is_uv, prepare
 
         py = self._py_executable(extra_options or {})
         if is_uv(py):
@@ -145,7 +145,7 @@ class RayWorkerBuilder:
         return self._actor_classes[cls]
 
     def _py_executable(self, extra_options: dict[str, Any]) -> str:
-        from .ray_actor_environment_registry import ACTOR_ENVIRONMENT_REGISTRY
+        from .actor_registry import ACTOR_ENVIRONMENT_REGISTRY
 
         explicit = (extra_options.get("runtime_env") or {}).get("py_executable")
         return explicit or ACTOR_ENVIRONMENT_REGISTRY.get(self.ray_actor_class_fqn, sys.executable)
@@ -161,7 +161,7 @@ class RayWorkerBuilder:
         configure_worker raised (in the driver's environment)."""
         import ray
 
-        from .uv_envs import is_uv
+        from ..worker_env.uv_envs import is_uv
 
         plans: list[_Plan] = []
         isolated: dict[str, list[int]] = {}

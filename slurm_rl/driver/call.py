@@ -11,15 +11,16 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from pathlib import Path
 
 
 def main() -> int:
-    from submitit.core.utils import DelayedSubmission, cloudpickle_dump
+    import cloudpickle
+    from submitit.helpers import DelayedSubmission
 
+    from slurm_rl.core.job_env import JobEnvironment
     from slurm_rl.core.paths import JobPaths
 
-    paths = JobPaths(Path(os.environ["SLURM_RL_JOB_DIR"]))
+    paths = JobPaths(JobEnvironment.current().require_job_dir())
     sys.path.insert(0, os.getcwd())  # the submitter's directory: its modules unpickle as they import there
     call = DelayedSubmission.load(paths.call_pickle)
     try:
@@ -29,7 +30,8 @@ def main() -> int:
         outcome = ("error", traceback.format_exc())
         print(outcome[1], file=sys.stderr)
         rc = 1
-    cloudpickle_dump(outcome, paths.call_result)
+    with open(paths.call_result, "wb") as f:
+        cloudpickle.dump(outcome, f)
     return rc
 
 

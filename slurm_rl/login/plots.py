@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .events import read_events
-from .metrics import read_metrics
-from .paths import JobPaths
+from ..core.events import read_events
+from ..driver.metrics import read_metrics
+from ..core.paths import JobPaths
 
 SKIP = {"t", "attempt", "step"}
 

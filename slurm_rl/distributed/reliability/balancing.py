@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .worker_dispatch import WorkerRefs
+from ..api.worker_dispatch import WorkerRefs
 
 STRATEGIES = ("round_robin", "least_loaded")
 

@@ -9,9 +9,9 @@ import logging
 import os
 import sys
 import time
-from pathlib import Path
 
-from .worker_env import setup_hook, worker_env_vars  # noqa: F401 - worker_env_vars: importable here
+from ...core.job_env import JobEnvironment
+from ..worker_env.hygiene import setup_hook, worker_env_vars
 
 logger = logging.getLogger(__name__)
 
@@ -19,7 +19,7 @@ SLURM_MANAGED_RESOURCE = "slurm_managed_ray_cluster"
 LOCAL_TAG_PREFIX = "nrl"  # NeMo RL's: either tool reuses a local cluster the other started
 
 
-class PY_EXECUTABLES:  # noqa: N801 - the contract's name
+class PY_EXECUTABLES:
     """Python environments for workers. SYSTEM is this interpreter; the others are command
     prefixes (``uv run ...``): a py_executable starting with ``uv`` gets a venv per node."""
 
@@ -39,12 +39,12 @@ def local_tag(environ: dict[str, str] | None = None) -> str:
 
 def _record_connected(resources: dict[str, float]) -> None:
     """In a slurm-rl job, add `driver_connected` to events.jsonl (bring-up is measured from it)."""
-    job_dir = os.environ.get("SLURM_RL_JOB_DIR")
+    job_dir = JobEnvironment.current().job_dir
     if job_dir:
-        from ..core.events import append_event
-        from ..core.paths import JobPaths
+        from ...core.events import append_event
+        from ...core.paths import JobPaths
 
-        append_event(JobPaths(Path(job_dir)).events, "driver_connected",
+        append_event(JobPaths(job_dir).events, "driver_connected",
                      nodes=int(resources.get(SLURM_MANAGED_RESOURCE, 0)))
 
 
@@ -53,10 +53,10 @@ def _auto_address_usable() -> bool:
     call: Ray's own connect retries for ~20 s on a cluster that rejects us (e.g. another
     user's, with token auth) or is gone."""
     try:
+        import socket
+
         from ray._private.services import canonicalize_bootstrap_address
         from ray._raylet import GcsClient
-
-        import socket
 
         address = canonicalize_bootstrap_address("auto")
         if not address:
@@ -91,7 +91,7 @@ def _check_same_job(resources: dict[str, float]) -> None:
     """A driver inside SLURM job J must use J's cluster, never one a stale RAY_ADDRESS names."""
     import ray
 
-    mine = os.environ.get("SLURM_JOB_ID")
+    mine = JobEnvironment.current().job_id
     theirs = sorted(k.removeprefix("slurm_job_") for k in resources if k.startswith("slurm_job_"))
     if mine and theirs and mine not in theirs:
         ray.shutdown()
@@ -106,18 +106,18 @@ def _wait_for_job_nodes(resources: dict[str, float]) -> dict[str, float]:
     (bounded by the job's ready timeout) until the nodes it needs (--min-nodes, else all) are."""
     import ray
 
-    job_dir = os.environ.get("SLURM_RL_JOB_DIR")
+    job_dir = JobEnvironment.current().job_dir
     if not job_dir:
         return resources
-    from ..core.errors import JobError
-    from ..core.manifest import load_manifest
-    from ..core.paths import JobPaths
+    from ...core.errors import JobError
+    from ...core.manifest import load_manifest
+    from ...core.paths import JobPaths
 
     try:
-        manifest = load_manifest(JobPaths(Path(job_dir)).manifest)
+        manifest = load_manifest(JobPaths(job_dir).manifest)
     except JobError:
         return resources
-    need = manifest.min_nodes or manifest.nodes
+    need = manifest.min_nodes or manifest.total_nodes
     end = time.monotonic() + manifest.ready_timeout_s
     while resources.get(SLURM_MANAGED_RESOURCE, 0) < need:
         if time.monotonic() > end:
@@ -168,7 +168,7 @@ def init_ray(log_dir: str | None = None) -> str:
         return {"env_vars": worker_env_vars(), "worker_process_setup_hook": setup_hook()}
 
     tag = local_tag()
-    external = os.environ.get("SLURM_RL_EXTERNAL_RAY")
+    external = JobEnvironment.current().external_ray
     if external:  # `slurm-rl run --ray-address`, or a spec with cluster_type "ray": that cluster, no other
         _connect_external(external, runtime_env())
         resources = ray.cluster_resources()

@@ -1,0 +1,76 @@
+"""Field types shared by the cluster spec and the job options: each check is written once.
+
+A value that reaches an ``#SBATCH`` line, a node-type regex table, a SLURM time: the spec
+(site defaults) and the job options (flags) validate them with the same types, and node names
+are matched against the type tables by one function (``first_match``, a full match).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
+
+# What may reach an #SBATCH line as a partition, account or QOS name ("," separates several)
+SBATCH_NAME = re.compile(r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$")
+_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$")
+
+
+def _sbatch_name(v: str) -> str:
+    if not SBATCH_NAME.match(v):
+        raise ValueError("has characters SLURM does not allow in names (letters, digits, '_', '.', '-'; "
+                         "',' between several)")
+    return v
+
+
+def _slurm_time(v: str) -> str:
+    if not _TIME.match(v):
+        raise ValueError("is not a SLURM time; use MM, HH:MM:SS or D-HH:MM:SS, e.g. 1:00:00")
+    return v
+
+
+def _regex_table(v: dict[str, str]) -> dict[str, str]:
+    for pattern in v:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"regex {pattern!r} does not compile ({exc})") from None
+    return v
+
+
+SlurmName = Annotated[str, AfterValidator(_sbatch_name)]
+SlurmTime = Annotated[str, AfterValidator(_slurm_time)]
+RegexTable = Annotated[dict[str, str], AfterValidator(_regex_table)]
+
+
+class FieldProblem(ValueError):
+    """A cross-field problem that must be reported against one named field."""
+
+    def __init__(self, field: str, value: Any, problem: str) -> None:
+        super().__init__(problem)
+        self.field, self.value, self.problem = field, value, problem
+
+
+def first_match(table: dict[str, str], name: str) -> str | None:
+    """The value of the first regex in ``table`` that matches all of ``name``, else None.
+
+    A full match: ``node\\d`` does not give ``node10`` a type by its prefix. The spec's check
+    (``spec validate --nodelist``) and the Ray resources a node gets use this one function."""
+    for pattern, kind in table.items():
+        if re.fullmatch(pattern, name):
+            return kind
+    return None
+
+
+def time_minutes(value: str) -> float:
+    """A SLURM time (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in minutes."""
+    days, _, rest = value.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+    elif len(parts) == 3:
+        hours, minutes, seconds = parts
+    else:
+        hours, minutes, seconds = 0, parts[0], (parts[1] if len(parts) > 1 else 0)
+    return int(days or 0) * 1440 + hours * 60 + minutes + seconds / 60

@@ -1,0 +1,256 @@
+"""BatchedDataDict: a dict of equally long columns (tensors or lists) that shards, slices and
+micro-batches itself for dispatch to worker groups. Name for name with NeMo RL's class."""
+
+from __future__ import annotations
+
+import copy
+from collections import UserDict
+from collections.abc import Iterator, Sequence
+from typing import Any, Generic, TypedDict, TypeVar
+
+import torch
+
+T = TypeVar("T")
+
+
+class ShardingError(ValueError, AssertionError):
+    """Sizes that cannot be sharded as asked. Both a ValueError and an AssertionError: NeMo RL
+    asserts here, so callers catch either; the message names the sizes."""
+
+
+class DynamicBatchingArgs(TypedDict):
+    """Micro-batch by token budget: sequences sorted by length, padded to a multiple of
+    ``sequence_length_round``, at most ``max_tokens_per_microbatch`` padded tokens each."""
+
+    max_tokens_per_microbatch: int
+    sequence_length_round: int
+    input_key: str
+    input_lengths_key: str
+
+
+def _len(v: Any) -> int:
+    return int(v.shape[0]) if isinstance(v, torch.Tensor) else len(v)
+
+
+def _take(v: Any, indices: Sequence[int]) -> Any:
+    if isinstance(v, torch.Tensor):
+        return v.index_select(0, torch.as_tensor(list(indices), dtype=torch.long, device=v.device))
+    return [v[i] for i in indices]
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return ((n + multiple - 1) // multiple) * multiple
+
+
+class BatchedDataDict(UserDict, Generic[T]):  # type: ignore[type-arg]
+    """Columns of equal length; row i is ``{k: v[i]}``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.micro_batch_indices: list[list[int]] | None = None
+        self.micro_batch_lengths: list[int] | None = None
+
+    # ---- basics ------------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        """Length of the first column, 0 if empty."""
+        if not self.data:
+            return 0
+        return _len(next(iter(self.data.values())))
+
+    def _check_lengths(self) -> None:
+        lengths = {k: _len(v) for k, v in self.data.items()}
+        if len(set(lengths.values())) > 1:
+            raise ValueError(f"BatchedDataDict columns differ in length: {lengths}")
+
+    def get_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+    def _new(self, data: dict[str, Any], cls: type | None = None) -> Any:
+        return (cls or type(self))(data)
+
+    # ---- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_batches(cls, batches: Sequence[dict[str, Any]], pad_value_dict: dict[str, Any] | None = None) -> Any:
+        """Concatenate batches: lists joined, 1-D tensors concatenated, 2-D+ tensors right-padded
+        along dim 1 to the longest (pad value per key, default 0)."""
+        pad = pad_value_dict or {}
+        if not batches:
+            return cls()
+        keys = list(batches[0].keys())
+        for b in batches[1:]:
+            if list(b.keys()) != keys and set(b.keys()) != set(keys):
+                raise ValueError(f"from_batches: batches have different keys: {sorted(keys)} vs {sorted(b.keys())}")
+        out: dict[str, Any] = {}
+        for k in keys:
+            values = [b[k] for b in batches]
+            if all(isinstance(v, torch.Tensor) for v in values):
+                if values[0].dim() >= 2:
+                    width = max(v.shape[1] for v in values)
+                    values = [torch.nn.functional.pad(v, (0, 0) * (v.dim() - 2) + (0, width - v.shape[1]),
+                                                      value=pad.get(k, 0)) for v in values]
+                out[k] = torch.cat(values, dim=0)
+            else:
+                out[k] = [item for v in values for item in (v.tolist() if isinstance(v, torch.Tensor) else v)]
+        return cls(out)
+
+    # ---- selection ---------------------------------------------------------------------------
+    def select_indices(self, indices: Sequence[int] | torch.Tensor) -> Any:
+        idx = indices.tolist() if isinstance(indices, torch.Tensor) else list(indices)
+        return self._new({k: _take(v, idx) for k, v in self.data.items()})
+
+    def reorder_data(self, reorded_indices: Sequence[int] | torch.Tensor) -> None:
+        """Reorder rows in place: row i becomes old row ``indices[i]``."""
+        idx = reorded_indices.tolist() if isinstance(reorded_indices, torch.Tensor) else list(reorded_indices)
+        if sorted(idx) != list(range(self.size)):
+            raise ValueError(f"reorder_data needs a permutation of 0..{self.size - 1}")
+        for k, v in self.data.items():
+            self.data[k] = _take(v, idx)
+
+    def slice(self, start: int, end: int) -> SlicedDataDict:
+        return SlicedDataDict({k: v[start:end] for k, v in self.data.items()})
+
+    def chunk(self, rank: int, chunks: int) -> SlicedDataDict:
+        """The ``rank``-th of ``chunks`` contiguous, equal parts (the last ones one shorter when
+        the size does not divide)."""
+        if not 0 <= rank < chunks:
+            raise ValueError(f"chunk: rank {rank} is not in 0..{chunks - 1}")
+        base, extra = divmod(self.size, chunks)
+        start = rank * base + min(rank, extra)
+        return self.slice(start, start + base + (1 if rank < extra else 0))
+
+    def get_batch(self, batch_idx: int, batch_size: int) -> SlicedDataDict:
+        return self.slice(batch_idx * batch_size, (batch_idx + 1) * batch_size)
+
+    def repeat_interleave(self, num_repeats: int) -> Any:
+        """Every row ``num_repeats`` times in a row (list items deep-copied, not aliased)."""
+        out: dict[str, Any] = {}
+        for k, v in self.data.items():
+            if isinstance(v, torch.Tensor):
+                out[k] = v.repeat_interleave(num_repeats, dim=0)
+            else:
+                out[k] = [copy.deepcopy(item) for item in v for _ in range(num_repeats)]
+        return self._new(out)
+
+    def truncate_tensors(self, dim: int, truncated_len: int) -> None:
+        for k, v in self.data.items():
+            if isinstance(v, torch.Tensor) and v.dim() > dim:
+                self.data[k] = v.narrow(dim, 0, min(truncated_len, v.shape[dim]))
+
+    # ---- sharding ----------------------------------------------------------------------------
+    def shard_by_batch_size(self, shards: int, batch_size: int | None = None, allow_uneven_shards: bool = False,
+                            dynamic_batching_args: DynamicBatchingArgs | None = None) -> Any:
+        """Cut into chunks of ``batch_size`` (all if None), each chunk into ``shards`` parts;
+        shard i gets the i-th part of every chunk. With dynamic batching, returns
+        ``(shards, sorted_indices)``."""
+        self._check_lengths()
+        total = self.size
+        bs = total if batch_size is None else batch_size
+        if shards < 1:
+            raise ShardingError(f"shard_by_batch_size: shards must be >= 1, got {shards}")
+        if bs < 1 or total % bs != 0:
+            raise ShardingError(f"shard_by_batch_size: batch size {total} is not a multiple of batch_size {bs}")
+        if bs % shards != 0 and not allow_uneven_shards:
+            raise ShardingError(f"shard_by_batch_size: batch_size {bs} does not split into {shards} equal shards; "
+                                f"pass allow_uneven_shards=True or change the sizes")
+        if dynamic_batching_args is not None and allow_uneven_shards:
+            raise ShardingError("shard_by_batch_size: dynamic batching needs even shards")
+        per = -(-bs // shards)  # ceil: uneven shards put the shortfall on the last ones
+        shard_rows: list[list[int]] = [[] for _ in range(shards)]
+        order = list(range(total))
+        if dynamic_batching_args is not None:
+            order = self._length_sorted_order(bs, shards, dynamic_batching_args)
+        for c in range(total // bs):
+            chunk_rows = order[c * bs:(c + 1) * bs]
+            for i in range(shards):
+                shard_rows[i].extend(chunk_rows[i * per:(i + 1) * per])
+        out = [SlicedDataDict(self.select_indices(rows).data) for rows in shard_rows]
+        if dynamic_batching_args is None:
+            return out
+        for s in out:
+            s._compute_micro_batches(dynamic_batching_args)
+        sorted_indices = [i for rows in shard_rows for i in rows]
+        return out, sorted_indices
+
+    def _length_sorted_order(self, bs: int, shards: int, args: DynamicBatchingArgs) -> list[int]:
+        """Within each chunk: sort by length (longest first) and deal rows to shards so every
+        shard gets a similar token count (greedy, to the lightest shard with room)."""
+        lengths = self.data[args["input_lengths_key"]]
+        lens = lengths.tolist() if isinstance(lengths, torch.Tensor) else list(lengths)
+        per = bs // shards
+        order: list[int] = []
+        for c in range(self.size // bs):
+            rows = sorted(range(c * bs, (c + 1) * bs), key=lambda i: (-lens[i], i))
+            bins: list[list[int]] = [[] for _ in range(shards)]
+            load = [0] * shards
+            for i in rows:
+                target = min((s for s in range(shards) if len(bins[s]) < per), key=lambda s: (load[s], s))
+                bins[target].append(i)
+                load[target] += lens[i]
+            for b in bins:
+                order.extend(sorted(b, key=lambda i: (-lens[i], i)))
+        return order
+
+    def _compute_micro_batches(self, args: DynamicBatchingArgs) -> None:
+        lengths = self.data[args["input_lengths_key"]]
+        lens = lengths.tolist() if isinstance(lengths, torch.Tensor) else list(lengths)
+        budget, rnd = args["max_tokens_per_microbatch"], args["sequence_length_round"]
+        indices: list[list[int]] = []
+        padded: list[int] = []
+        start = 0
+        longest = 0
+        for i, n in enumerate(lens):
+            width = _round_up(max(longest, n), rnd)
+            if _round_up(n, rnd) > budget:
+                raise ValueError(f"dynamic batching: sequence of length {n} (rounded {_round_up(n, rnd)}) exceeds "
+                                 f"max_tokens_per_microbatch={budget}")
+            if i > start and (i - start + 1) * width > budget:
+                indices.append([start, i])
+                padded.append(_round_up(longest, rnd))
+                start, longest = i, 0
+            longest = max(longest, n)
+        if lens:
+            indices.append([start, len(lens)])
+            padded.append(_round_up(longest, rnd))
+        self.micro_batch_indices = indices
+        self.micro_batch_lengths = padded
+
+    # ---- iteration ---------------------------------------------------------------------------
+    def make_microbatch_iterator(self, microbatch_size: int) -> Iterator[SlicedDataDict]:
+        if microbatch_size < 1:
+            raise ValueError("make_microbatch_iterator: microbatch_size must be >= 1")
+        for start in range(0, self.size, microbatch_size):
+            yield self.slice(start, start + microbatch_size)
+
+    def make_microbatch_iterator_with_dynamic_shapes(self) -> Iterator[SlicedDataDict]:
+        if self.micro_batch_indices is None or self.micro_batch_lengths is None:
+            raise ValueError("no micro-batches recorded: shard with dynamic_batching_args first")
+        for (start, end), width in zip(self.micro_batch_indices, self.micro_batch_lengths):
+            mb = self.slice(start, end)
+            for k, v in mb.data.items():
+                if isinstance(v, torch.Tensor) and v.dim() >= 2 and v.shape[1] > width:
+                    mb.data[k] = v[:, :width]
+            yield mb
+
+    # ---- devices and processes ---------------------------------------------------------------
+    def to(self, device: str | torch.device) -> Any:
+        for k, v in self.data.items():
+            if isinstance(v, torch.Tensor):
+                self.data[k] = v.to(device)
+        return self
+
+    to_device = to
+
+    def all_gather(self, group: Any = None) -> Any:
+        """Every rank's batch, concatenated in rank order, over a torch.distributed group."""
+        import torch.distributed as dist
+
+        world = dist.get_world_size(group)
+        gathered: list[Any] = [None] * world
+        dist.all_gather_object(gathered, {k: (v.cpu() if isinstance(v, torch.Tensor) else v)
+                                          for k, v in self.data.items()}, group=group)
+        return type(self).from_batches(gathered)
+
+
+class SlicedDataDict(BatchedDataDict):  # type: ignore[type-arg]
+    """A part of a BatchedDataDict meant for one worker (what dispatch hands out)."""

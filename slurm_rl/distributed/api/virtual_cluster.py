@@ -1,0 +1,283 @@
+"""RayVirtualCluster: one Ray placement group per logical node (see ../shared/API.md)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, TypedDict
+
+from .ray_init import PY_EXECUTABLES, init_ray, local_tag, worker_env_vars  # noqa: F401 - API.md: importable here
+
+logger = logging.getLogger(__name__)
+
+
+class ClusterConfig(TypedDict):
+    gpus_per_node: int
+    num_nodes: int
+
+
+class ResourceInsufficientError(Exception):
+    """The Ray cluster has fewer CPUs/GPUs than the virtual cluster asks for."""
+
+
+MAX_RETRIES_ENV = "NRL_VIRTUAL_CLUSTER_MAX_RETRIES"
+MAX_RETRIES_ENV_TWIN = "SLURM_RL_VIRTUAL_CLUSTER_MAX_RETRIES"
+PLACEMENT_GROUP_TIMEOUT_S = 180.0
+
+
+def _max_retries() -> int:
+    raw = os.environ.get(MAX_RETRIES_ENV, os.environ.get(MAX_RETRIES_ENV_TWIN, "6"))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{MAX_RETRIES_ENV}={raw!r}: must be an integer") from None
+    assert value > 0, f"{MAX_RETRIES_ENV}={value}: must be > 0"
+    return value
+
+
+def _get_node_ip_and_free_port_impl() -> tuple[str, int]:
+    import socket
+
+    import ray
+
+    ip = ray.util.get_node_ip_address()
+    if ip.startswith("0."):
+        ip = socket.gethostbyname(socket.gethostname())
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        port = s.getsockname()[1]
+    return ip, port
+
+
+def _remote_port_probe() -> Any:
+    import ray
+
+    return ray.remote(num_cpus=0)(_get_node_ip_and_free_port_impl)
+
+
+class _LazyRemote:
+    """``_get_node_ip_and_free_port`` as a Ray remote function, created on first use (importing
+    this module must not need a running Ray). Tests patch it by this name."""
+
+    def __init__(self) -> None:
+        self._fn: Any = None
+
+    def options(self, **kw: Any) -> Any:
+        if self._fn is None:
+            self._fn = _remote_port_probe()
+        return self._fn.options(**kw)
+
+    def remote(self, *a: Any, **kw: Any) -> Any:
+        return self.options().remote(*a, **kw)
+
+
+_get_node_ip_and_free_port = _LazyRemote()
+
+
+BACKENDS = ("nccl", "gloo")
+
+
+class RayVirtualCluster:
+    """One Ray placement group per logical node; ``[4, 8, 2]`` is three nodes.
+
+    Options (keyword-only, off by default): ``enable_colocation`` (groups share the bundles:
+    ``max_colocated_worker_groups`` becomes 2 unless given), ``gpu_ids`` (pin bundles to
+    devices, see gpu_pinning.py), ``monitor_memory`` (warn when a node runs low, see
+    memory_monitor.py), ``communication_backend`` ("nccl" or "gloo": what
+    ``slurm_rl.distributed.collective.init_process_group`` uses in the workers)."""
+
+    def __init__(self, bundle_ct_per_node_list: list[int], use_gpus: bool = True,
+                 max_colocated_worker_groups: int | None = None, num_gpus_per_node: int = 8, name: str = "",
+                 placement_group_strategy: str = "STRICT_PACK", *, gpu_ids: Any = None,
+                 enable_colocation: bool = False, monitor_memory: bool = False,
+                 communication_backend: str | None = None) -> None:
+        if max_colocated_worker_groups is None:
+            max_colocated_worker_groups = 2 if enable_colocation else 1
+        if communication_backend is not None and communication_backend not in BACKENDS:
+            raise ValueError(f"communication_backend={communication_backend!r}: use 'nccl' (GPUs) or 'gloo'")
+        if communication_backend == "nccl" and not use_gpus:
+            raise ValueError("communication_backend='nccl' needs GPUs, but use_gpus=False: use 'gloo'")
+        if gpu_ids is not None and not use_gpus:
+            raise ValueError("gpu_ids needs use_gpus=True (the bundles hold no GPU otherwise)")
+        self.enable_colocation = enable_colocation
+        self.communication_backend = communication_backend
+        self.gpu_ids = gpu_ids
+        self.bundle_devices: list[list[int]] | None = None
+        self._memory_monitor: Any = None
+        if not isinstance(bundle_ct_per_node_list, list) or any(
+                not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in bundle_ct_per_node_list):
+            raise ValueError(f"bundle_ct_per_node_list must be a list of ints >= 0, got {bundle_ct_per_node_list!r}")
+        if max_colocated_worker_groups < 1:
+            raise ValueError(f"max_colocated_worker_groups must be >= 1, got {max_colocated_worker_groups}")
+        self._bundle_ct_per_node_list = list(bundle_ct_per_node_list)
+        self.use_gpus = use_gpus
+        self.max_colocated_worker_groups = max_colocated_worker_groups
+        self.num_gpus_per_node = num_gpus_per_node
+        self.name = name
+        self.placement_group_strategy = placement_group_strategy
+        self._node_placement_groups: list[Any] | None = None
+        self._next_probe: Any = None  # the master address/port probe starts when first asked for
+        self._shut_down = False
+        if not any(self._bundle_ct_per_node_list):
+            self._node_placement_groups = []  # a valid, empty cluster: nothing to place
+            return
+        if gpu_ids is not None:
+            from ..worker_env.gpu_pinning import per_node_ids
+
+            per_node_ids(gpu_ids, self._bundle_ct_per_node_list)  # shape errors before anything is placed
+        retries = _max_retries()
+        last = ""
+        for attempt in range(retries):
+            try:
+                self._node_placement_groups = self._init_placement_groups(placement_group_strategy)
+                self._after_placement(monitor_memory)
+                return
+            except ResourceInsufficientError as exc:
+                last = str(exc)
+                logger.warning("RayVirtualCluster: %s (attempt %d of %d; retrying in %d s)", exc, attempt + 1,
+                               retries, 2**attempt)
+                time.sleep(2**attempt)  # after every failed attempt, the last one included
+        raise ResourceInsufficientError(
+            f"Maximum number of retries ({retries}) reached: the Ray cluster still lacks resources for "
+            f"{self._bundle_ct_per_node_list} bundles: {last} (set {MAX_RETRIES_ENV} to wait longer)")
+
+    # ---- creation ----------------------------------------------------------------------------
+    def _bundle(self) -> dict[str, float]:
+        return {"CPU": self.max_colocated_worker_groups, "GPU": 1 if self.use_gpus else 0}
+
+    def _check_resources(self) -> None:
+        import ray
+
+        total = sum(self._bundle_ct_per_node_list)
+        need = {"CPU": total * self.max_colocated_worker_groups, "GPU": total if self.use_gpus else 0}
+        have = ray.cluster_resources()
+        short = {k: (v, have.get(k, 0)) for k, v in need.items() if v > have.get(k, 0)}
+        if short:
+            what = ", ".join(f"{k}: need {n:g}, cluster has {h:g}" for k, (n, h) in short.items())
+            raise ResourceInsufficientError(f"not enough resources for the virtual cluster ({what})")
+
+    def _init_placement_groups(self, strategy: str | None = None) -> list[Any]:
+        import ray
+        from ray.util.placement_group import placement_group, remove_placement_group
+
+        self._check_resources()
+        bundle = self._bundle()
+        pgs = [placement_group([dict(bundle) for _ in range(n)], strategy=strategy or self.placement_group_strategy,
+                               name=f"{self.name}-node{i}" if self.name else "")
+               for i, n in enumerate(self._bundle_ct_per_node_list) if n > 0]
+        try:
+            ray.get([pg.ready() for pg in pgs], timeout=PLACEMENT_GROUP_TIMEOUT_S)
+        except (ray.exceptions.GetTimeoutError, TimeoutError):
+            for pg in pgs:
+                remove_placement_group(pg)
+            raise TimeoutError(
+                f"placement groups for {self._bundle_ct_per_node_list} bundles were not ready within "
+                f"{PLACEMENT_GROUP_TIMEOUT_S:g} s; the cluster may lack resources (ray status shows them)") from None
+        return pgs
+
+    def _after_placement(self, monitor_memory: bool) -> None:
+        from ray.util.placement_group import placement_group_table
+
+        pgs = self.get_placement_groups()
+        if self.gpu_ids is not None:
+            from ..worker_env.gpu_pinning import node_gpu_counts, resolve
+
+            try:
+                self.bundle_devices = resolve(self.gpu_ids, self._bundle_ct_per_node_list, node_gpu_counts(pgs))
+            except ValueError:
+                self.shutdown()
+                raise
+        if monitor_memory:
+            from ..reliability.memory_monitor import MemoryMonitor
+
+            nodes = list(dict.fromkeys(placement_group_table(pg)["bundles_to_node_id"][0] for pg in pgs))
+            self._memory_monitor = MemoryMonitor(nodes)
+
+    @property
+    def memory_monitor(self) -> Any:
+        """The MemoryMonitor (``monitor_memory=True``): ``.samples`` per node, ``.warnings``."""
+        return self._memory_monitor
+
+    def worker_env(self, node: int, bundle: int) -> dict[str, str]:
+        """Environment a worker in this bundle gets from the cluster's options."""
+        from ..worker_env.gpu_pinning import pinned_env
+
+        env = pinned_env(self.bundle_devices, node, bundle)
+        if self.communication_backend:
+            env["SLURM_RL_COMM_BACKEND"] = self.communication_backend
+        return env
+
+    # ---- queries -----------------------------------------------------------------------------
+    def get_placement_groups(self) -> list[Any]:
+        return [pg for pg in (self._node_placement_groups or []) if pg.bundle_specs]
+
+    def world_size(self) -> int:
+        return sum(self._bundle_ct_per_node_list)
+
+    def node_count(self) -> int:
+        return sum(1 for n in self._bundle_ct_per_node_list if n > 0)
+
+    @property
+    def bundle_ct_per_node_list(self) -> list[int]:
+        return list(self._bundle_ct_per_node_list)
+
+    def _probe(self) -> Any:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        pg = self.get_placement_groups()[0]
+        return _get_node_ip_and_free_port.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+            placement_group=pg, placement_group_bundle_index=0)).remote()
+
+    def get_master_address_and_port(self) -> tuple[str, int]:
+        """IP of bundle 0's node and a free port there, from a zero-CPU task in bundle 0.
+
+        Nothing runs before the first call. A zero-CPU task needs a fresh worker process
+        (seconds on a busy node), so from then on the cluster keeps one probe running ahead: a
+        call takes its result and starts the next one. Each call still gets its own port."""
+        import ray
+
+        if not self.get_placement_groups():
+            raise ValueError("get_master_address_and_port: the virtual cluster is empty (no bundles)")
+        ref = self._next_probe if self._next_probe is not None else self._probe()
+        self._next_probe = self._probe()
+        return ray.get(ref)
+
+    # ---- views -------------------------------------------------------------------------------
+    def print_cluster_grid(self, worker_group: Any = None) -> None:
+        from .cluster_grid import cluster_grid
+
+        print(cluster_grid(self._bundle_ct_per_node_list, worker_group))
+
+    def print_all_worker_groups(self, worker_groups: list[Any] | None = None) -> None:
+        from .cluster_grid import all_groups_grid
+
+        print(all_groups_grid(self._bundle_ct_per_node_list, worker_groups or []))
+
+    # ---- teardown ----------------------------------------------------------------------------
+    def shutdown(self) -> bool:
+        """Remove every placement group; idempotent."""
+        if self._memory_monitor is not None:
+            self._memory_monitor.stop()
+        if not self._shut_down and self._node_placement_groups:
+            try:
+                import ray
+                from ray.util.placement_group import remove_placement_group
+
+                if ray.is_initialized():
+                    if self._next_probe is not None:
+                        ray.cancel(self._next_probe)
+                    for pg in self._node_placement_groups:
+                        remove_placement_group(pg)
+            except Exception as exc:  # noqa: BLE001 - shutdown must not raise
+                logger.warning("RayVirtualCluster.shutdown: %s", exc)
+        self._node_placement_groups = []
+        self._next_probe = None
+        self._shut_down = True
+        return True
+
+    def __del__(self) -> None:
+        try:
+            self.shutdown()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer (Ray may be gone)
+            pass
