@@ -18,8 +18,24 @@ HOLD = REPO / "tests" / "lab" / "experiments" / "hold.py"  # a driver that holds
 
 def submit_json(experiment: Path, nodes: int, *extra: str) -> dict:
     """`slurm-rl submit --json` without waiting: {"job_id", "job_dir", ...}."""
-    res = subprocess.run([sys.executable, "-m", "slurm_rl", "submit", str(SPEC), str(experiment), "--nodes",
-                          str(nodes), "--json", *extra], capture_output=True, text=True, timeout=60, check=True)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_rl",
+            "submit",
+            str(SPEC),
+            str(experiment),
+            "--nodes",
+            str(nodes),
+            "--json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return json.loads(res.stdout.splitlines()[-1])
 
 
@@ -33,8 +49,11 @@ def wait_file(path: Path, timeout_s: float = 120) -> None:
 
 def job_pids(node: str, job_id: int) -> list[str]:
     """/proc entries on ``node`` carrying the job's marker variable or its temp dir."""
-    script = (f"grep -lzx SLURM_RL_JOB_ID={job_id} /proc/[0-9]*/environ; "
-              f"grep -lz /tmp/srl-{job_id} /proc/[0-9]*/cmdline; true")
-    out = subprocess.run([str(LAB), "exec", node, "--", "sh", "-c", script], capture_output=True, text=True,
-                         timeout=30).stdout
+    script = (
+        f"grep -lzx SLURM_RL_JOB_ID={job_id} /proc/[0-9]*/environ; "
+        f"grep -lz /tmp/srl-{job_id} /proc/[0-9]*/cmdline; true"
+    )
+    out = subprocess.run(
+        [str(LAB), "exec", node, "--", "sh", "-c", script], capture_output=True, text=True, timeout=30
+    ).stdout
     return sorted({line.split("/")[2] for line in out.splitlines() if line.startswith("/proc/")} - {"self"})

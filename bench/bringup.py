@@ -35,7 +35,8 @@ echo "launch $(date +%s.%N)" >> $OUT
 srun --ntasks-per-node=1 bash -c '
   T=/tmp/raw-$SLURM_JOB_ID
   if [ "$SLURM_NODEID" = 0 ]; then
-    exec ray start --head --block --port='$PORT' --num-cpus=1 --temp-dir=$T --include-dashboard=false --disable-usage-stats
+    exec ray start --head --block --port='$PORT' --num-cpus=1 --temp-dir=$T --include-dashboard=false \\
+      --disable-usage-stats
   else
     until (exec 3<>/dev/tcp/'$HEAD_IP'/'$PORT') 2>/dev/null; do sleep 0.1; done
     exec ray start --block --address='$HEAD_IP':'$PORT' --num-cpus=1 --temp-dir=$T --disable-usage-stats
@@ -59,12 +60,19 @@ kill $SRUN; wait
 
 # The raw recipe leaves its Ray daemons behind (they leave the step's process tree): the
 # benchmark removes them itself, by their temp dir, so that runs do not disturb each other.
-CLEAN_RAW = "import glob; from slurm_rl.core.procs import stop_job_processes as s; [s('-', d, 0.3) for d in glob.glob('/tmp/raw-*')]"
+CLEAN_RAW = (
+    "import glob; from slurm_rl.core.procs import stop_job_processes as s; "
+    "[s('-', d, 0.3) for d in glob.glob('/tmp/raw-*')]"
+)
 
 
 def clean_raw_leftovers(nodes: int) -> None:
-    subprocess.run(["srun", "-N", str(nodes), "--ntasks-per-node=1", "--oversubscribe", sys.executable, "-c", CLEAN_RAW],
-                   capture_output=True, timeout=120, check=False)
+    subprocess.run(
+        ["srun", "-N", str(nodes), "--ntasks-per-node=1", "--oversubscribe", sys.executable, "-c", CLEAN_RAW],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def run_baseline(nodes: int) -> dict[str, float]:
@@ -73,21 +81,44 @@ def run_baseline(nodes: int) -> dict[str, float]:
         script = Path(d) / "raw.sh"
         script.write_text(BASELINE.format(out=out, python=sys.executable))
         t0 = time.time()
-        subprocess.run(["sbatch", "--wait", "-N", str(nodes), "-o", str(Path(d) / "log.txt"), str(script)],
-                       check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            ["sbatch", "--wait", "-N", str(nodes), "-o", str(Path(d) / "log.txt"), str(script)],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
         wall = time.time() - t0
         clean_raw_leftovers(nodes)
         marks = dict(line.split() for line in out.read_text().splitlines())
         launch = float(marks["launch"])
-        return {"all_up": float(marks["all_up"]) - launch,
-                "connected": max(float(marks["connected"]), float(marks["all_up"])) - launch, "wall": wall}
+        return {
+            "all_up": float(marks["all_up"]) - launch,
+            "connected": max(float(marks["connected"]), float(marks["all_up"])) - launch,
+            "wall": wall,
+        }
 
 
 def run_slurm_rl(nodes: int) -> dict[str, float]:
     t0 = time.time()
-    res = subprocess.run([sys.executable, "-m", "slurm_rl", "submit", str(SPEC), str(REPO / "bench" / "noop.py"),
-                          "-N", str(nodes), "--wait", "--json", "--name", f"bench-{nodes}"],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_rl",
+            "submit",
+            str(SPEC),
+            str(REPO / "bench" / "noop.py"),
+            "-N",
+            str(nodes),
+            "--wait",
+            "--json",
+            "--name",
+            f"bench-{nodes}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     wall = time.time() - t0
     if res.returncode != 0:
         raise SystemExit(f"slurm-rl job failed: {res.stdout} {res.stderr}")
@@ -98,8 +129,12 @@ def run_slurm_rl(nodes: int) -> dict[str, float]:
         first.setdefault(e["event"], e["t"])
     launch = min(e["t"] for e in events if e["event"] == "node_start")
     all_up = max(e["t"] for e in events if e["event"] == "node_up")
-    return {"all_up": all_up - launch, "connected": first["driver_connected"] - launch,
-            "wall": wall, "job": first["job_end"] - first["submitted"]}
+    return {
+        "all_up": all_up - launch,
+        "connected": first["driver_connected"] - launch,
+        "wall": wall,
+        "job": first["job_end"] - first["submitted"],
+    }
 
 
 def main() -> None:
@@ -119,9 +154,11 @@ def main() -> None:
         print(f"{name}: 3-node / 1-node bring-up = {ratio:.2f}x")
     for nodes in (1, 3):
         r = rows[("slurm-rl", nodes)]["all_up"] / rows[("raw ray start", nodes)]["all_up"]
-        print(f"slurm-rl / raw, {nodes} node(s), all nodes up: {r:.2f}x; no-op job: "
-              f"{rows[('slurm-rl', nodes)]['job']:.1f}s from the job dir (submitted -> batch script's end), "
-              f"{rows[('slurm-rl', nodes)]['wall']:.1f}s as `submit --wait` sees it")
+        print(
+            f"slurm-rl / raw, {nodes} node(s), all nodes up: {r:.2f}x; no-op job: "
+            f"{rows[('slurm-rl', nodes)]['job']:.1f}s from the job dir (submitted -> batch script's end), "
+            f"{rows[('slurm-rl', nodes)]['wall']:.1f}s as `submit --wait` sees it"
+        )
 
 
 if __name__ == "__main__":

@@ -48,13 +48,17 @@ def main() -> None:
     ray.init(num_cpus=N + 1, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
     cluster = RayVirtualCluster([N], use_gpus=False, name="bench")
     rng = random.Random(0)
-    patterns = {"every 4th item costs 10": [(i, 10 if i % 4 == 0 else 1) for i in range(64)],
-                "random costs 1..10": [(i, rng.randint(1, 10)) for i in range(64)]}
+    patterns = {
+        "every 4th item costs 10": [(i, 10 if i % 4 == 0 else 1) for i in range(64)],
+        "random costs 1..10": [(i, rng.randint(1, 10)) for i in range(64)],
+    }
     for name, items in patterns.items():
         ideal = sum(c for _, c in items) * UNIT_S / N
         rr, ll = balanced(cluster, "round_robin", items), balanced(cluster, "least_loaded", items)
-        print(f"{name:>24}: round_robin {rr:.2f} s, least_loaded {ll:.2f} s (ideal {ideal:.2f} s): "
-              f"least_loaded is {rr / ll:.2f}x faster")
+        print(
+            f"{name:>24}: round_robin {rr:.2f} s, least_loaded {ll:.2f} s (ideal {ideal:.2f} s): "
+            f"least_loaded is {rr / ll:.2f}x faster"
+        )
 
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy as PGS
 
@@ -62,9 +66,16 @@ def main() -> None:
 
     group = RayWorkerGroup(cluster, PROBE, restart_on_failure=True, name_prefix="health")
     pg = cluster.get_placement_groups()[0]
-    raw = [ray.remote(ProbeWorker).options(num_cpus=0, runtime_env={"env_vars": {"RANK": str(i), "MASTER_PORT": "0"}},
-                                           scheduling_strategy=PGS(placement_group=pg, placement_group_bundle_index=i))
-           .remote() for i in range(N)]
+    raw = [
+        ray.remote(ProbeWorker)
+        .options(
+            num_cpus=0,
+            runtime_env={"env_vars": {"RANK": str(i), "MASTER_PORT": "0"}},
+            scheduling_strategy=PGS(placement_group=pg, placement_group_bundle_index=i),
+        )
+        .remote()
+        for i in range(N)
+    ]
     ray.get([a.__ray_ready__.remote() for a in raw])
     t_raw, t_group = [], []
     for _ in range(50):  # warm both paths
@@ -78,8 +89,10 @@ def main() -> None:
         group.get_results(group.run_all_workers_single_data("noop"))
         t_group.append(time.perf_counter() - t0)
     raw_ms, group_ms = statistics.median(t_raw) * 1e3, statistics.median(t_group) * 1e3
-    print(f"no-op round trip on {N} workers: raw Ray {raw_ms:.3f} ms, group with health machinery {group_ms:.3f} ms: "
-          f"ratio {group_ms / raw_ms:.3f} (target <= 1.10)")
+    print(
+        f"no-op round trip on {N} workers: raw Ray {raw_ms:.3f} ms, group with health machinery {group_ms:.3f} ms: "
+        f"ratio {group_ms / raw_ms:.3f} (target <= 1.10)"
+    )
     group.shutdown(force=True)
     cluster.shutdown()
     ray.shutdown()

@@ -27,15 +27,33 @@ HERE = Path(__file__).resolve().parent
 
 def sdiag_rpcs() -> dict[str, int]:
     out = subprocess.run(["sdiag"], capture_output=True, text=True, timeout=30).stdout
-    section = out.split("Remote Procedure Call statistics by message type")[-1].split("Remote Procedure Call statistics by user")[0]
+    section = out.split("Remote Procedure Call statistics by message type")[-1].split(
+        "Remote Procedure Call statistics by user"
+    )[0]
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*(\w+)\s*\(\s*\d+\)\s*count:(\d+)", section, re.M)}
 
 
 def one_job(nodes: int) -> dict[str, object]:
     subprocess.run(["sdiag", "--reset"], check=True, capture_output=True, timeout=30)
-    res = subprocess.run([sys.executable, "-m", "slurm_rl", "submit", str(SPEC), str(HERE / "tasks_everywhere.py"),
-                          "--nodes", str(nodes), "--wait", "--json", "--name", f"scale{nodes}"],
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_rl",
+            "submit",
+            str(SPEC),
+            str(HERE / "tasks_everywhere.py"),
+            "--nodes",
+            str(nodes),
+            "--wait",
+            "--json",
+            "--name",
+            f"scale{nodes}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     data = json.loads(res.stdout.splitlines()[-1])
     rpcs = sdiag_rpcs()
     events = [json.loads(line) for line in Path(data["job_dir"], "events.jsonl").read_text().splitlines()]
@@ -44,9 +62,13 @@ def one_job(nodes: int) -> dict[str, object]:
     start = first("node_start")
     ups = [e for e in events if e["event"] == "node_up"]
     return {
-        "nodes": nodes, "exit": data["exit_code"], "slurm_calls": data.get("slurm_calls"),
-        "rpcs_total": sum(rpcs.values()), "rpcs": rpcs,
-        "all_up_s": round(last("node_up") - start, 2), "head_up_s": round(first("node_up") - start, 2),
+        "nodes": nodes,
+        "exit": data["exit_code"],
+        "slurm_calls": data.get("slurm_calls"),
+        "rpcs_total": sum(rpcs.values()),
+        "rpcs": rpcs,
+        "all_up_s": round(last("node_up") - start, 2),
+        "head_up_s": round(first("node_up") - start, 2),
         "driver_start_s": round(first("driver_start") - start, 2),
         "driver_connected_s": round(first("driver_connected") - start, 2),
         "job_s": round(last("job_end") - first("submitted"), 2),
@@ -63,8 +85,11 @@ def plot(rows: list[dict[str, object]], png: Path) -> None:
 
     n = [r["nodes"] for r in rows]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    for key, label in (("all_up_s", "all nodes up"), ("driver_connected_s", "driver connected"),
-                       ("head_up_s", "head up")):
+    for key, label in (
+        ("all_up_s", "all nodes up"),
+        ("driver_connected_s", "driver connected"),
+        ("head_up_s", "head up"),
+    ):
         a.plot(n, [r[key] for r in rows], marker="o", label=label)
     a.set(xlabel="nodes", ylabel="seconds from srun", title="bring-up on the lab (2 cores)")
     a.legend()
@@ -86,10 +111,13 @@ def main() -> None:
         print(json.dumps({k: v for k, v in r.items() if k != "rpcs"}))
     base = rows[0]
     for r in rows:
-        print(f"{r['nodes']:>3} nodes: all up {r['all_up_s']:5.1f} s, driver connected {r['driver_connected_s']:5.1f} s "
-              f"({r['driver_connected_s'] / base['driver_connected_s']:.2f}x of {base['nodes']}), job {r['job_s']:5.1f} s, "
-              f"RPCs {r['rpcs_total']} (slurm-rl's commands {r['slurm_calls']}), one Ray node "
-              f"{r['ray_cpu_s_per_node']} CPU-s, {r['ray_rss_mb_per_node']} MB")
+        print(
+            f"{r['nodes']:>3} nodes: all up {r['all_up_s']:5.1f} s, driver connected {r['driver_connected_s']:5.1f} s "
+            f"({r['driver_connected_s'] / base['driver_connected_s']:.2f}x of {base['nodes']}), "
+            f"job {r['job_s']:5.1f} s, "
+            f"RPCs {r['rpcs_total']} (slurm-rl's commands {r['slurm_calls']}), one Ray node "
+            f"{r['ray_cpu_s_per_node']} CPU-s, {r['ray_rss_mb_per_node']} MB"
+        )
     print("RPCs by type at the largest size:", json.dumps(rows[-1]["rpcs"]))
     plot(rows, Path(args.png))
     print(f"plot: {args.png}")

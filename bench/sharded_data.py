@@ -38,12 +38,17 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=15)
     args = ap.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=DP * TP, include_dashboard=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parent)}})
+    ray.init(
+        num_cpus=DP * TP, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parent)}}
+    )
     cluster = RayVirtualCluster([DP * TP], use_gpus=False, name="bench")
     layout = NamedSharding([[d * TP + t for t in range(TP)] for d in range(DP)], ["data_parallel", "tensor_parallel"])
-    group = RayWorkerGroup(cluster, "bare_worker.Bare", sharding_annotations=layout,
-                           bundle_indices_list=[(0, [d * TP + t for t in range(TP)]) for d in range(DP)])
+    group = RayWorkerGroup(
+        cluster,
+        "bare_worker.Bare",
+        sharding_annotations=layout,
+        bundle_indices_list=[(0, [d * TP + t for t in range(TP)]) for d in range(DP)],
+    )
     actors = group.workers  # the same actors, called directly: only the dispatch differs
     rows = args.mib * 2**20 // (4 * 4096)
     batch = BatchedDataDict({"x": torch.randn(rows, 4096)})
@@ -51,9 +56,14 @@ def main() -> None:
     nbytes = batch["x"].numel() * 4
 
     def ours() -> list[int]:
-        fut = group.run_all_workers_sharded_data("consume", data=batch, in_sharded_axes=["data_parallel"],
-                                                 replicate_on_axes=["tensor_parallel"],
-                                                 output_is_replicated=["tensor_parallel"], common_kwargs=common)
+        fut = group.run_all_workers_sharded_data(
+            "consume",
+            data=batch,
+            in_sharded_axes=["data_parallel"],
+            replicate_on_axes=["tensor_parallel"],
+            output_is_replicated=["tensor_parallel"],
+            common_kwargs=common,
+        )
         return group.get_all_worker_results(fut)
 
     def raw() -> list[int]:
@@ -65,14 +75,16 @@ def main() -> None:
     assert ours() == raw() == [rows // DP] * DP
     t_ours, t_raw = [], []
     for i in range(args.repeat):  # interleaved, alternating which goes first
-        for side in ((ours, raw) if i % 2 == 0 else (raw, ours)):
+        for side in (ours, raw) if i % 2 == 0 else (raw, ours):
             t0 = time.perf_counter()
             side()
             (t_ours if side is ours else t_raw).append(time.perf_counter() - t0)
     o, r = statistics.median(t_ours), statistics.median(t_raw)
     print(f"{args.mib} MiB batch + 4 MiB common kwargs to {DP}x{TP} workers, median of {args.repeat}:")
-    print(f"  run_all_workers_sharded_data {nbytes / o / 2**30:.2f} GiB/s ({o * 1e3:.1f} ms); "
-          f"raw handles+refs {nbytes / r / 2**30:.2f} GiB/s ({r * 1e3:.1f} ms) -> {r / o:.2f}x of raw (target >= 0.9)")
+    print(
+        f"  run_all_workers_sharded_data {nbytes / o / 2**30:.2f} GiB/s ({o * 1e3:.1f} ms); "
+        f"raw handles+refs {nbytes / r / 2**30:.2f} GiB/s ({r * 1e3:.1f} ms) -> {r / o:.2f}x of raw (target >= 0.9)"
+    )
     group.shutdown()
     cluster.shutdown()
     ray.shutdown()

@@ -15,5 +15,7 @@ def where() -> str:
 
 init_ray()
 nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
-hosts = ray.get([where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote() for n in nodes])
+hosts = ray.get(
+    [where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote() for n in nodes]
+)
 print(f"one task on each of {len(set(hosts))} nodes")

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from _lab import HOLD, REPO, job_pids, submit_json, wait_file
 
@@ -37,8 +38,20 @@ def one(kind: str) -> float:
     watcher = threading.Thread(target=watch_until_clean, args=(data["job_id"], t0, seen))
     watcher.start()
     if kind == "teardown":
-        subprocess.run([sys.executable, "-m", "slurm_rl", "teardown", str(data["job_id"]), "--spec",
-                        str(REPO / "cluster_specs" / "lab.json")], check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "slurm_rl",
+                "teardown",
+                str(data["job_id"]),
+                "--spec",
+                str(REPO / "cluster_specs" / "lab.json"),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
     else:
         subprocess.run(["scancel", str(data["job_id"])], check=True, timeout=30)
     returned = time.monotonic() - t0

@@ -50,11 +50,13 @@ def main() -> None:
     cold = create(cluster, UV)
     warm, system = [], []
     for i in range(args.repeat):
-        for fqn in ((UV, SYSTEM) if i % 2 == 0 else (SYSTEM, UV)):
+        for fqn in (UV, SYSTEM) if i % 2 == 0 else (SYSTEM, UV):
             (warm if fqn == UV else system).append(create(cluster, fqn))
     w, s = statistics.median(warm), statistics.median(system)
-    print(f"create {N} workers: uv env cold {cold:.2f}s, warm {w:.2f}s; SYSTEM {s:.2f}s "
-          f"-> warm/SYSTEM {w / s:.2f}x (target <= 1.2)")
+    print(
+        f"create {N} workers: uv env cold {cold:.2f}s, warm {w:.2f}s; SYSTEM {s:.2f}s "
+        f"-> warm/SYSTEM {w / s:.2f}x (target <= 1.2)"
+    )
     cluster.shutdown()
     ray.shutdown()
 

@@ -18,9 +18,26 @@ EXPERIMENT = ROOT / "tests" / "lab" / "experiments" / "rollouts_check.py"
 
 
 def run(nodes: int, items: str, sleep_s: str) -> float:
-    res = subprocess.run([sys.executable, "-m", "slurm_rl.login.cli", "submit", str(ROOT / "cluster_specs" / "lab.json"),
-                          str(EXPERIMENT), "--nodes", str(nodes), "--wait", "--json", "--", items, sleep_s],
-                         capture_output=True, text=True, timeout=900)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_rl.login.cli",
+            "submit",
+            str(ROOT / "cluster_specs" / "lab.json"),
+            str(EXPERIMENT),
+            "--nodes",
+            str(nodes),
+            "--wait",
+            "--json",
+            "--",
+            items,
+            sleep_s,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     data = json.loads(res.stdout.splitlines()[-1])
     out = json.loads((Path(data["job_dir"]) / "rollouts_check.json").read_text())
     assert len(out["hosts"]) == nodes, out["hosts"]
@@ -32,8 +49,10 @@ def main() -> None:
     sleep_s = sys.argv[2] if len(sys.argv) > 2 else "0.5"
     one, three = run(1, items, sleep_s), run(3, items, sleep_s)
     ideal = int(items) * float(sleep_s)
-    print(f"verify {items} items of {sleep_s} s (serial {ideal:.1f} s), 4 at once per node: "
-          f"1 node {one:.2f} s, 3 nodes {three:.2f} s: {one / three:.2f}x faster on 3 nodes (goal >= 2.5x)")
+    print(
+        f"verify {items} items of {sleep_s} s (serial {ideal:.1f} s), 4 at once per node: "
+        f"1 node {one:.2f} s, 3 nodes {three:.2f} s: {one / three:.2f}x faster on 3 nodes (goal >= 2.5x)"
+    )
 
 
 if __name__ == "__main__":

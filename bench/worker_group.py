@@ -44,22 +44,27 @@ def main() -> None:
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy as PGS
 
     def bare_actors(num_cpus: int) -> list:  # type: ignore[type-arg]
-        made = [ray.remote(Bare).options(num_cpus=num_cpus, scheduling_strategy=PGS(
-            placement_group=pg, placement_group_bundle_index=i)).remote() for i in range(N)]
+        made = [
+            ray.remote(Bare)
+            .options(num_cpus=num_cpus, scheduling_strategy=PGS(placement_group=pg, placement_group_bundle_index=i))
+            .remote()
+            for i in range(N)
+        ]
         ray.get([a.__ray_ready__.remote() for a in made])
         return made
 
     def settle() -> None:
         """Wait until killed actors' processes are gone, so each side starts from the same state."""
         end = time.monotonic() + 60
-        while time.monotonic() < end and any(p.info["name"].startswith("ray::Bare")
-                                              for p in psutil.process_iter(["name"])):
+        while time.monotonic() < end and any(
+            p.info["name"].startswith("ray::Bare") for p in psutil.process_iter(["name"])
+        ):
             time.sleep(0.1)
 
     cluster.get_master_address_and_port()  # warm: both sides then find an idle worker process
     create_raw, create_grp = [], []
     for i in range(4):  # alternate which side goes first
-        for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+        for side in (0, 1) if i % 2 == 0 else (1, 0):
             settle()
             if side == 0:
                 t, actors = timed(lambda: bare_actors(1))
@@ -107,10 +112,14 @@ def main() -> None:
     c_raw, c_grp = statistics.median(create_raw), statistics.median(create_grp)
     r_raw, r_grp = statistics.median(raw_rt) * 1e3, statistics.median(grp_rt) * 1e3
     p_raw, p_grp = statistics.median(put_raw), statistics.median(dispatch)
-    print(f"create {N} workers: group {c_grp:.2f}s vs bare actors {c_raw:.2f}s -> {c_grp / c_raw:.2f}x (target <= 1.15)")
+    print(
+        f"create {N} workers: group {c_grp:.2f}s vs bare actors {c_raw:.2f}s -> {c_grp / c_raw:.2f}x (target <= 1.15)"
+    )
     print(f"no-op round trip: group {r_grp:.3f}ms vs raw {r_raw:.3f}ms -> {r_grp / r_raw:.2f}x (target <= 1.1)")
-    print(f"256 MiB to {N} workers: shard+dispatch {nbytes / p_grp / 2**30:.2f} GiB/s vs raw ray.put "
-          f"{nbytes / p_raw / 2**30:.2f} GiB/s -> {p_raw / p_grp:.2f}x of raw bandwidth (target >= 0.5)")
+    print(
+        f"256 MiB to {N} workers: shard+dispatch {nbytes / p_grp / 2**30:.2f} GiB/s vs raw ray.put "
+        f"{nbytes / p_raw / 2**30:.2f} GiB/s -> {p_raw / p_grp:.2f}x of raw bandwidth (target >= 0.5)"
+    )
     group.shutdown()
     cluster.shutdown()
     ray.shutdown()

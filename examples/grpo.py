@@ -46,8 +46,9 @@ class PolicyNet(torch.nn.Module):
     def __init__(self, hidden: int = 64) -> None:
         super().__init__()
         self.embed = torch.nn.Embedding(DIGITS, hidden)
-        self.mlp = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
-                                       torch.nn.Linear(hidden, ANSWERS))
+        self.mlp = torch.nn.Sequential(
+            torch.nn.ReLU(), torch.nn.Linear(hidden, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, ANSWERS)
+        )
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return self.mlp(self.embed(a) + self.embed(b))  # order-free, as addition is
@@ -59,8 +60,9 @@ def generator(seed: int, step: int, stream: int) -> torch.Generator:
 
 def prompts(seed: int, step: int, count: int) -> BatchedDataDict:
     g = generator(seed, step, 0)
-    return BatchedDataDict({"a": torch.randint(0, DIGITS, (count,), generator=g),
-                            "b": torch.randint(0, DIGITS, (count,), generator=g)})
+    return BatchedDataDict(
+        {"a": torch.randint(0, DIGITS, (count,), generator=g), "b": torch.randint(0, DIGITS, (count,), generator=g)}
+    )
 
 
 def verify(a: torch.Tensor, b: torch.Tensor, answer: torch.Tensor) -> torch.Tensor:
@@ -135,8 +137,15 @@ class PolicyWorker:
     def save(self, path: str, extra: dict[str, Any]) -> None:
         """Model, optimizer and RNG states plus ``extra``, written to a temp file then renamed."""
         tmp = f"{path}.tmp-{os.getpid()}"
-        torch.save({"model": self.model.module.state_dict(), "optimizer": self.opt.state_dict(),
-                    "torch_rng": torch.get_rng_state(), **extra}, tmp)
+        torch.save(
+            {
+                "model": self.model.module.state_dict(),
+                "optimizer": self.opt.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                **extra,
+            },
+            tmp,
+        )
         os.replace(tmp, path)
 
     def load(self, path: str) -> dict[str, Any]:
@@ -157,8 +166,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers-per-node", type=int, default=1, help="policy (and generation) workers per node")
     p.add_argument("--checkpoint-every", type=int, default=10, help="checkpoint every K steps (default 10)")
     p.add_argument("--out", default=None, help="where checkpoints and metrics go (default: the job dir)")
-    p.add_argument("--health-every", type=int, default=50, help="print the workers' status and usage tables "
-                   "every N steps and at the end (default 50)")
+    p.add_argument(
+        "--health-every",
+        type=int,
+        default=50,
+        help="print the workers' status and usage tables every N steps and at the end (default 50)",
+    )
     p.add_argument("--no-plots", action="store_true", help="skip the PNGs at the end")
     return p.parse_args(argv)
 
@@ -176,16 +189,24 @@ def main(argv: list[str] | None = None) -> None:
     need = 2 * args.workers_per_node  # each bundle holds a policy and a generation worker, 1 CPU each
     nodes = sorted({n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) >= need})
     if not nodes:
-        raise SystemExit(f"grpo.py: no Ray node has {need} CPUs for --workers-per-node {args.workers_per_node} "
-                         f"(a policy and a generation worker share each bundle); lower --workers-per-node")
+        raise SystemExit(
+            f"grpo.py: no Ray node has {need} CPUs for --workers-per-node {args.workers_per_node} "
+            f"(a policy and a generation worker share each bundle); lower --workers-per-node"
+        )
     world = len(nodes) * args.workers_per_node
     if args.prompts % world:  # every data-parallel rank gets the same number of prompts
         args.prompts += world - args.prompts % world
         print(f"{args.prompts} prompts per step: a multiple of the {world} data-parallel workers", flush=True)
-    cluster = RayVirtualCluster([args.workers_per_node] * len(nodes), use_gpus=False, enable_colocation=True,
-                                communication_backend="gloo", name="grpo")
-    policy = RayWorkerGroup(cluster, RayWorkerBuilder(PolicyWorker, args.seed, args.lr), name_prefix="policy",
-                            restart_on_failure=True)
+    cluster = RayVirtualCluster(
+        [args.workers_per_node] * len(nodes),
+        use_gpus=False,
+        enable_colocation=True,
+        communication_backend="gloo",
+        name="grpo",
+    )
+    policy = RayWorkerGroup(
+        cluster, RayWorkerBuilder(PolicyWorker, args.seed, args.lr), name_prefix="policy", restart_on_failure=True
+    )
     generation = RayWorkerGroup(cluster, RayWorkerBuilder(GenerationWorker, args.seed), name_prefix="generation")
     start = 0
     if checkpoint.exists():
@@ -206,20 +227,30 @@ def main(argv: list[str] | None = None) -> None:
             for step in range(start, args.steps):
                 t0 = time.perf_counter()
                 batch = prompts(args.seed, step, args.prompts).repeat_interleave(args.group_size)
-                rollout = BatchedDataDict.from_batches(generation.get_all_worker_results(
-                    generation.run_all_workers_multiple_data("generate", batch.shard_by_batch_size(world),
-                                                             common_kwargs={"step": step})))
+                rollout = BatchedDataDict.from_batches(
+                    generation.get_all_worker_results(
+                        generation.run_all_workers_multiple_data(
+                            "generate", batch.shard_by_batch_size(world), common_kwargs={"step": step}
+                        )
+                    )
+                )
                 rewards = verify(rollout["a"], rollout["b"], rollout["answer"])
                 rollout["advantage"] = grpo_advantages(rewards, args.group_size)
                 losses = policy.get_all_worker_results(
-                    policy.run_all_workers_multiple_data("train", rollout.shard_by_batch_size(world)))
+                    policy.run_all_workers_multiple_data("train", rollout.shard_by_batch_size(world))
+                )
                 weights = policy.run_single_worker_single_data("state_dict", 0)
                 generation.get_results(generation.run_all_workers_single_data("load_weights", weights))
                 reward = float(rewards.mean())
                 accuracy = float((rewards == 1.0).float().mean())
                 seconds = time.perf_counter() - t0
-                metrics.log(step=step, reward=reward, accuracy=accuracy,
-                            loss=sum(m["loss"] for m in losses) / len(losses), step_s=seconds)
+                metrics.log(
+                    step=step,
+                    reward=reward,
+                    accuracy=accuracy,
+                    loss=sum(m["loss"] for m in losses) / len(losses),
+                    step_s=seconds,
+                )
                 bar.update(task, advance=1, description=f"GRPO step {step} reward {reward:.3f} acc {accuracy:.2f}")
                 print(f"step {step:3d}  reward {reward:.3f}  accuracy {accuracy:.2f}  {seconds:.2f} s", flush=True)
                 if (step + 1) % args.checkpoint_every == 0 or step + 1 == args.steps:

@@ -12,7 +12,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 
-def on_preempt(callback):  # type: ignore[no-untyped-def]
+def on_preempt(callback):
     """Register a callback for SLURM's warning signal (see slurm_rl.driver.preempt.on_preempt)."""
     from .driver.preempt import on_preempt as _on_preempt
 

@@ -15,14 +15,24 @@ LAB = REPO / "tests" / "lab" / "slurm-lab"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``lab_last`` (they restart the lab) run after all others, whatever their
-    file names; the sort is stable, so the rest keep their order."""
+    """Layers: every test under tests/lab is ``lab``; a unit test that starts a local Ray is
+    marked ``ray`` in its module; the rest are ``unit`` (`pytest -m unit`: seconds, no Ray, no
+    SLURM). Tests marked ``lab_last`` (they restart the lab) run after all others, whatever
+    their file names; the sort is stable, so the rest keep their order."""
+    for item in items:
+        if "tests/lab/" in str(item.path).replace("\\", "/"):
+            item.add_marker(pytest.mark.lab)
+        elif item.get_closest_marker("ray") is None:
+            item.add_marker(pytest.mark.unit)
     items.sort(key=lambda item: item.get_closest_marker("lab_last") is not None)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--update-goldens", action="store_true",
-                     help="rewrite tests/golden/* from the current render instead of comparing")
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        help="rewrite tests/golden/* from the current render instead of comparing",
+    )
 
 
 @pytest.fixture
@@ -30,12 +40,20 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens"))
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run the real `slurm-rl` entry point in a subprocess (exit codes and stderr as users see)."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "slurm_rl", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "slurm_rl", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def lab_nodes() -> list[str]:
@@ -43,17 +61,24 @@ def lab_nodes() -> list[str]:
     if shutil.which("sinfo") is None:
         return []
     try:
-        out = subprocess.run(["sinfo", "-h", "-N", "-p", "lab", "-o", "%N %t"], capture_output=True,
-                             text=True, timeout=10, check=False).stdout
+        out = subprocess.run(
+            ["sinfo", "-h", "-N", "-p", "lab", "-o", "%N %t"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
     except subprocess.TimeoutExpired:
         return []
-    return sorted({line.split()[0] for line in out.splitlines()
-                   if len(line.split()) == 2 and line.split()[1] in ("idle", "mix", "alloc")})
+    return sorted(
+        {
+            line.split()[0]
+            for line in out.splitlines()
+            if len(line.split()) == 2 and line.split()[1] in ("idle", "mix", "alloc")
+        }
+    )
 
 
 def lab_exec(node: str, *cmd: str, timeout: float = 30) -> str:
-    return subprocess.run([str(LAB), "exec", node, "--", *cmd], capture_output=True, text=True,
-                          timeout=timeout, check=True).stdout
+    return subprocess.run(
+        [str(LAB), "exec", node, "--", *cmd], capture_output=True, text=True, timeout=timeout, check=True
+    ).stdout
 
 
 @pytest.fixture(scope="session")

@@ -1,1 +1,2 @@
-"""Shared by every stage: errors, the spec, job dir paths, the job manifest, events, exits, the SLURM client, process discovery."""
+"""Shared by every stage: errors, the spec, the job options and manifest, the job environment,
+job dir paths, events, exits, the SLURM client, process discovery."""

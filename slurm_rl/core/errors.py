@@ -28,8 +28,7 @@ class SpecError(UsageError):
 class SlurmCommandError(SlurmRlError):
     """A SLURM command failed; carries argv, exit code, stdout and stderr."""
 
-    def __init__(self, argv: Sequence[str], returncode: int | None, stdout: str, stderr: str,
-                 hint: str = "") -> None:
+    def __init__(self, argv: Sequence[str], returncode: int | None, stdout: str, stderr: str, hint: str = "") -> None:
         self.argv = list(argv)
         self.returncode = returncode
         self.stdout = stdout

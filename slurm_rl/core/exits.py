@@ -18,6 +18,7 @@ STOPPED_RC = 128 + signal.SIGTERM  # 143: the job was stopped from outside (scan
 REQUEUE_RC = 75  # EX_TEMPFAIL: the driver asks for another attempt (slurm_rl.requeue)
 REQUESTED_REQUEUE_LIMIT = 20  # attempts a job may ask for by itself (on top of --requeue for failures)
 
+
 def shell_exit_code(returncode: int) -> int:
     """``subprocess`` return code -> what a shell would report (a signal N becomes 128 + N)."""
     return 128 - returncode if returncode < 0 else returncode

@@ -19,8 +19,9 @@ _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$")
 
 def _sbatch_name(v: str) -> str:
     if not SBATCH_NAME.match(v):
-        raise ValueError("has characters SLURM does not allow in names (letters, digits, '_', '.', '-'; "
-                         "',' between several)")
+        raise ValueError(
+            "has characters SLURM does not allow in names (letters, digits, '_', '.', '-'; ',' between several)"
+        )
     return v
 
 
@@ -68,7 +69,7 @@ def time_minutes(value: str) -> float:
     days, _, rest = value.rpartition("-")
     parts = [int(p) for p in rest.split(":")]
     if days:
-        hours, minutes, seconds = (parts + [0, 0])[:3]
+        hours, minutes, seconds = [*parts, 0, 0][:3]
     elif len(parts) == 3:
         hours, minutes, seconds = parts
     else:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .nodelist import expand_hostlist
 
-JOB_DIR_ENV = "SLURM_RL_JOB_DIR"          # set by the batch script, local runs and the driver's env
+JOB_DIR_ENV = "SLURM_RL_JOB_DIR"  # set by the batch script, local runs and the driver's env
 EXTERNAL_RAY_ENV = "SLURM_RL_EXTERNAL_RAY"  # a run on a Ray cluster slurm-rl did not start
 
 
@@ -29,31 +29,33 @@ def _int(raw: str | None, default: int = 0) -> int:
 class JobEnvironment:
     """What this process knows about the job it is part of (all optional outside a job)."""
 
-    job_id: str | None           # SLURM_JOB_ID (a hetjob component's own id)
-    attempt: int                 # SLURM_RESTART_COUNT: 0 for the first run, +1 per requeue
-    job_dir: Path | None         # SLURM_RL_JOB_DIR: the slurm-rl job dir
-    node: str                    # SLURMD_NODENAME, else the host name
-    node_rank: int               # SLURM_NODEID
-    nodelist: str | None         # SLURM_JOB_NODELIST (compressed hostlist)
-    cpus_on_node: int            # SLURM_CPUS_ON_NODE
-    gpus_on_node: int            # SLURM_GPUS_ON_NODE
-    external_ray: str | None     # HOST:PORT of a Ray cluster slurm-rl did not start (cluster_type "ray")
-    environ: Mapping[str, str]   # the variables read, for what only a few callers need
+    job_id: str | None  # SLURM_JOB_ID (a hetjob component's own id)
+    attempt: int  # SLURM_RESTART_COUNT: 0 for the first run, +1 per requeue
+    job_dir: Path | None  # SLURM_RL_JOB_DIR: the slurm-rl job dir
+    node: str  # SLURMD_NODENAME, else the host name
+    node_rank: int  # SLURM_NODEID
+    nodelist: str | None  # SLURM_JOB_NODELIST (compressed hostlist)
+    cpus_on_node: int  # SLURM_CPUS_ON_NODE
+    gpus_on_node: int  # SLURM_GPUS_ON_NODE
+    external_ray: str | None  # HOST:PORT of a Ray cluster slurm-rl did not start (cluster_type "ray")
+    environ: Mapping[str, str]  # the variables read, for what only a few callers need
 
     @classmethod
     def current(cls, environ: Mapping[str, str] | None = None) -> JobEnvironment:
         env = os.environ if environ is None else environ
         job_dir = env.get(JOB_DIR_ENV)
-        return cls(job_id=env.get("SLURM_JOB_ID") or None,
-                   attempt=_int(env.get("SLURM_RESTART_COUNT")),
-                   job_dir=Path(job_dir) if job_dir else None,
-                   node=env.get("SLURMD_NODENAME") or socket.gethostname(),
-                   node_rank=_int(env.get("SLURM_NODEID")),
-                   nodelist=env.get("SLURM_JOB_NODELIST") or None,
-                   cpus_on_node=_int(env.get("SLURM_CPUS_ON_NODE"), 1),
-                   gpus_on_node=_int(env.get("SLURM_GPUS_ON_NODE")),
-                   external_ray=env.get(EXTERNAL_RAY_ENV) or None,
-                   environ=dict(env))
+        return cls(
+            job_id=env.get("SLURM_JOB_ID") or None,
+            attempt=_int(env.get("SLURM_RESTART_COUNT")),
+            job_dir=Path(job_dir) if job_dir else None,
+            node=env.get("SLURMD_NODENAME") or socket.gethostname(),
+            node_rank=_int(env.get("SLURM_NODEID")),
+            nodelist=env.get("SLURM_JOB_NODELIST") or None,
+            cpus_on_node=_int(env.get("SLURM_CPUS_ON_NODE"), 1),
+            gpus_on_node=_int(env.get("SLURM_GPUS_ON_NODE")),
+            external_ray=env.get(EXTERNAL_RAY_ENV) or None,
+            environ=dict(env),
+        )
 
     @property
     def in_slurm_job(self) -> bool:
@@ -72,8 +74,11 @@ class JobEnvironment:
     def nodes_and_rank(self) -> tuple[list[str], int]:
         """All nodes of the job in SLURM's order (head first) and this node's place. A
         heterogeneous job's step sees its components' lists in SLURM_JOB_NODELIST_HET_GROUP_<k>."""
-        groups = sorted((int(k.rsplit("_", 1)[1]), v) for k, v in self.environ.items()
-                        if k.startswith("SLURM_JOB_NODELIST_HET_GROUP_") and k.rsplit("_", 1)[1].isdigit())
+        groups = sorted(
+            (int(k.rsplit("_", 1)[1]), v)
+            for k, v in self.environ.items()
+            if k.startswith("SLURM_JOB_NODELIST_HET_GROUP_") and k.rsplit("_", 1)[1].isdigit()
+        )
         if groups:
             nodes = [n for _, hostlist in groups for n in expand_hostlist(hostlist)]
             return nodes, nodes.index(self.node) if self.node in nodes else self.node_rank

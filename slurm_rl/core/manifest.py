@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import JobError
 from .events import write_atomic
@@ -42,9 +42,16 @@ class Container(BaseModel):
     def launch(self, job_id: str) -> tuple[list[str], list[str]]:
         """(extra srun flags, command prefix) as argv items, unquoted."""
         if self.runtime == "pyxis":
-            return ([f"--container-image={self.image}", f"--container-mounts={','.join(self.mounts)}",
-                     f"--container-name=slurm-rl-{job_id}", "--no-container-mount-home",
-                     f"--container-workdir={self.workdir}"], [])
+            return (
+                [
+                    f"--container-image={self.image}",
+                    f"--container-mounts={','.join(self.mounts)}",
+                    f"--container-name=slurm-rl-{job_id}",
+                    "--no-container-mount-home",
+                    f"--container-workdir={self.workdir}",
+                ],
+                [],
+            )
         if self.runtime == "apptainer":
             prefix = ["apptainer", "exec", "--containall", "--pwd", self.workdir]
             for m in self.mounts:
@@ -62,11 +69,15 @@ class JobManifest(JobOptions):
     format: int = MANIFEST_FORMAT
     slurm_rl_version: str
     cluster_name: str
-    experiment_src_dir: str = ""       # imports next to the original experiment keep working
-    node_type_from_node_name: dict[str, str] = {}   # regex -> type: Ray resource node_type:<type>
-    gpu_type_from_node_name: dict[str, str] = {}    # regex -> type: Ray resource gpu_type:<type> (per GPU)
+    experiment_src_dir: str = ""  # imports next to the original experiment keep working
+    node_type_from_node_name: dict[str, str] = Field(
+        default_factory=dict
+    )  # regex -> type: Ray resource node_type:<type>
+    gpu_type_from_node_name: dict[str, str] = Field(
+        default_factory=dict
+    )  # regex -> type: Ray resource gpu_type:<type> (per GPU)
     setup: tuple[str, ...] = ()
-    setup_first_line: int = 0          # line of setup[0] in the node script (blames a failing line)
+    setup_first_line: int = 0  # line of setup[0] in the node script (blames a failing line)
     container: Container = Container()
 
     def to_json(self) -> str:
@@ -98,14 +109,18 @@ def load_manifest(path: Path) -> JobManifest:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise JobError(f"{path} does not exist: this job dir was not written by slurm-rl "
-                       f"(or by a version before manifests); resubmit the job") from None
+        raise JobError(
+            f"{path} does not exist: this job dir was not written by slurm-rl "
+            f"(or by a version before manifests); resubmit the job"
+        ) from None
     except json.JSONDecodeError as exc:
         raise JobError(f"{path} is not valid JSON ({exc}); resubmit the job") from None
     found = data.get("format") if isinstance(data, dict) else None
     if found != MANIFEST_FORMAT:
-        raise JobError(f"{path} has manifest format {found!r}, this slurm-rl reads format {MANIFEST_FORMAT}; "
-                       f"use the slurm-rl version that submitted the job ({data.get('slurm_rl_version', '?')})")
+        raise JobError(
+            f"{path} has manifest format {found!r}, this slurm-rl reads format {MANIFEST_FORMAT}; "
+            f"use the slurm-rl version that submitted the job ({data.get('slurm_rl_version', '?')})"
+        )
     try:
         return JobManifest.model_validate(data)
     except ValidationError as exc:

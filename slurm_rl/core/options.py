@@ -37,43 +37,63 @@ class JobOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    experiment: str = ""               # the driver script; "" is an interactive cluster (no driver)
+    experiment: str = ""  # the driver script; "" is an interactive cluster (no driver)
     experiment_args: tuple[str, ...] = ()
     user: str = "user"
     workdir: str = "/"
     python: str = spec_default("python3")  # the interpreter on the nodes (login: spec.python or the submitter's)
     nodes: int = option(1, "-N", "--nodes", help="Nodes: one Ray node on each.")
     gpus_per_node: int = option(0, "--gpus-per-node", spec=True, help="GPUs per node.")
-    cpus_per_node: int | None = option(None, "--cpus-per-node", spec=True,
-                                       help="CPUs per node for Ray (unset: what SLURM gives).")
-    time: SlurmTime | None = option(None, "-t", "--time", metavar="TIME",
-                                    help="Time limit, e.g. 30, 1:00:00, 2-00:00:00.")
+    cpus_per_node: int | None = option(
+        None, "--cpus-per-node", spec=True, help="CPUs per node for Ray (unset: what SLURM gives)."
+    )
+    time: SlurmTime | None = option(
+        None, "-t", "--time", metavar="TIME", help="Time limit, e.g. 30, 1:00:00, 2-00:00:00."
+    )
     partition: SlurmName | None = option(None, "-p", "--partition", spec=True, help="Partition.")
     account: SlurmName | None = option(None, "-A", "--account", spec=True, help="Account.")
-    name: str = option("", "-J", "--name",
-                       help="Job name, also the job dir's parent (default: the experiment's file name).")
-    container_image: str | None = option(None, "--container-image", metavar="IMAGE",
-                                         help="Override the spec's cpu_image/gpu_image.")
-    port_base: int | None = option(None, "--port-base", metavar="PORT",
-                                   help="Pin the Ray daemons' ports to PORT..PORT+9 (unset: free ports "
-                                        "picked on each node at start).")
-    ready_timeout_s: float = option(180.0, "--ready-timeout", metavar="SECONDS",
-                                    help="Seconds for all nodes to join before the job fails.")
-    oversubscribe: bool = option(False, "--oversubscribe",
-                                 help="Let other jobs share this job's nodes (sbatch --oversubscribe).")
-    signal: str = option(DEFAULT_SIGNAL, "--signal",
-                         help="Warning signal before the time limit; the driver gets it via "
-                              "slurm_rl.on_preempt(callback). Never USR1 (NCCL's).")
-    requeue: int = option(0, "--requeue", metavar="N",
-                          help="Requeue a failed job (driver exit != 0, lost node) up to N times.")
-    min_nodes: int | None = option(None, "--min-nodes", metavar="K",
-                                   help="Go on once K nodes are up (unset: all); the rest join later.")
+    name: str = option(
+        "", "-J", "--name", help="Job name, also the job dir's parent (default: the experiment's file name)."
+    )
+    container_image: str | None = option(
+        None, "--container-image", metavar="IMAGE", help="Override the spec's cpu_image/gpu_image."
+    )
+    port_base: int | None = option(
+        None,
+        "--port-base",
+        metavar="PORT",
+        help="Pin the Ray daemons' ports to PORT..PORT+9 (unset: free ports picked on each node at start).",
+    )
+    ready_timeout_s: float = option(
+        180.0, "--ready-timeout", metavar="SECONDS", help="Seconds for all nodes to join before the job fails."
+    )
+    oversubscribe: bool = option(
+        False, "--oversubscribe", help="Let other jobs share this job's nodes (sbatch --oversubscribe)."
+    )
+    signal: str = option(
+        DEFAULT_SIGNAL,
+        "--signal",
+        help="Warning signal before the time limit; the driver gets it via "
+        "slurm_rl.on_preempt(callback). Never USR1 (NCCL's).",
+    )
+    requeue: int = option(
+        0, "--requeue", metavar="N", help="Requeue a failed job (driver exit != 0, lost node) up to N times."
+    )
+    min_nodes: int | None = option(
+        None, "--min-nodes", metavar="K", help="Go on once K nodes are up (unset: all); the rest join later."
+    )
     head_node: Literal["shared", "cpu"] = option(
-        "shared", "--head-node", help="cpu: one more node runs only the Ray head and the driver (no CPUs/GPUs "
-                                      "for Ray work).")
+        "shared",
+        "--head-node",
+        help="cpu: one more node runs only the Ray head and the driver (no CPUs/GPUs for Ray work).",
+    )
     head_partition: SlurmName | None = option(
-        None, "--head-partition", metavar="PARTITION", spec=True,
-        help="The CPU head's partition: one heterogeneous job, head + --nodes workers.")
+        None,
+        "--head-partition",
+        metavar="PARTITION",
+        spec=True,
+        help="The CPU head's partition: one heterogeneous job, head + --nodes workers.",
+    )
 
     # ---- checks: each names what is wrong; login/options.py puts the flag in front -------------
     @field_validator("nodes")
@@ -118,8 +138,10 @@ class JobOptions(BaseModel):
     @classmethod
     def _port_base(cls, v: int | None) -> int | None:
         if v is not None and not 1024 <= v <= 65535 - BLOCK_SIZE:
-            raise ValueError(f"must be 1024..{65535 - BLOCK_SIZE}; it pins {BLOCK_SIZE} ports from there "
-                             f"(or leave it out: slurm-rl picks free ports on each node)")
+            raise ValueError(
+                f"must be 1024..{65535 - BLOCK_SIZE}; it pins {BLOCK_SIZE} ports from there "
+                f"(or leave it out: slurm-rl picks free ports on each node)"
+            )
         return v
 
     @field_validator("ready_timeout_s")
@@ -182,8 +204,11 @@ def flag_fields() -> dict[str, dict[str, Any]]:
 
 def spec_fields() -> list[str]:
     """Options whose default is the spec's field of the same name."""
-    return [name for name, info in JobOptions.model_fields.items()
-            if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("spec")]
+    return [
+        name
+        for name, info in JobOptions.model_fields.items()
+        if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("spec")
+    ]
 
 
 def flag_of(field: str) -> str:

@@ -158,5 +158,5 @@ def current_user() -> str:
 
     try:
         return getpass.getuser()
-    except Exception:  # no passwd entry in some containers
+    except (KeyError, OSError):  # no passwd entry in some containers
         return str(os.getuid())

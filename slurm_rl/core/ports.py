@@ -19,7 +19,7 @@ from .errors import UsageError
 
 PORT_RANGE_START = 10000
 PORT_RANGE_END = 32000  # below Linux's default ephemeral range (32768-60999)
-BLOCK_SIZE = 10         # daemon ports of an explicit --port-base block
+BLOCK_SIZE = 10  # daemon ports of an explicit --port-base block
 BLOCK_COUNT = (PORT_RANGE_END - PORT_RANGE_START) // 100
 
 
@@ -47,8 +47,8 @@ def free_port() -> int:
 class RayPorts:
     """The ports one node's Ray uses; None or 0 means Ray (or the OS) picks."""
 
-    gcs: int | None = None            # head only
-    dashboard: int | None = None      # head only
+    gcs: int | None = None  # head only
+    dashboard: int | None = None  # head only
     dashboard_agent_listen: int | None = None
     node_manager: int = 0
     object_manager: int = 0
@@ -64,11 +64,16 @@ class RayPorts:
     def ray_start_args(self) -> list[str]:
         """Port flags shared by `ray start --head` and `ray start --address` (gcs/dashboard are
         the head's own flags)."""
-        flags = {"node-manager-port": self.node_manager, "object-manager-port": self.object_manager,
-                 "dashboard-agent-listen-port": self.dashboard_agent_listen,
-                 "dashboard-agent-grpc-port": self.dashboard_agent_grpc, "metrics-export-port": self.metrics_export,
-                 "runtime-env-agent-port": self.runtime_env_agent, "min-worker-port": self.min_worker,
-                 "max-worker-port": self.max_worker}
+        flags = {
+            "node-manager-port": self.node_manager,
+            "object-manager-port": self.object_manager,
+            "dashboard-agent-listen-port": self.dashboard_agent_listen,
+            "dashboard-agent-grpc-port": self.dashboard_agent_grpc,
+            "metrics-export-port": self.metrics_export,
+            "runtime-env-agent-port": self.runtime_env_agent,
+            "min-worker-port": self.min_worker,
+            "max-worker-port": self.max_worker,
+        }
         return [f"--{k}={v}" for k, v in flags.items() if v is not None]
 
 
@@ -78,16 +83,26 @@ def preferred_gcs_port(job_id: int) -> int:
 
 def check_port_base(port_base: int) -> None:
     if not 1024 <= port_base <= 65535 - BLOCK_SIZE:
-        raise UsageError(f"--port-base {port_base}: must be 1024..{65535 - BLOCK_SIZE}; it pins {BLOCK_SIZE} "
-                         f"ports from there (or leave it out: slurm-rl picks free ports on each node)")
+        raise UsageError(
+            f"--port-base {port_base}: must be 1024..{65535 - BLOCK_SIZE}; it pins {BLOCK_SIZE} "
+            f"ports from there (or leave it out: slurm-rl picks free ports on each node)"
+        )
 
 
 def block(port_base: int) -> RayPorts:
     """The explicit layout of ``--port-base``: every daemon port pinned, workers left to the OS."""
     check_port_base(port_base)
     b = port_base
-    return RayPorts(gcs=b, dashboard=b + 1, dashboard_agent_listen=b + 2, node_manager=b + 3, object_manager=b + 4,
-                    dashboard_agent_grpc=b + 5, metrics_export=b + 6, runtime_env_agent=b + 7)
+    return RayPorts(
+        gcs=b,
+        dashboard=b + 1,
+        dashboard_agent_listen=b + 2,
+        node_manager=b + 3,
+        object_manager=b + 4,
+        dashboard_agent_grpc=b + 5,
+        metrics_export=b + 6,
+        runtime_env_agent=b + 7,
+    )
 
 
 def choose_ports(job_id: int, port_base: int | None, head: bool) -> RayPorts:
@@ -96,9 +111,11 @@ def choose_ports(job_id: int, port_base: int | None, head: bool) -> RayPorts:
         pinned = block(port_base)
         for name, port in pinned.as_dict().items():
             if port and (head or name not in ("gcs", "dashboard")) and not port_free(port):
-                raise PortsBusy(f"--port-base {port_base}: port {port} ({name}) is already in use on this node; "
-                                f"choose another --port-base, or leave it out and slurm-rl picks free ports")
-        return pinned if head else RayPorts(**{**pinned.as_dict(), "gcs": None, "dashboard": None})
+                raise PortsBusy(
+                    f"--port-base {port_base}: port {port} ({name}) is already in use on this node; "
+                    f"choose another --port-base, or leave it out and slurm-rl picks free ports"
+                )
+        return pinned if head else RayPorts(**{**pinned.as_dict(), "gcs": None, "dashboard": None})  # type: ignore[arg-type]
     if not head:
         return RayPorts(dashboard_agent_listen=free_port())
     preferred = preferred_gcs_port(job_id)

@@ -34,7 +34,7 @@ def _environ_marker(proc: psutil.Process) -> str | None:
     key = MARKER_ENV.encode() + b"="
     for item in data.split(b"\0"):
         if item.startswith(key):
-            return item[len(key):].decode(errors="replace")
+            return item[len(key) :].decode(errors="replace")
     return None
 
 
@@ -57,8 +57,7 @@ def belongs_to_job(proc: psutil.Process, job_id: str, temp_dir: str | None) -> b
         return False
 
 
-def job_processes(job_id: str, temp_dir: str | None = None,
-                  exclude: Iterable[int] = ()) -> list[psutil.Process]:
+def job_processes(job_id: str, temp_dir: str | None = None, exclude: Iterable[int] = ()) -> list[psutil.Process]:
     """Processes of ``job_id`` on this node (this PID namespace), minus ``exclude`` and us."""
     skip = {os.getpid(), *exclude}
     found = []
@@ -97,9 +96,14 @@ def stop_processes(procs: list[psutil.Process], grace_s: float = 1.0) -> list[Ki
     return [Killed(pid, name, "KILL" if pid in alive_pids else "TERM") for pid, name in names.items()]
 
 
-def stop_job_processes(job_id: str, temp_dir: str | None, grace_s: float = 1.0,
-                       exclude: Iterable[int] = (), rounds: int = 3,
-                       also: Iterable[int] = ()) -> list[Killed]:
+def stop_job_processes(
+    job_id: str,
+    temp_dir: str | None,
+    grace_s: float = 1.0,
+    exclude: Iterable[int] = (),
+    rounds: int = 3,
+    also: Iterable[int] = (),
+) -> list[Killed]:
     """Stop every process of the job here (plus the pids in ``also``, e.g. our descendants);
     repeat so that children forked or re-parented meanwhile go too."""
     killed: list[Killed] = []

@@ -28,11 +28,14 @@ def subprocess_runner(argv: Sequence[str], timeout_s: float) -> Completed:
     try:
         p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as exc:
-        raise SlurmCommandError(argv, None, _text(exc.stdout), _text(exc.stderr),
-                                hint=f"no answer within {timeout_s:g} s; is slurmctld up?") from None
+        raise SlurmCommandError(
+            argv, None, _text(exc.stdout), _text(exc.stderr), hint=f"no answer within {timeout_s:g} s; is slurmctld up?"
+        ) from None
     except FileNotFoundError:
-        raise UsageError(f"`{argv[0]}` is not installed or not on PATH; run slurm-rl on a SLURM "
-                         f"login node, or use `slurm-rl run` for a local run") from None
+        raise UsageError(
+            f"`{argv[0]}` is not installed or not on PATH; run slurm-rl on a SLURM "
+            f"login node, or use `slurm-rl run` for a local run"
+        ) from None
     return Completed(p.returncode, p.stdout, p.stderr)
 
 
@@ -43,14 +46,25 @@ def _text(b: bytes | str | None) -> str:
 
 
 # Job states in which the job will not run again.
-FINISHED_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
-                   "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
+FINISHED_STATES = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "SPECIAL_EXIT",
+    "REVOKED",
+}
 
 
 @dataclass(frozen=True)
 class JobState:
     job_id: int
-    state: str           # e.g. PENDING, RUNNING, COMPLETED; "UNKNOWN" if SLURM forgot it
+    state: str  # e.g. PENDING, RUNNING, COMPLETED; "UNKNOWN" if SLURM forgot it
     nodelist: str = ""
     exit_code: int | None = None
     reason: str = ""
@@ -61,8 +75,18 @@ class JobState:
 
     @property
     def in_queue(self) -> bool:
-        return self.state in {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED",
-                              "REQUEUED", "RESIZING", "SIGNALING", "STAGE_OUT", "REQUEUE_HOLD"}
+        return self.state in {
+            "PENDING",
+            "RUNNING",
+            "CONFIGURING",
+            "COMPLETING",
+            "SUSPENDED",
+            "REQUEUED",
+            "RESIZING",
+            "SIGNALING",
+            "STAGE_OUT",
+            "REQUEUE_HOLD",
+        }
 
 
 class SlurmClient:
@@ -73,8 +97,7 @@ class SlurmClient:
         self.timeout_s = timeout_s
         self.calls = 0
 
-    def run(self, argv: Sequence[str], timeout_s: float | None = None, check: bool = True,
-            hint: str = "") -> Completed:
+    def run(self, argv: Sequence[str], timeout_s: float | None = None, check: bool = True, hint: str = "") -> Completed:
         self.calls += 1  # every SLURM command this client ran (slurmctld load: sites police it)
         res = self.runner(argv, timeout_s or self.timeout_s)
         if check and res.returncode != 0:
@@ -113,10 +136,16 @@ class SlurmClient:
         if res.returncode == 0 and "JobState=" in res.stdout:
             fields = dict(re.findall(r"(\w+)=(\S*)", res.stdout))
             code = fields.get("ExitCode", "")
-            return JobState(job_id, fields.get("JobState", "UNKNOWN"), fields.get("NodeList", ""),
-                            int(code.split(":")[0]) if code[:1].isdigit() else None, fields.get("Reason", ""))
-        res = self.run(["sacct", "-n", "-X", "-P", "-j", str(job_id), "-o", "JobID,State,NodeList,ExitCode"],
-                       check=False)
+            return JobState(
+                job_id,
+                fields.get("JobState", "UNKNOWN"),
+                fields.get("NodeList", ""),
+                int(code.split(":")[0]) if code[:1].isdigit() else None,
+                fields.get("Reason", ""),
+            )
+        res = self.run(
+            ["sacct", "-n", "-X", "-P", "-j", str(job_id), "-o", "JobID,State,NodeList,ExitCode"], check=False
+        )
         for line in res.stdout.splitlines():
             parts = line.split("|")
             if len(parts) == 4 and parts[0] == str(job_id):
@@ -149,8 +178,8 @@ class SlurmClient:
                 counts[name] = counts.get(name, 0) + int(parts[1])
                 if parts[0].endswith("*"):
                     default = name
-        name = partition or default
-        return (name, counts[name]) if name in counts else None
+        chosen = partition or default
+        return (chosen, counts[chosen]) if chosen is not None and chosen in counts else None
 
     def job_owner(self, job_id: int) -> str | None:
         """The user name owning a job SLURM still knows, else None."""
@@ -162,15 +191,34 @@ class SlurmClient:
         m = re.search(r"UserId=([^(\s]+)", res.stdout)
         return m.group(1) if m else None
 
-    def run_on_nodes(self, job_id: int | None, nodes: list[str], argv: list[str],
-                     timeout_s: float = 60.0, srun_flags: Sequence[str] = ()) -> Completed:
+    def run_on_nodes(
+        self,
+        job_id: int | None,
+        nodes: list[str],
+        argv: list[str],
+        timeout_s: float = 60.0,
+        srun_flags: Sequence[str] = (),
+    ) -> Completed:
         """Run argv once on each node: inside job ``job_id`` (srun --overlap) while its
         allocation lives, else as a short step of its own on exactly those nodes."""
-        common = [f"--nodelist={','.join(nodes)}", f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}",
-                  "--ntasks-per-node=1", "--kill-on-bad-exit=0", "--quiet"]
+        common = [
+            f"--nodelist={','.join(nodes)}",
+            f"--nodes={len(nodes)}",
+            f"--ntasks={len(nodes)}",
+            "--ntasks-per-node=1",
+            "--kill-on-bad-exit=0",
+            "--quiet",
+        ]
         if job_id is not None:
             srun = ["srun", "--overlap", f"--jobid={job_id}", *common]
         else:
-            srun = ["srun", "--oversubscribe", "--time=2", "--job-name=slurm-rl-cleanup", "--cpus-per-task=1",
-                    "--mem=0", *common]
+            srun = [
+                "srun",
+                "--oversubscribe",
+                "--time=2",
+                "--job-name=slurm-rl-cleanup",
+                "--cpus-per-task=1",
+                "--mem=0",
+                *common,
+            ]
         return self.run([*srun, *srun_flags, *argv], timeout_s=timeout_s, check=False)

@@ -29,18 +29,19 @@ SECRET_NAME = re.compile(r"TOKEN|KEY|PASSWORD|SECRET|PASSWD|CREDENTIAL", re.IGNO
 # What to tell the user for each field when its value is wrong.
 FIXES: dict[str, str] = {
     "cluster_type": 'use "slurm", "local" or "ray" (an existing Ray cluster: also set ray_head_node_address)',
-    "ray_head_node_address": 'use "HOST:PORT" of the Ray head\'s GCS (what `ray start --head` printed), with cluster_type "ray"',
+    "ray_head_node_address": 'use "HOST:PORT" of the Ray head\'s GCS (what `ray start --head` printed), '
+    'with cluster_type "ray"',
     "ray_auth_token_file": "use the path of a file holding the cluster's Ray token (RAY_AUTH_TOKEN_PATH), or null",
     "cluster_name": "use letters, digits, '.', '_' or '-', e.g. \"my-cluster\"",
     "fileroot": 'use an absolute path on the shared filesystem, e.g. "/lustre/$USER/slurm_rl"',
     "default_mount": 'use comma-separated "/src:/dst[:ro]" entries with absolute paths',
     "node_type_from_node_name": 'use an object of {"regex": "type"}, e.g. {"gpu\\\\d+": "gpu"}',
     "gpu_type_from_node_name": 'use an object of {"regex": "gpu type"}, e.g. {"gpu\\\\d+": "h100"}',
-    "cpu_image": "set a container image for CPU nodes, or container_runtime \"none\"",
-    "gpu_image": "set a container image for GPU nodes, or container_runtime \"none\"",
+    "cpu_image": 'set a container image for CPU nodes, or container_runtime "none"',
+    "gpu_image": 'set a container image for GPU nodes, or container_runtime "none"',
     "node_name_prefix": 'use the prefix of your node names, e.g. "NODE"',
-    "partition": 'use a partition name from `sinfo -s`, or null',
-    "head_partition": 'use a CPU partition for a dedicated Ray head (a heterogeneous job), or null',
+    "partition": "use a partition name from `sinfo -s`, or null",
+    "head_partition": "use a CPU partition for a dedicated Ray head (a heterogeneous job), or null",
     "account": "use an account name from `sacctmgr show assoc user=$USER`, or null",
     "gpus_per_node": "use an integer >= 0",
     "cpus_per_node": "use an integer >= 1, or null to use what SLURM allocates",
@@ -64,7 +65,7 @@ class ClusterSpec(BaseModel):
     gpu_type_from_node_name: RegexTable = Field(default_factory=dict)
     cpu_image: str | None = None
     gpu_image: str | None = None
-    node_name_prefix: str | None = None        # set: every node of a job must carry it (checked)
+    node_name_prefix: str | None = None  # set: every node of a job must carry it (checked)
     partition: SlurmName | None = None
     head_partition: SlurmName | None = None
     account: SlurmName | None = None
@@ -74,8 +75,8 @@ class ClusterSpec(BaseModel):
     python: str | None = None
     setup: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
-    ray_head_node_address: str | None = None   # cluster_type "ray": NeMo Gym's name for it
-    ray_auth_token_file: str | None = None     # cluster_type "ray": its token, if it uses token auth
+    ray_head_node_address: str | None = None  # cluster_type "ray": NeMo Gym's name for it
+    ray_auth_token_file: str | None = None  # cluster_type "ray": its token, if it uses token auth
 
     @field_validator("ray_head_node_address")
     @classmethod
@@ -151,7 +152,11 @@ class ClusterSpec(BaseModel):
             if not self.cpu_image:
                 raise FieldProblem("cpu_image", None, f"is required with container_runtime {self.container_runtime!r}")
             if self.gpus_per_node > 0 and not self.gpu_image:
-                raise FieldProblem("gpu_image", None, f"is required with container_runtime {self.container_runtime!r} and gpus_per_node > 0")
+                raise FieldProblem(
+                    "gpu_image",
+                    None,
+                    f"is required with container_runtime {self.container_runtime!r} and gpus_per_node > 0",
+                )
         return self
 
     # ---- derived views -------------------------------------------------------------------
@@ -188,16 +193,18 @@ class ClusterSpec(BaseModel):
         no node type regex (when types are defined): the same full match the job's Ray uses."""
         for name in names:
             if self.node_name_prefix and not name.startswith(self.node_name_prefix):
-                raise SpecError(f"node_name_prefix: node {name!r} does not start with {self.node_name_prefix!r}; "
-                                f"fix node_name_prefix or remove it")
+                raise SpecError(
+                    f"node_name_prefix: node {name!r} does not start with {self.node_name_prefix!r}; "
+                    f"fix node_name_prefix or remove it"
+                )
         if not self.node_type_from_node_name:
             return
         for name in names:
             if self.node_type(name) is None:
                 patterns = ", ".join(repr(p) for p in self.node_type_from_node_name)
                 raise SpecError(
-                    f"node_type_from_node_name: node {name!r} matches none of {patterns}; "
-                    f"add a regex that matches it")
+                    f"node_type_from_node_name: node {name!r} matches none of {patterns}; add a regex that matches it"
+                )
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(), indent=2, sort_keys=True) + "\n"
@@ -205,8 +212,7 @@ class ClusterSpec(BaseModel):
 
 def default_local_spec() -> ClusterSpec:
     """The spec used when neither --spec nor CLUSTER_SPEC_PATH is given: embedded local Ray."""
-    return ClusterSpec(cluster_type="local", cluster_name="local",
-                       fileroot=str(Path.home() / ".cache" / "slurm_rl"))
+    return ClusterSpec(cluster_type="local", cluster_name="local", fileroot=str(Path.home() / ".cache" / "slurm_rl"))
 
 
 def _describe(value: Any) -> str:
@@ -232,11 +238,24 @@ def _one_line(exc: ValidationError, data: dict[str, Any], source: str) -> str:
     where = ".".join(loc)
     value = data.get(field) if len(loc) == 1 else err.get("input")
     msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] in ("string_type", "int_type", "dict_type", "list_type", "literal_error", "bool_type",
-                       "int_parsing", "greater_than_equal"):
-        msg = {"string_type": "must be a string", "int_type": "must be an integer",
-               "dict_type": "must be an object", "list_type": "must be a list",
-               "int_parsing": "must be an integer", "bool_type": "must be a boolean"}.get(err["type"], msg)
+    if err["type"] in (
+        "string_type",
+        "int_type",
+        "dict_type",
+        "list_type",
+        "literal_error",
+        "bool_type",
+        "int_parsing",
+        "greater_than_equal",
+    ):
+        msg = {
+            "string_type": "must be a string",
+            "int_type": "must be an integer",
+            "dict_type": "must be an object",
+            "list_type": "must be a list",
+            "int_parsing": "must be an integer",
+            "bool_type": "must be a boolean",
+        }.get(err["type"], msg)
     return f"{source}: {where}: {msg} (got {_describe(value)}); {FIXES.get(field, '')}".rstrip("; ")
 
 
@@ -259,7 +278,9 @@ def load_spec_file(path: str | os.PathLike[str]) -> ClusterSpec:
     except UnicodeDecodeError:
         raise SpecError(f"{p}: not UTF-8 text; save the spec as UTF-8 JSON") from None
     except json.JSONDecodeError as exc:
-        raise SpecError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; fix the JSON syntax") from None
+        raise SpecError(
+            f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; fix the JSON syntax"
+        ) from None
     return parse_spec(data, str(p))
 
 

@@ -10,16 +10,24 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "BatchedDataDict": "api.batched_data_dict", "DynamicBatchingArgs": "api.batched_data_dict",
-    "ShardingError": "api.batched_data_dict", "SlicedDataDict": "api.batched_data_dict",
+    "BatchedDataDict": "api.batched_data_dict",
+    "DynamicBatchingArgs": "api.batched_data_dict",
+    "ShardingError": "api.batched_data_dict",
+    "SlicedDataDict": "api.batched_data_dict",
     "NamedSharding": "api.named_sharding",
-    "ACTOR_ENVIRONMENT_REGISTRY": "api.actor_registry", "get_actor_python_env": "api.actor_registry",
-    "init_ray": "api.ray_init", "PY_EXECUTABLES": "api.ray_init",
-    "ClusterConfig": "api.virtual_cluster", "RayVirtualCluster": "api.virtual_cluster",
+    "ACTOR_ENVIRONMENT_REGISTRY": "api.actor_registry",
+    "get_actor_python_env": "api.actor_registry",
+    "init_ray": "api.ray_init",
+    "PY_EXECUTABLES": "api.ray_init",
+    "ClusterConfig": "api.virtual_cluster",
+    "RayVirtualCluster": "api.virtual_cluster",
     "ResourceInsufficientError": "api.virtual_cluster",
-    "MultiWorkerFuture": "api.worker_dispatch", "AsyncWorkerResults": "api.worker_dispatch",
-    "RayWorkerBuilder": "api.worker_builder", "RayWorkerGroup": "api.worker_group",
-    "WorkerBuildError": "api.worker_group", "WorkerFailureError": "reliability.failures",
+    "MultiWorkerFuture": "api.worker_dispatch",
+    "AsyncWorkerResults": "api.worker_dispatch",
+    "RayWorkerBuilder": "api.worker_builder",
+    "RayWorkerGroup": "api.worker_group",
+    "WorkerBuildError": "api.worker_group",
+    "WorkerFailureError": "reliability.failures",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -5,5 +5,12 @@ from .api.worker_dispatch import AsyncWorkerResults, MultiWorkerFuture
 from .api.worker_group import RayWorkerGroup, WorkerBuildError
 from .reliability.failures import WorkerFailureError
 
-__all__ = ["AsyncWorkerResults", "MultiWorkerFuture", "RayWorkerBuilder", "RayWorkerGroup", "WorkerBuildError",
-           "WorkerFailureError", "WorkerHandle"]
+__all__ = [
+    "AsyncWorkerResults",
+    "MultiWorkerFuture",
+    "RayWorkerBuilder",
+    "RayWorkerGroup",
+    "WorkerBuildError",
+    "WorkerFailureError",
+    "WorkerHandle",
+]

@@ -38,8 +38,6 @@ def on_preempt(callback: Callable[[], None]) -> None:
         handler(signal.SIGUSR2, None)  # the warning came before the driver was listening
 
 
-
-
 def requeue(reason: str = "") -> NoReturn:
     """Ask for another attempt of this job and exit the driver (status REQUEUE_RC). The batch
     script's last step requeues the job (same job id, same job dir, a fresh Ray cluster); the
@@ -52,10 +50,16 @@ def requeue(reason: str = "") -> NoReturn:
         paths.requeue_request(attempt).parent.mkdir(parents=True, exist_ok=True)
         paths.requeue_request(attempt).write_text(reason + "\n")
         append_event(paths.events, "requeue_requested", attempt=int(attempt), reason=reason)
-        print(f"slurm_rl.requeue(): attempt {attempt} asks for another ({reason or 'no reason given'})",
-              file=sys.stderr, flush=True)
+        print(
+            f"slurm_rl.requeue(): attempt {attempt} asks for another ({reason or 'no reason given'})",
+            file=sys.stderr,
+            flush=True,
+        )
     else:
-        print("slurm_rl.requeue(): not inside a SLURM job, nothing requeues this run; run it again to resume",
-              file=sys.stderr, flush=True)
+        print(
+            "slurm_rl.requeue(): not inside a SLURM job, nothing requeues this run; run it again to resume",
+            file=sys.stderr,
+            flush=True,
+        )
     sys.stdout.flush()
     raise SystemExit(REQUEUE_RC)

@@ -39,10 +39,12 @@ def clean_node(job_id: str, grace_s: float) -> dict[str, object]:
     killed = stop_job_processes(job_id, temp_dir, grace_s=grace_s, exclude=_ancestors())
     existed = os.path.isdir(temp_dir)
     shutil.rmtree(temp_dir, ignore_errors=True)
-    return {"node": JobEnvironment.current().node,
-            "killed": [{"pid": k.pid, "name": k.name, "signal": k.signal} for k in killed],
-            "temp_dir_removed": existed and not os.path.exists(temp_dir),
-            "seconds": round(time.monotonic() - t0, 3)}
+    return {
+        "node": JobEnvironment.current().node,
+        "killed": [{"pid": k.pid, "name": k.name, "signal": k.signal} for k in killed],
+        "temp_dir_removed": existed and not os.path.exists(temp_dir),
+        "seconds": round(time.monotonic() - t0, 3),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,7 +49,7 @@ class NodeContext:
     stop_requested: threading.Event = field(default_factory=threading.Event)
     stop_reason: str = ""
     driver: subprocess.Popen[bytes] | None = None
-    failure: str | None = None         # another node failed (seen by node 0): the job's exit reason
+    failure: str | None = None  # another node failed (seen by node 0): the job's exit reason
     _ports: RayPorts | None = None
 
     def fail(self, reason: str) -> None:
@@ -61,19 +61,24 @@ class NodeContext:
             self.driver.terminate()
 
     @classmethod
-    def from_environ(cls, environ: dict[str, str], paths: JobPaths, manifest: JobManifest,
-                     log: IO[str]) -> NodeContext:
+    def from_environ(cls, environ: dict[str, str], paths: JobPaths, manifest: JobManifest, log: IO[str]) -> NodeContext:
         env = JobEnvironment.current(environ)
         node = env.node
         nodes, rank = env.nodes_and_rank()
         head_only = rank == 0 and manifest.head_node == "cpu"  # the driver's node: no Ray work there
-        return cls(job_id=paths.job_id,  # the job dir's id: a hetjob component's own SLURM_JOB_ID differs
-                   rank=rank, node=node, nodes=nodes,
-                   cpus=0 if head_only else env.cpus_on_node,
-                   gpus=0 if head_only else env.gpu_count(),
-                   # SLURM counts requeues; every marker file is per attempt: a requeued job starts fresh
-                   attempt=env.attempt,
-                   paths=paths, manifest=manifest, log=log)
+        return cls(
+            job_id=paths.job_id,  # the job dir's id: a hetjob component's own SLURM_JOB_ID differs
+            rank=rank,
+            node=node,
+            nodes=nodes,
+            cpus=0 if head_only else env.cpus_on_node,
+            gpus=0 if head_only else env.gpu_count(),
+            # SLURM counts requeues; every marker file is per attempt: a requeued job starts fresh
+            attempt=env.attempt,
+            paths=paths,
+            manifest=manifest,
+            log=log,
+        )
 
     @property
     def ports(self) -> RayPorts:
@@ -90,7 +95,7 @@ class NodeContext:
         return node_temp_dir(self.job_id)
 
     @property
-    def stop_flag(self):  # type: ignore[no-untyped-def]
+    def stop_flag(self):
         return self.paths.stop_flag_for(self.attempt)
 
     def say(self, msg: str) -> None:
@@ -120,15 +125,25 @@ class NodeContext:
         """`ray start` in this process, its daemons our children (we are their subreaper)."""
         from .ray_start import start_in_process
 
-        resources = {"slurm_managed_ray_cluster": 1, f"slurm_job_{self.job_id}": 1,
-                     **self.manifest.type_resources(self.node, self.gpus)}
-        argv = [f"--node-ip-address={self.node_ip(self.node)}", f"--num-cpus={self.cpus}",
-                f"--num-gpus={self.gpus}", f"--resources={json.dumps(resources)}",
-                f"--temp-dir={self.temp_dir}", "--disable-usage-stats", *self.ports.ray_start_args(), *extra]
+        resources = {
+            "slurm_managed_ray_cluster": 1,
+            f"slurm_job_{self.job_id}": 1,
+            **self.manifest.type_resources(self.node, self.gpus),
+        }
+        argv = [
+            f"--node-ip-address={self.node_ip(self.node)}",
+            f"--num-cpus={self.cpus}",
+            f"--num-gpus={self.gpus}",
+            f"--resources={json.dumps(resources)}",
+            f"--temp-dir={self.temp_dir}",
+            "--disable-usage-stats",
+            *self.ports.ray_start_args(),
+            *extra,
+        ]
         self.say("ray start " + " ".join(argv))
         try:
             start_in_process(argv)
-        except BaseException as exc:  # click raises SystemExit on bad arguments
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - click raises SystemExit on bad arguments
             raise NodeFailure(f"`ray start` failed: {exc!r}") from None
 
     def ray_node_cost(self) -> dict[str, float]:

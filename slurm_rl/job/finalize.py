@@ -23,7 +23,10 @@ from ..core.slurm import SlurmClient
 def final_exit_code(paths: JobPaths, srun_rc: int) -> tuple[int, str]:
     rc, reason = read_exit(paths)
     if rc is None:
-        rc, reason = srun_rc, f"the job step ended with exit {srun_rc} before the driver finished; see {paths.batch_log}"
+        rc, reason = (
+            srun_rc,
+            f"the job step ended with exit {srun_rc} before the driver finished; see {paths.batch_log}",
+        )
         if srun_rc != 0:
             record_exit(paths, rc, reason)
     return rc, reason

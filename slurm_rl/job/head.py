@@ -50,8 +50,10 @@ def watch_joins(ctx: NodeContext, cluster: dict[str, object]) -> None:
         if time.monotonic() > deadline:
             late = ", ".join(missing_nodes(ctx))
             if not announced:
-                ctx.fail(f"{late} did not join the Ray head within {ctx.manifest.ready_timeout_s:g} s "
-                         f"({up} of {need} nodes up); see `slurm-rl logs {ctx.job_id} --node NODE`")
+                ctx.fail(
+                    f"{late} did not join the Ray head within {ctx.manifest.ready_timeout_s:g} s "
+                    f"({up} of {need} nodes up); see `slurm-rl logs {ctx.job_id} --node NODE`"
+                )
             else:
                 ctx.say(f"going on without {late} (--min-nodes {need})")
             return
@@ -62,9 +64,17 @@ def run_head(ctx: NodeContext) -> int:
     head_ip = ctx.node_ip(ctx.node)
     ports = ctx.ports  # picked free now; the GCS port is published before Ray starts, so that
     address = f"{head_ip}:{ports.gcs}"  # the other nodes join the moment it answers
-    cluster = {"job_id": int(ctx.job_id), "head_node": ctx.node, "head_ip": head_ip, "address": address,
-               "ports": ports.as_dict(), "nodes": ctx.nodes, "temp_dir": ctx.temp_dir,
-               "attempt": ctx.attempt, "ready_time": None}
+    cluster = {
+        "job_id": int(ctx.job_id),
+        "head_node": ctx.node,
+        "head_ip": head_ip,
+        "address": address,
+        "ports": ports.as_dict(),
+        "nodes": ctx.nodes,
+        "temp_dir": ctx.temp_dir,
+        "attempt": ctx.attempt,
+        "ready_time": None,
+    }
     write_json(ctx.paths.cluster, cluster)
     # an interactive cluster gets Ray's dashboard on the head's address (`attach --dashboard`)
     dashboard = [f"--include-dashboard={str(ctx.manifest.interactive).lower()}", f"--dashboard-host={head_ip}"]
@@ -92,8 +102,14 @@ def run_driver(ctx: NodeContext, address: str) -> int:
     with open(ctx.paths.driver_log, "ab") as out:
         # SLURM delivers step signals to every process of the step (proctrack), the driver
         # included; SIGUSR2 arrives ignored (inherited from us) unless on_preempt hooks it
-        ctx.driver = subprocess.Popen(argv, cwd=ctx.manifest.workdir, env=driver_env(ctx, address, dict(os.environ)),
-                                      stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        ctx.driver = subprocess.Popen(
+            argv,
+            cwd=ctx.manifest.workdir,
+            env=driver_env(ctx, address, dict(os.environ)),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
         if ctx.stop_requested.is_set():
             ctx.driver.terminate()
         rc = ctx.driver.wait()

@@ -66,8 +66,9 @@ class Lifecycle:
         if self.failed_setup is not None:
             line, rc = self.failed_setup
             index, text = ctx.manifest.setup_line(line)
-            raise NodeFailure(f"setup[{index}] {text} exited {rc} (spec field 'setup'; its output is in "
-                              f"{ctx.paths.batch_log})")
+            raise NodeFailure(
+                f"setup[{index}] {text} exited {rc} (spec field 'setup'; its output is in {ctx.paths.batch_log})"
+            )
         ctx.event("node_start", ip=ctx.node_ip(ctx.node), cpus=ctx.cpus, gpus=ctx.gpus)
         return run_head(ctx) if ctx.rank == 0 else run_worker(ctx)
 
@@ -125,8 +126,9 @@ class Lifecycle:
             self.finish(STOPPED_RC, ctx.stop_reason or "stopped")
             return STOPPED_RC
         if ctx.rank == 0:
-            self.finish(shell_exit_code(rc), describe_returncode(rc) if rc < 0 or not ctx.stop_reason
-                        else ctx.stop_reason)
+            self.finish(
+                shell_exit_code(rc), describe_returncode(rc) if rc < 0 or not ctx.stop_reason else ctx.stop_reason
+            )
             return shell_exit_code(rc)
         return rc
 
@@ -159,16 +161,22 @@ class Lifecycle:
         self._copy_ray_logs()
         killed = stop_job_processes(ctx.job_id, ctx.temp_dir, grace_s=0.5, also=descendants)
         shutil.rmtree(ctx.temp_dir, ignore_errors=True)
-        ctx.say(f"cleanup: stopped {len(killed)} processes in {time.monotonic() - t0:.2f} s: "
-                + ", ".join(f"{k.name}({k.pid},{k.signal})" for k in killed))
+        ctx.say(
+            f"cleanup: stopped {len(killed)} processes in {time.monotonic() - t0:.2f} s: "
+            + ", ".join(f"{k.name}({k.pid},{k.signal})" for k in killed)
+        )
         ctx.event("node_cleaned", killed=len(killed), seconds=round(time.monotonic() - t0, 3))
 
     def _copy_ray_logs(self) -> None:
         src = Path(self.ctx.temp_dir) / "session_latest" / "logs"
         if src.is_dir():
             try:
-                shutil.copytree(src, self.ctx.paths.ray_logs(self.ctx.node), dirs_exist_ok=True,
-                                ignore=shutil.ignore_patterns("*.sock"))
+                shutil.copytree(
+                    src,
+                    self.ctx.paths.ray_logs(self.ctx.node),
+                    dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("*.sock"),
+                )
             except (OSError, shutil.Error) as exc:
                 self.ctx.say(f"could not copy Ray logs: {exc}")
 
@@ -176,8 +184,12 @@ class Lifecycle:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m slurm_rl.job.node", description=__doc__)
     p.add_argument("--job-dir", required=True)
-    p.add_argument("--failed-setup-line", type=int, default=None,
-                   help="(from the ERR trap) the node script line of the setup line that failed")
+    p.add_argument(
+        "--failed-setup-line",
+        type=int,
+        default=None,
+        help="(from the ERR trap) the node script line of the setup line that failed",
+    )
     p.add_argument("--failed-setup-rc", type=int, default=None)
     return p.parse_args(argv)
 

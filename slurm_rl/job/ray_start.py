@@ -11,8 +11,11 @@ from __future__ import annotations
 # Ray's GCS declares a node dead after `failure_threshold` failed health checks `period_ms` apart
 # (defaults 5 x 3 s, each waiting up to 10 s). A job's nodes sit on one fast network: 5 x 2 s,
 # 2 s each, so a lost node's actors fail their callers within about NODE_LOST_WINDOW_S.
-HEALTH_CHECK_ENV = {"RAY_health_check_period_ms": "2000", "RAY_health_check_timeout_ms": "2000",
-                    "RAY_health_check_failure_threshold": "5"}
+HEALTH_CHECK_ENV = {
+    "RAY_health_check_period_ms": "2000",
+    "RAY_health_check_timeout_ms": "2000",
+    "RAY_health_check_failure_threshold": "5",
+}
 NODE_LOST_WINDOW_S = 20
 
 
@@ -21,6 +24,5 @@ def start_in_process(argv: list[str]) -> None:
     from ray.scripts import scripts
 
     if not any(a.startswith("--ray-client-server-port") for a in argv):
-        scripts.get_ray_client_dependency_error = lambda: "disabled by slurm-rl"
+        scripts.get_ray_client_dependency_error = lambda: "disabled by slurm-rl"  # type: ignore[assignment,return-value]
     scripts.start.main(args=argv, prog_name="ray start", standalone_mode=False)
-

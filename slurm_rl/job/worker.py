@@ -32,11 +32,11 @@ class StayDecision:
 
 
 def session_published(address: str) -> bool:
-    from ray._raylet import GcsClient
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
     try:
         return GcsClient(address=address).internal_kv_get(b"session_name", b"session", timeout=1) is not None
-    except Exception:  # GCS not answering yet
+    except Exception:  # noqa: BLE001 - GCS not answering yet (grpc, timeout or connection errors)
         return False
 
 
@@ -65,7 +65,9 @@ def run_worker(ctx: NodeContext) -> int:
         host, _, port = address.rpartition(":")
         return port_open(host, int(port)) and session_published(address)
 
-    ctx.wait_until(head_ready, ctx.manifest.ready_timeout_s, f"the Ray head on {head} (cluster.json in {ctx.paths.job_dir})")
+    ctx.wait_until(
+        head_ready, ctx.manifest.ready_timeout_s, f"the Ray head on {head} (cluster.json in {ctx.paths.job_dir})"
+    )
     address = found["address"]
     head_ip, _, gcs_text = address.rpartition(":")
     gcs = int(gcs_text)

@@ -26,6 +26,7 @@ class Job:
         self.job_id = job_id
         self.paths = paths
         self._client = client
+        self._ended = False  # result() returned or raised: the job has ended, whatever squeue says yet
 
     def __repr__(self) -> str:
         return f"Job(job_id={self.job_id}, job_dir={str(self.paths.job_dir)!r})"
@@ -35,6 +36,10 @@ class Job:
         return self._client.job_state(self.job_id).state
 
     def done(self) -> bool:
+        """True once the job has ended: at once after ``result()`` returned or raised (SLURM
+        may still list the job as completing for a moment), else as SLURM says."""
+        if self._ended:
+            return True
         state = self._client.job_state(self.job_id)
         return state.finished or state.state == "UNKNOWN"
 
@@ -43,28 +48,40 @@ class Job:
 
     def result(self) -> Any:
         """Wait for the job to end; return the function's value or raise FailedJobError."""
-        from submitit.core.utils import FailedJobError, pickle_load
+        import cloudpickle
+        from submitit.core.utils import FailedJobError  # the error submitit users already catch
 
         from .jobs import wait_for_job
 
         summary = wait_for_job(self.paths, self.job_id, self._client, quiet=True)
+        self._ended = True
         if not self.paths.call_result.exists():
-            raise FailedJobError(f"job {self.job_id} ended ({summary.state}, exit {summary.exit_code}) without a "
-                                 f"result: {summary.exit_reason or 'no reason recorded'}; see {self.paths.logs}")
-        status, value = pickle_load(self.paths.call_result)
+            raise FailedJobError(
+                f"job {self.job_id} ended ({summary.state}, exit {summary.exit_code}) without a "
+                f"result: {summary.exit_reason or 'no reason recorded'}; see {self.paths.logs}"
+            )
+        with open(self.paths.call_result, "rb") as f:
+            status, value = cloudpickle.load(f)
         if status != "success":
             raise FailedJobError(f"job {self.job_id}: the function raised; its traceback:\n{value}")
         return value
 
 
-def submit(spec: str | ClusterSpec | None, fn: Callable[..., Any], *args: Any, nodes: int = 1,
-           job_options: dict[str, Any] | None = None, client: SlurmClient | None = None, **kwargs: Any) -> Job:
+def submit(
+    spec: str | ClusterSpec | None,
+    fn: Callable[..., Any],
+    *args: Any,
+    nodes: int = 1,
+    job_options: dict[str, Any] | None = None,
+    client: SlurmClient | None = None,
+    **kwargs: Any,
+) -> Job:
     """Run ``fn(*args, **kwargs)`` as the driver of a job over ``nodes`` nodes; returns a Job.
 
     ``spec``: a spec path, a ClusterSpec, or None ($CLUSTER_SPEC_PATH). ``job_options``: what
     `slurm-rl submit` takes as flags (``time``, ``partition``, ``cpus_per_node``, ``name``, ...).
     """
-    from submitit.core.utils import DelayedSubmission
+    from submitit.helpers import DelayedSubmission
 
     from .submit import submit as submit_job
 

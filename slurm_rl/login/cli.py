@@ -41,8 +41,12 @@ def spec() -> None:
 
 @spec.command("validate", context_settings=CONTEXT)
 @click.argument("path", required=False)
-@click.option("--nodelist", default=None, metavar="HOSTLIST",
-              help="Also check that these nodes (e.g. 'gpu[01-04],cpu1') match a node type regex.")
+@click.option(
+    "--nodelist",
+    default=None,
+    metavar="HOSTLIST",
+    help="Also check that these nodes (e.g. 'gpu[01-04],cpu1') match a node type regex.",
+)
 def spec_validate(path: str | None, nodelist: str | None) -> None:
     """Validate a spec (PATH, else $CLUSTER_SPEC_PATH, else the local default); exit 2 if bad."""
     from ..core.nodelist import expand_hostlist
@@ -105,15 +109,25 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
 
 def _after_submit(res: Any, opts: Any, client: Any, wait: bool, as_json: bool) -> None:
     if as_json and not wait:
-        click.echo(json.dumps({"job_id": res.job_id, "job_dir": str(res.paths.job_dir), "nodes": opts.total_nodes,
-                               "state": client.job_state(res.job_id).state}))
+        click.echo(
+            json.dumps(
+                {
+                    "job_id": res.job_id,
+                    "job_dir": str(res.paths.job_dir),
+                    "nodes": opts.total_nodes,
+                    "state": client.job_state(res.job_id).state,
+                }
+            )
+        )
         return
     if not as_json:
-        click.echo(f"Submitted job {res.job_id} ({opts.total_nodes} node{'s' * (opts.total_nodes > 1)})\n"
-                   f"  job dir: {res.paths.job_dir}\n"
-                   f"  status:  slurm-rl status {res.job_id}\n"
-                   f"  logs:    slurm-rl logs {res.job_id} -f\n"
-                   f"  stop:    slurm-rl teardown {res.job_id}")
+        click.echo(
+            f"Submitted job {res.job_id} ({opts.total_nodes} node{'s' * (opts.total_nodes > 1)})\n"
+            f"  job dir: {res.paths.job_dir}\n"
+            f"  status:  slurm-rl status {res.job_id}\n"
+            f"  logs:    slurm-rl logs {res.job_id} -f\n"
+            f"  stop:    slurm-rl teardown {res.job_id}"
+        )
     if wait:
         from .jobs import wait_for_job
 
@@ -126,15 +140,24 @@ def _after_submit(res: Any, opts: Any, client: Any, wait: bool, as_json: bool) -
 @cli.command(context_settings=CONTEXT)
 @click.argument("experiment", type=click.Path(dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--spec", "spec_flag", metavar="PATH",
-              help="Its fileroot holds the run's job dir; a spec with cluster_type \"ray\" also names the Ray "
-                   "cluster to use (default: the local default).")
-@click.option("--ray-address", metavar="HOST:PORT", default=None,
-              help="Run on this existing Ray cluster instead of an embedded one (NeMo Gym's "
-                   "ray_head_node_address); a token comes from RAY_AUTH_TOKEN(_PATH) or the spec.")
+@click.option(
+    "--spec",
+    "spec_flag",
+    metavar="PATH",
+    help='Its fileroot holds the run\'s job dir; a spec with cluster_type "ray" also names the Ray '
+    "cluster to use (default: the local default).",
+)
+@click.option(
+    "--ray-address",
+    metavar="HOST:PORT",
+    default=None,
+    help="Run on this existing Ray cluster instead of an embedded one (NeMo Gym's "
+    "ray_head_node_address); a token comes from RAY_AUTH_TOKEN(_PATH) or the spec.",
+)
 @click.option("-J", "--name", default=None, help="Run name (default: the experiment's file name).")
-def run(experiment: str, args: tuple[str, ...], spec_flag: str | None, ray_address: str | None,
-        name: str | None) -> None:
+def run(
+    experiment: str, args: tuple[str, ...], spec_flag: str | None, ray_address: str | None, name: str | None
+) -> None:
     """Run EXPERIMENT without SLURM, on an embedded local Ray (or an existing cluster:
     --ray-address, or a spec with cluster_type "ray"); exits with its exit code.
 
@@ -144,12 +167,18 @@ def run(experiment: str, args: tuple[str, ...], spec_flag: str | None, ray_addre
     """
     from .local import run_local
 
-    sys.exit(run_local(load_spec(spec_flag), experiment, args, name=name, user=current_user(),
-                       ray_address=ray_address))
+    sys.exit(run_local(load_spec(spec_flag), experiment, args, name=name, user=current_user(), ray_address=ray_address))
 
 
-for _command in (cli_jobs.status, cli_jobs.list_jobs, cli_jobs.logs, cli_jobs.plot, cli_jobs.attach,
-                 cli_jobs.teardown, cli_jobs.cancel):
+for _command in (
+    cli_jobs.status,
+    cli_jobs.list_jobs,
+    cli_jobs.logs,
+    cli_jobs.plot,
+    cli_jobs.attach,
+    cli_jobs.teardown,
+    cli_jobs.cancel,
+):
     cli.add_command(_command)
 
 

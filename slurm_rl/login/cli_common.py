@@ -22,7 +22,9 @@ def _err(msg: str) -> None:
     click.echo(f"slurm-rl: error: {msg}", err=True)
 
 
-def _split_positionals(items: tuple[str, ...], spec_flag: str | None) -> tuple[ClusterSpec, str | None, tuple[str, ...]]:
+def _split_positionals(
+    items: tuple[str, ...], spec_flag: str | None
+) -> tuple[ClusterSpec, str | None, tuple[str, ...]]:
     """[SPEC.json] [EXPERIMENT [ARGS...]] -> (spec, experiment or None: interactive, args)."""
     spec_path = spec_flag
     rest = list(items)
@@ -74,11 +76,19 @@ def option_flags() -> list[Callable[..., Any]]:
 
 def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Flags shared by `render` and `submit`: the positionals, --spec, and every option field."""
-    return _with([
-        click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[SPEC.json] [EXPERIMENT [-- ARGS...]]"),
-        click.option("--spec", "spec_flag", metavar="PATH", help=f"Cluster spec (else first argument if it ends in .json, else ${SPEC_ENV_VAR})."),
-        *option_flags(),
-    ], f)
+    return _with(
+        [
+            click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[SPEC.json] [EXPERIMENT [-- ARGS...]]"),
+            click.option(
+                "--spec",
+                "spec_flag",
+                metavar="PATH",
+                help=f"Cluster spec (else first argument if it ends in .json, else ${SPEC_ENV_VAR}).",
+            ),
+            *option_flags(),
+        ],
+        f,
+    )
 
 
 def _resolve(kw: dict[str, Any]) -> tuple[ClusterSpec, JobOptions]:
@@ -89,7 +99,7 @@ def _resolve(kw: dict[str, Any]) -> tuple[ClusterSpec, JobOptions]:
 class Main(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:  # one place turns our errors into exit codes
         try:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
@@ -101,8 +111,6 @@ class Main(click.Group):
         except SlurmRlError as exc:
             _err(str(exc))
             sys.exit(exc.exit_code)
-
-
 
 
 def spec_option() -> Callable[..., Any]:

@@ -18,8 +18,11 @@ from .cli_common import CONTEXT, _with, spec_option
 
 def _still_running(job_id: int) -> None:
     """Ctrl-C stops following, not the job: say so, and how to stop it."""
-    click.echo(f"\nslurm-rl: stopped following job {job_id}; it keeps running. See it with `slurm-rl status {job_id}`, "
-               f"stop it with `slurm-rl teardown {job_id}`.", err=True)
+    click.echo(
+        f"\nslurm-rl: stopped following job {job_id}; it keeps running. See it with `slurm-rl status {job_id}`, "
+        f"stop it with `slurm-rl teardown {job_id}`.",
+        err=True,
+    )
     raise SystemExit(130)
 
 
@@ -90,9 +93,9 @@ def plot(job: str, spec_flag: str | None) -> None:
     from pathlib import Path
 
     from ..core.paths import JobPaths
-    from .plots import plot_job
     from ..core.slurm import SlurmClient
     from .jobs import find_job_dir
+    from .plots import plot_job
 
     if Path(job).is_dir():
         paths = JobPaths(Path(job))
@@ -102,8 +105,10 @@ def plot(job: str, spec_flag: str | None) -> None:
         raise UsageError(f"JOB {job!r} is neither a job id nor a job directory; pass the id `slurm-rl list` shows")
     made = plot_job(paths.job_dir)
     if not made:
-        raise UsageError(f"job {job}: nothing to draw yet ({paths.metrics.name} and {paths.events.name} are empty "
-                         f"or missing in {paths.job_dir})")
+        raise UsageError(
+            f"job {job}: nothing to draw yet ({paths.metrics.name} and {paths.events.name} are empty "
+            f"or missing in {paths.job_dir})"
+        )
     for png in made:
         click.echo(str(png))
 
@@ -130,7 +135,9 @@ def attach(job_id: int, command: tuple[str, ...], dashboard: bool, spec_flag: st
     paths = find_job_dir(job_id, current_user(), SlurmClient(), load_spec(spec_flag))
     cluster = read_json(paths.cluster)
     if not cluster:
-        raise UsageError(f"job {job_id}: no cluster.json yet in {paths.job_dir}; wait until `slurm-rl status {job_id}` says ready")
+        raise UsageError(
+            f"job {job_id}: no cluster.json yet in {paths.job_dir}; wait until `slurm-rl status {job_id}` says ready"
+        )
     if dashboard:
         click.echo(_dashboard_forward(job_id, paths, cluster))
         return
@@ -149,11 +156,15 @@ def _dashboard_forward(job_id: int, paths: Any, cluster: dict[str, Any]) -> str:
     from ..core.manifest import load_manifest
 
     if not load_manifest(paths.manifest).interactive:
-        raise UsageError(f"job {job_id} runs a driver, and slurm-rl starts Ray's dashboard only for interactive "
-                         f"clusters (submit without an experiment); use `slurm-rl attach {job_id} -- ray status`")
+        raise UsageError(
+            f"job {job_id} runs a driver, and slurm-rl starts Ray's dashboard only for interactive "
+            f"clusters (submit without an experiment); use `slurm-rl attach {job_id} -- ray status`"
+        )
     port = cluster["ports"]["dashboard"]
-    return (f"ssh -N -L 8265:{cluster['head_ip']}:{port} {getpass.getuser()}@{socket.getfqdn()}"
-            f"    # then open http://localhost:8265 (job {job_id}, head {cluster['head_node']})")
+    return (
+        f"ssh -N -L 8265:{cluster['head_ip']}:{port} {getpass.getuser()}@{socket.getfqdn()}"
+        f"    # then open http://localhost:8265 (job {job_id}, head {cluster['head_node']})"
+    )
 
 
 def _teardown(job_id: int, force: bool, as_json: bool, spec_flag: str | None) -> None:
@@ -176,7 +187,9 @@ def _teardown(job_id: int, force: bool, as_json: bool, spec_flag: str | None) ->
 
 _TEARDOWN_OPTS = [
     click.argument("job_id", type=int),
-    click.option("--force", is_flag=True, help="Kill the job's processes at once instead of letting them stop on SIGTERM first."),
+    click.option(
+        "--force", is_flag=True, help="Kill the job's processes at once instead of letting them stop on SIGTERM first."
+    ),
     click.option("--json", "as_json", is_flag=True, help="One JSON object with the per-node report."),
     spec_option(),
 ]
@@ -199,5 +212,3 @@ def teardown(job_id: int, force: bool, as_json: bool, spec_flag: str | None) -> 
 def cancel(job_id: int, force: bool, as_json: bool, spec_flag: str | None) -> None:
     """Alias of `teardown`."""
     _teardown(job_id, force, as_json, spec_flag)
-
-

@@ -28,8 +28,17 @@ def record(job_id: int, paths: JobPaths, cluster: str) -> None:
     path = index_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"job_id": job_id, "job_dir": str(paths.job_dir), "cluster": cluster,
-                           "submitted": round(time.time(), 3)}) + "\n"
+        line = (
+            json.dumps(
+                {
+                    "job_id": job_id,
+                    "job_dir": str(paths.job_dir),
+                    "cluster": cluster,
+                    "submitted": round(time.time(), 3),
+                }
+            )
+            + "\n"
+        )
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, line.encode())
@@ -53,7 +62,7 @@ def entries() -> list[dict[str, object]]:
         except (ValueError, KeyError, TypeError):
             continue
     alive = [e for e in seen.values() if JobPaths(Path(str(e["job_dir"]))).manifest.exists()]
-    return sorted(alive, key=lambda e: float(e.get("submitted") or 0), reverse=True)
+    return sorted(alive, key=lambda e: float(str(e.get("submitted") or 0)), reverse=True)
 
 
 def lookup(job_id: int) -> JobPaths | None:

@@ -13,7 +13,6 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from . import index
 from ..core.errors import JobError, UnknownJobError
 from ..core.events import read_events
 from ..core.exits import read_exit
@@ -21,13 +20,24 @@ from ..core.manifest import load_manifest
 from ..core.paths import JobPaths
 from ..core.slurm import JobState, SlurmClient
 from ..core.spec import ClusterSpec
+from . import index
 
-PHASES = ["submitted", "node_start", "node_up", "ready", "driver_start", "driver_connected", "driver_end",
-          "node_cleaned", "job_end"]
+PHASES = [
+    "submitted",
+    "node_start",
+    "node_up",
+    "ready",
+    "driver_start",
+    "driver_connected",
+    "driver_end",
+    "node_cleaned",
+    "job_end",
+]
 
 
-def find_job_dir(job_id: int, user: str, client: SlurmClient | None = None,
-                 spec: ClusterSpec | None = None) -> JobPaths:
+def find_job_dir(
+    job_id: int, user: str, client: SlurmClient | None = None, spec: ClusterSpec | None = None
+) -> JobPaths:
     """A job's dir from its id alone: the per-user index, else SLURM's record of the job's
     output path (<job dir>/logs/batch.log), else the spec's fileroot. No --spec needed."""
     found = index.lookup(job_id)
@@ -40,9 +50,11 @@ def find_job_dir(job_id: int, user: str, client: SlurmClient | None = None,
         matches = sorted((Path(spec.fileroot) / user).glob(f"*/{job_id}"))
         found = JobPaths(matches[0]) if matches else None
     if found is None:
-        raise UnknownJobError(f"job {job_id}: no slurm-rl job dir found (not in {index.index_path()}, not known to "
-                              f"SLURM with a slurm-rl log path{'' if spec is None else f', not under {spec.fileroot}/{user}'}); "
-                              f"is it your job? (`slurm-rl list` shows yours)")
+        raise UnknownJobError(
+            f"job {job_id}: no slurm-rl job dir found (not in {index.index_path()}, not known to "
+            f"SLURM with a slurm-rl log path{'' if spec is None else f', not under {spec.fileroot}/{user}'}); "
+            f"is it your job? (`slurm-rl list` shows yours)"
+        )
     return found
 
 
@@ -68,9 +80,16 @@ class JobSummary:
     exit_reason: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "job_dir": str(self.paths.job_dir), "state": self.state,
-                "phase": self.phase, "nodes_up": self.nodes_up, "nodes": self.nodes,
-                "exit_code": self.exit_code, "exit_reason": self.exit_reason}
+        return {
+            "job_id": self.job_id,
+            "job_dir": str(self.paths.job_dir),
+            "state": self.state,
+            "phase": self.phase,
+            "nodes_up": self.nodes_up,
+            "nodes": self.nodes,
+            "exit_code": self.exit_code,
+            "exit_reason": self.exit_reason,
+        }
 
 
 def _requested_nodes(paths: JobPaths) -> int:
@@ -94,8 +113,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
     slurm_state = state.state if state else "UNKNOWN"
     if slurm_state == "UNKNOWN" and exit_code is not None:
         slurm_state = "COMPLETED" if exit_code == 0 else "FAILED"
-    return JobSummary(int(paths.job_id), paths, slurm_state, phase, up, _requested_nodes(paths),
-                      exit_code, exit_reason)
+    return JobSummary(int(paths.job_id), paths, slurm_state, phase, up, _requested_nodes(paths), exit_code, exit_reason)
 
 
 def job_summary(job_id: int, user: str, client: SlurmClient, spec: ClusterSpec | None = None) -> JobSummary:
@@ -103,7 +121,7 @@ def job_summary(job_id: int, user: str, client: SlurmClient, spec: ClusterSpec |
 
 
 # ---- following a job ----------------------------------------------------------------------------
-SLURM_POLL_MIN_S = 2.0   # the first SLURM query comes this long after the start ...
+SLURM_POLL_MIN_S = 2.0  # the first SLURM query comes this long after the start ...
 SLURM_POLL_MAX_S = 15.0  # ... and the interval doubles up to this (sites police tools that poll hard)
 
 
@@ -129,8 +147,9 @@ class GentleState:
         return self.state.finished or self.state.state == "UNKNOWN" or self.ended_here
 
 
-def wait_for_job(paths: JobPaths, job_id: int, client: SlurmClient, quiet: bool = False,
-                 poll_s: float = 0.5) -> JobSummary:
+def wait_for_job(
+    paths: JobPaths, job_id: int, client: SlurmClient, quiet: bool = False, poll_s: float = 0.5
+) -> JobSummary:
     """Follow a job until it ended; show state, phase and nodes up meanwhile.
 
     Progress comes from the job dir (events.jsonl, a file read every ``poll_s``); SLURM is
@@ -177,12 +196,24 @@ def print_table(rows: Iterable[JobSummary]) -> None:
     """One row per job; state and phase never truncated (80 columns fit); the job dir is in
     `slurm-rl list` and `status --json`."""
     table = Table(box=None, pad_edge=False)
-    for name, kw in (("job", {}), ("name", {"overflow": "ellipsis", "max_width": 24}), ("state", {"no_wrap": True}),
-                     ("phase", {"no_wrap": True}), ("nodes", {"no_wrap": True}), ("exit", {"no_wrap": True})):
-        table.add_column(name, **kw)  # type: ignore[arg-type]
+    for name, kw in (
+        ("job", {}),
+        ("name", {"overflow": "ellipsis", "max_width": 24}),
+        ("state", {"no_wrap": True}),
+        ("phase", {"no_wrap": True}),
+        ("nodes", {"no_wrap": True}),
+        ("exit", {"no_wrap": True}),
+    ):
+        table.add_column(name, **kw)
     for r in rows:
-        table.add_row(str(r.job_id), r.paths.name_dir.name, r.state, r.phase, f"{r.nodes_up}/{r.nodes}",
-                      "" if r.exit_code is None else str(r.exit_code))
+        table.add_row(
+            str(r.job_id),
+            r.paths.name_dir.name,
+            r.state,
+            r.phase,
+            f"{r.nodes_up}/{r.nodes}",
+            "" if r.exit_code is None else str(r.exit_code),
+        )
     Console().print(table)
 
 

@@ -48,11 +48,19 @@ def external_ray_env(spec: ClusterSpec, ray_address: str | None, environ: dict[s
     return env
 
 
-def run_local(spec: ClusterSpec, experiment: str, args: tuple[str, ...], name: str | None, user: str,
-              ray_address: str | None = None) -> int:
+def run_local(
+    spec: ClusterSpec,
+    experiment: str,
+    args: tuple[str, ...],
+    name: str | None,
+    user: str,
+    ray_address: str | None = None,
+) -> int:
     exp = Path(experiment)
     if not exp.is_file():
-        raise UsageError(f"experiment {experiment!r} does not exist or is not a file; pass the path of your driver script")
+        raise UsageError(
+            f"experiment {experiment!r} does not exist or is not a file; pass the path of your driver script"
+        )
     external = external_ray_env(spec, ray_address, dict(os.environ))
     run_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     paths = JobPaths.for_job(spec.fileroot, user, name or exp.stem, run_id)
@@ -67,11 +75,12 @@ def run_local(spec: ClusterSpec, experiment: str, args: tuple[str, ...], name: s
     print(f"slurm-rl: local run {run_id} {where}; job dir {paths.job_dir}", file=sys.stderr)
     append_event(paths.events, "driver_start", argv=[sys.executable, str(exp), *args])
     with open(paths.driver_log, "wb") as log:
-        proc = subprocess.Popen([sys.executable, str(exp), *args], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, str(exp), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
         try:
             assert proc.stdout is not None
-            for chunk in iter(lambda: proc.stdout.read1(65536), b""):  # type: ignore[union-attr]
+            for chunk in iter(lambda: proc.stdout.read1(65536), b""):  # type: ignore[union-attr,attr-defined]
                 sys.stdout.buffer.write(chunk)
                 sys.stdout.buffer.flush()
                 log.write(chunk)

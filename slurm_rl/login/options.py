@@ -34,8 +34,15 @@ def _usage_error(exc: ValidationError) -> UsageError:
     return UsageError(f"{flag_of(field)} {shown}: {msg}")
 
 
-def resolve_options(spec: ClusterSpec, experiment: str | None, *, experiment_args: tuple[str, ...] = (),
-                    user: str, workdir: str | None = None, **flags: Any) -> JobOptions:
+def resolve_options(
+    spec: ClusterSpec,
+    experiment: str | None,
+    *,
+    experiment_args: tuple[str, ...] = (),
+    user: str,
+    workdir: str | None = None,
+    **flags: Any,
+) -> JobOptions:
     """Validate flags (exit-2 errors name the flag) and merge them with the spec.
 
     ``flags`` are JobOptions fields; None (a flag not given) falls back to the spec's field of
@@ -45,7 +52,9 @@ def resolve_options(spec: ClusterSpec, experiment: str | None, *, experiment_arg
         raise UsageError(f"unknown job option {unknown[0]!r}; valid: {', '.join(sorted(JobOptions.model_fields))}")
     exp = Path(experiment) if experiment else None  # None: an interactive cluster (no driver)
     if exp is not None and not exp.is_file():
-        raise UsageError(f"experiment {experiment!r} does not exist or is not a file; pass the path of your driver script")
+        raise UsageError(
+            f"experiment {experiment!r} does not exist or is not a file; pass the path of your driver script"
+        )
     values = {k: v for k, v in flags.items() if v is not None}
     for name in spec_fields():
         if name not in values and getattr(spec, name, None) is not None:
@@ -53,9 +62,14 @@ def resolve_options(spec: ClusterSpec, experiment: str | None, *, experiment_arg
     values.setdefault("python", sys.executable)
     values.setdefault("name", exp.stem if exp else "interactive")
     if values.get("container_image") is not None and spec.container_runtime == "none":
-        raise UsageError("--container-image: the spec's container_runtime is \"none\"; set it to pyxis or apptainer")
+        raise UsageError('--container-image: the spec\'s container_runtime is "none"; set it to pyxis or apptainer')
     try:
-        return JobOptions(experiment=str(exp.resolve()) if exp else "", experiment_args=tuple(experiment_args),
-                          user=user, workdir=str(Path(workdir or os.getcwd()).resolve()), **values)
+        return JobOptions(
+            experiment=str(exp.resolve()) if exp else "",
+            experiment_args=tuple(experiment_args),
+            user=user,
+            workdir=str(Path(workdir or os.getcwd()).resolve()),
+            **values,
+        )
     except ValidationError as exc:
         raise _usage_error(exc) from None

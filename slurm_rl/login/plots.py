@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.events import read_events
-from ..driver.metrics import read_metrics
 from ..core.paths import JobPaths
+from ..driver.metrics import read_metrics
 
 SKIP = {"t", "attempt", "step"}
 
@@ -27,8 +27,11 @@ def _pyplot() -> Any:
 
 
 def plot_metrics(rows: list[dict[str, Any]], out: Path) -> Path | None:
-    keys = [k for k in dict.fromkeys(k for r in rows for k in r) if k not in SKIP
-            and all(isinstance(r.get(k), (int, float)) for r in rows if k in r)]
+    keys = [
+        k
+        for k in dict.fromkeys(k for r in rows for k in r)
+        if k not in SKIP and all(isinstance(r.get(k), (int, float)) for r in rows if k in r)
+    ]
     if not rows or not keys:
         return None
     keys.sort(key=lambda k: (k != "reward", k))
@@ -36,7 +39,9 @@ def plot_metrics(rows: list[dict[str, Any]], out: Path) -> Path | None:
     fig, axes = plt.subplots(len(keys), 1, figsize=(7, 2.2 * len(keys)), sharex=True, squeeze=False)
     for ax, key in zip(axes[:, 0], keys):
         for attempt in sorted({r.get("attempt", 0) for r in rows}):
-            pts = [(r.get("step", i), r[key]) for i, r in enumerate(rows) if key in r and r.get("attempt", 0) == attempt]
+            pts = [
+                (r.get("step", i), r[key]) for i, r in enumerate(rows) if key in r and r.get("attempt", 0) == attempt
+            ]
             if pts:
                 ax.plot(*zip(*pts), marker=".", label=f"attempt {attempt}")
         ax.set_ylabel(key)

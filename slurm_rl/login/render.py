@@ -41,8 +41,11 @@ def templates_dir() -> Path:
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-        trim_blocks=True, lstrip_blocks=True, autoescape=False,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
     )
     env.filters["shq"] = lambda v: shlex.quote(str(v))
     return env
@@ -57,15 +60,23 @@ def sbatch_directives(opts: JobOptions, name_dir: Path) -> list[str]:
     With a head partition: one heterogeneous job, the head's component, ``hetjob``, the
     workers' component (job-level options go with the first component, as SLURM wants)."""
     job: dict[str, str | None] = {
-        "--job-name": opts.name, "--output": f"{name_dir}/%j/logs/batch.log", "--open-mode": "append",
-        "--account": opts.account, "--signal": opts.signal or None,
+        "--job-name": opts.name,
+        "--output": f"{name_dir}/%j/logs/batch.log",
+        "--open-mode": "append",
+        "--account": opts.account,
+        "--signal": opts.signal or None,
     }
     flags = (["--oversubscribe"] if opts.oversubscribe else []) + ["--requeue" if opts.requeue > 0 else "--no-requeue"]
 
     def component(partition: str | None, nodes: int, gpus: bool) -> dict[str, str | None]:
-        return {"--nodes": str(nodes), "--ntasks-per-node": "1", "--partition": partition, "--time": opts.time,
-                "--cpus-per-task": str(opts.cpus_per_node) if opts.cpus_per_node else None,
-                "--gpus-per-node": str(opts.gpus_per_node) if opts.gpus_per_node and gpus else None}
+        return {
+            "--nodes": str(nodes),
+            "--ntasks-per-node": "1",
+            "--partition": partition,
+            "--time": opts.time,
+            "--cpus-per-task": str(opts.cpus_per_node) if opts.cpus_per_node else None,
+            "--gpus-per-node": str(opts.gpus_per_node) if opts.gpus_per_node and gpus else None,
+        }
 
     if not opts.head_partition:
         return sorted(_quoted({**job, **component(opts.partition, opts.total_nodes, True)}) + flags)
@@ -75,8 +86,13 @@ def sbatch_directives(opts: JobOptions, name_dir: Path) -> list[str]:
 
 def container_for(spec: ClusterSpec, opts: JobOptions) -> Container:
     image = opts.container_image or (spec.gpu_image if opts.gpus_per_node > 0 else spec.cpu_image)
-    return Container(runtime=spec.container_runtime, image=image, workdir=opts.workdir, gpus=opts.gpus_per_node > 0,
-                     mounts=(*spec.mounts, f"{spec.fileroot}:{spec.fileroot}"))
+    return Container(
+        runtime=spec.container_runtime,
+        image=image,
+        workdir=opts.workdir,
+        gpus=opts.gpus_per_node > 0,
+        mounts=(*spec.mounts, f"{spec.fileroot}:{spec.fileroot}"),
+    )
 
 
 _SAFE = re.compile(r"[\w@%+=:,./-]*")
@@ -99,11 +115,16 @@ def shell_words(argv: list[str]) -> list[str]:
 
 def _manifest(spec: ClusterSpec, opts: JobOptions, setup_first_line: int) -> JobManifest:
     return JobManifest(
-        **opts.model_dump(), slurm_rl_version=__version__, cluster_name=spec.cluster_name,
-        experiment_src_dir=str(Path(opts.experiment).parent) if opts.experiment else "", setup=tuple(spec.setup),
+        **opts.model_dump(),
+        slurm_rl_version=__version__,
+        cluster_name=spec.cluster_name,
+        experiment_src_dir=str(Path(opts.experiment).parent) if opts.experiment else "",
+        setup=tuple(spec.setup),
         node_type_from_node_name=dict(spec.node_type_from_node_name),
         gpu_type_from_node_name=dict(spec.gpu_type_from_node_name),
-        setup_first_line=setup_first_line, container=container_for(spec, opts))
+        setup_first_line=setup_first_line,
+        container=container_for(spec, opts),
+    )
 
 
 def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
@@ -113,11 +134,17 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
     srun_flags, prefix = container.launch(JOB_ID_PLACEHOLDER)
     python = shlex.quote(opts.python)
     context = dict(
-        version=__version__, spec=spec, directives=sbatch_directives(opts, name_dir), name_dir=str(name_dir),
-        env=sorted(spec.public_env.items()), srun_flags=shell_words(srun_flags),
-        secrets=sorted(spec.secret_env), secrets_file=SECRETS_FILE,
+        version=__version__,
+        spec=spec,
+        directives=sbatch_directives(opts, name_dir),
+        name_dir=str(name_dir),
+        env=sorted(spec.public_env.items()),
+        srun_flags=shell_words(srun_flags),
+        secrets=sorted(spec.secret_env),
+        secrets_file=SECRETS_FILE,
         launch=" ".join([*shell_words(prefix), 'bash -c "$SLURM_RL_NODE_SCRIPT"']),
-        finalize=f"{python} -m slurm_rl.job.finalize", setup=spec.setup,
+        finalize=f"{python} -m slurm_rl.job.finalize",
+        setup=spec.setup,
         het_groups="0,1" if opts.head_partition else "",
         node_command=f'{python} -m slurm_rl.job.node --job-dir "$SLURM_RL_JOB_DIR"',
         warned_marker=shlex.quote(f"{MARKERS_DIR}/") + warned_marker_name('"${SLURM_RESTART_COUNT:-0}"'),

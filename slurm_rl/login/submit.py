@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import index
 from ..core.errors import UsageError
 from ..core.events import append_event, write_atomic
 from ..core.paths import JobPaths
 from ..core.slurm import SlurmClient
 from ..core.spec import ClusterSpec
+from . import index
 from .options import JobOptions
 from .render import RenderedJob, render_job
 
@@ -75,23 +75,34 @@ def check_partition_size(opts: JobOptions, client: SlurmClient) -> None:
         name, count = found
         if nodes > count:
             extra = " (--nodes workers plus the --head-node cpu head)" if nodes != opts.nodes else ""
-            raise UsageError(f"--nodes {opts.nodes}: partition {name!r} has {count} node{'s' * (count != 1)}, "
-                             f"the job needs {nodes}{extra}; ask for fewer")
+            raise UsageError(
+                f"--nodes {opts.nodes}: partition {name!r} has {count} node{'s' * (count != 1)}, "
+                f"the job needs {nodes}{extra}; ask for fewer"
+            )
 
 
-def submit(spec: ClusterSpec, opts: JobOptions, client: SlurmClient, release: bool = True,
-           stage_extra: Callable[[JobPaths], None] | None = None) -> Submitted:
+def submit(
+    spec: ClusterSpec,
+    opts: JobOptions,
+    client: SlurmClient,
+    release: bool = True,
+    stage_extra: Callable[[JobPaths], None] | None = None,
+) -> Submitted:
     """Submit one job; ``stage_extra(paths)`` may add files to the job dir before it can start."""
     if spec.cluster_type != "slurm":
-        raise UsageError(f"spec {spec.cluster_name!r} has cluster_type {spec.cluster_type!r}: run it with "
-                         f"`slurm-rl run --spec SPEC EXPERIMENT`, or submit with a SLURM spec")
+        raise UsageError(
+            f"spec {spec.cluster_name!r} has cluster_type {spec.cluster_type!r}: run it with "
+            f"`slurm-rl run --spec SPEC EXPERIMENT`, or submit with a SLURM spec"
+        )
     check_partition_size(opts, client)
     job = render_job(spec, opts)
     name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir
     try:
         name_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"fileroot: cannot create {name_dir} ({exc.strerror}); set fileroot to a writable shared path") from None
+        raise UsageError(
+            f"fileroot: cannot create {name_dir} ({exc.strerror}); set fileroot to a writable shared path"
+        ) from None
     stage = JobPaths(name_dir / f".stage-{uuid.uuid4().hex[:12]}")
     try:
         stage_job_dir(stage, spec, opts, job)

@@ -39,9 +39,15 @@ class TeardownReport:
         return sum(len(n.get("killed", [])) for n in self.per_node)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "cancelled": self.cancelled, "state_before": self.state_before,
-                "nodes": self.nodes, "per_node": self.per_node, "killed_total": self.killed_total,
-                "seconds": round(self.seconds, 3)}
+        return {
+            "job_id": self.job_id,
+            "cancelled": self.cancelled,
+            "state_before": self.state_before,
+            "nodes": self.nodes,
+            "per_node": self.per_node,
+            "killed_total": self.killed_total,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 def job_nodes(paths: JobPaths, slurm_nodelist: str) -> list[str]:
@@ -54,26 +60,40 @@ def job_nodes(paths: JobPaths, slurm_nodelist: str) -> list[str]:
     return sorted({e["node"] for e in read_events(paths.events) if e.get("event") == "node_start" and e.get("node")})
 
 
-def teardown(spec: ClusterSpec, user: str, job_id: int, client: SlurmClient, grace_s: float = 1.0,
-             gone_timeout_s: float = 30.0, force: bool = False) -> TeardownReport:
+def teardown(
+    spec: ClusterSpec,
+    user: str,
+    job_id: int,
+    client: SlurmClient,
+    grace_s: float = 1.0,
+    gone_timeout_s: float = 30.0,
+    force: bool = False,
+) -> TeardownReport:
     t0 = time.monotonic()
     try:
         paths = find_job_dir(job_id, user, client, spec)
     except UnknownJobError:
         owner = client.job_owner(job_id)
         if owner and owner != user:
-            raise UsageError(f"job {job_id} belongs to {owner!r}, not {user!r}; teardown only touches your own jobs") from None
+            raise UsageError(
+                f"job {job_id} belongs to {owner!r}, not {user!r}; teardown only touches your own jobs"
+            ) from None
         if owner:
-            raise UsageError(f"job {job_id} is yours but was not submitted by slurm-rl (no slurm-rl job dir "
-                             f"found for it); use scancel {job_id}") from None
-        raise UsageError(f"job {job_id}: unknown to SLURM and no slurm-rl job dir found for it; "
-                         f"check the id with `slurm-rl list`") from None
+            raise UsageError(
+                f"job {job_id} is yours but was not submitted by slurm-rl (no slurm-rl job dir "
+                f"found for it); use scancel {job_id}"
+            ) from None
+        raise UsageError(
+            f"job {job_id}: unknown to SLURM and no slurm-rl job dir found for it; check the id with `slurm-rl list`"
+        ) from None
     try:
         submitter = load_manifest(paths.manifest).user
     except JobError:
         submitter = user  # a job dir from before manifests: found under your own fileroot
     if submitter != user:
-        raise UsageError(f"job {job_id} was submitted by {submitter!r}, not {user!r}; teardown only touches your own jobs")
+        raise UsageError(
+            f"job {job_id} was submitted by {submitter!r}, not {user!r}; teardown only touches your own jobs"
+        )
     state = client.job_state(job_id)
     cancelled = False
     nodes = job_nodes(paths, state.nodelist)
@@ -99,9 +119,11 @@ def teardown(spec: ClusterSpec, user: str, job_id: int, client: SlurmClient, gra
         report.per_node = merge_reports(forced, parse_reports(res.stdout))
         missing = set(nodes) - {n.get("node") for n in report.per_node}
         if missing:
-            raise JobError(f"job {job_id}: cleanup did not report from {', '.join(sorted(missing))} "
-                           f"(srun exited {res.returncode}: {res.stderr.strip()[-300:]}); run teardown again, "
-                           f"or check those nodes with `sinfo -N`")
+            raise JobError(
+                f"job {job_id}: cleanup did not report from {', '.join(sorted(missing))} "
+                f"(srun exited {res.returncode}: {res.stderr.strip()[-300:]}); run teardown again, "
+                f"or check those nodes with `sinfo -N`"
+            )
     if cancelled:
         record_exit(paths, STOPPED_RC, f"cancelled by slurm-rl teardown (was {state.state})")
     report.seconds = time.monotonic() - t0
@@ -137,8 +159,9 @@ def merge_reports(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> 
     """Per node, what both passes stopped."""
     by_node: dict[str, dict[str, Any]] = {}
     for item in [*first, *second]:
-        cur = by_node.setdefault(item["node"], {"node": item["node"], "killed": [], "temp_dir_removed": False,
-                                                "seconds": 0.0})
+        cur = by_node.setdefault(
+            item["node"], {"node": item["node"], "killed": [], "temp_dir_removed": False, "seconds": 0.0}
+        )
         cur["killed"] += item.get("killed", [])
         cur["temp_dir_removed"] = cur["temp_dir_removed"] or item.get("temp_dir_removed", False)
         cur["seconds"] += item.get("seconds", 0.0)

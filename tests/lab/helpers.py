@@ -15,19 +15,36 @@ EXPERIMENTS = REPO / "tests" / "lab" / "experiments"
 BASELINE = ("tini", "slurmd", "slurmstepd", "ps", "sleep")
 
 
-def submit(experiment: str, *args: str, nodes: int = 3, extra: tuple[str, ...] = (),
-           timeout: float = 180) -> tuple[subprocess.CompletedProcess[str], dict]:
+def submit(
+    experiment: str, *args: str, nodes: int = 3, extra: tuple[str, ...] = (), timeout: float = 180
+) -> tuple[subprocess.CompletedProcess[str], dict]:
     """`slurm-rl submit --wait --json`; returns the process and its parsed JSON line."""
-    res = run_cli("submit", SPEC, str(EXPERIMENTS / experiment), "--nodes", str(nodes), "--wait", "--json",
-                  *extra, "--", *args, timeout=timeout)
+    res = run_cli(
+        "submit",
+        SPEC,
+        str(EXPERIMENTS / experiment),
+        "--nodes",
+        str(nodes),
+        "--wait",
+        "--json",
+        *extra,
+        "--",
+        *args,
+        timeout=timeout,
+    )
     lines = [line for line in res.stdout.splitlines() if line.startswith("{")]
     return res, (json.loads(lines[-1]) if lines else {})
 
 
 def node_processes(node: str) -> list[str]:
     """Command lines of every process on a lab node except the baseline ones."""
-    out = subprocess.run([str(LAB), "exec", node, "--", "ps", "-eo", "pid=,comm=,args="], capture_output=True,
-                         text=True, timeout=30, check=True).stdout
+    out = subprocess.run(
+        [str(LAB), "exec", node, "--", "ps", "-eo", "pid=,comm=,args="],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
     procs = []
     for line in out.splitlines():
         parts = line.split(None, 2)
@@ -41,13 +58,24 @@ def job_leftovers(nodes: list[str], job_id: int) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for node in nodes:
         out = subprocess.run(
-            [str(LAB), "exec", node, "--", "sh", "-c",
-             f"for p in /proc/[0-9]*; do "
-             f"if tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -qx SLURM_RL_JOB_ID={job_id} || "
-             f"tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q srl-{job_id}; then "
-             f"echo \"${{p#/proc/}} $(tr '\\0' ' ' < $p/cmdline | cut -c1-80)\"; fi; done; "
-             f"[ -e /tmp/srl-{job_id} ] && echo tempdir /tmp/srl-{job_id} || true"],
-            capture_output=True, text=True, timeout=30, check=True).stdout
+            [
+                str(LAB),
+                "exec",
+                node,
+                "--",
+                "sh",
+                "-c",
+                f"for p in /proc/[0-9]*; do "
+                f"if tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -qx SLURM_RL_JOB_ID={job_id} || "
+                f"tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q srl-{job_id}; then "
+                f"echo \"${{p#/proc/}} $(tr '\\0' ' ' < $p/cmdline | cut -c1-80)\"; fi; done; "
+                f"[ -e /tmp/srl-{job_id} ] && echo tempdir /tmp/srl-{job_id} || true",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
         items = [line for line in out.splitlines() if line.strip() and "sh -c" not in line and "grep" not in line]
         if items:
             found[node] = items
@@ -70,23 +98,26 @@ def job_dir(data: dict) -> Path:
 
 def start(experiment: str, *args: str, nodes: int = 3, extra: tuple[str, ...] = ()) -> dict:
     """Submit without waiting; returns the --json object (job_id, job_dir, ...)."""
-    res = run_cli("submit", SPEC, str(EXPERIMENTS / experiment), "--nodes", str(nodes), "--json", *extra,
-                  "--", *args, timeout=60)
+    res = run_cli(
+        "submit", SPEC, str(EXPERIMENTS / experiment), "--nodes", str(nodes), "--json", *extra, "--", *args, timeout=60
+    )
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout.splitlines()[-1])
 
 
 def in_queue(job_id: int) -> bool:
-    out = subprocess.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"], capture_output=True, text=True,
-                         timeout=10).stdout.strip()
+    out = subprocess.run(
+        ["squeue", "-h", "-j", str(job_id), "-o", "%T"], capture_output=True, text=True, timeout=10
+    ).stdout.strip()
     return out not in ("", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT")
 
 
 def wait_ready(data: dict, timeout_s: float = 120) -> list[tuple[str, int]]:
     """Wait for hold.py's driver_ready file; returns [(host, actor pid)]."""
     ready = job_dir(data) / "driver_ready"
-    assert wait_for(lambda: ready.exists() and ready.read_text().endswith("\n"), timeout_s), \
+    assert wait_for(lambda: ready.exists() and ready.read_text().endswith("\n"), timeout_s), (
         f"job {data['job_id']} never got ready; see {job_dir(data) / 'logs'}"
+    )
     return [(h, int(p)) for h, p in (line.split() for line in ready.read_text().splitlines())]
 
 

@@ -19,7 +19,9 @@ def test_commands_on_a_live_job(lab: list[str]) -> None:
         wait_ready(data)
         st = run_cli("status", jid, "--json", "--spec", SPEC)
         row = json.loads(st.stdout)
-        assert row["state"] == "RUNNING" and row["phase"] in ("driver_start", "driver_connected") and row["nodes_up"] == 2
+        assert (
+            row["state"] == "RUNNING" and row["phase"] in ("driver_start", "driver_connected") and row["nodes_up"] == 2
+        )
         table = run_cli("status", "--spec", SPEC)
         assert jid in table.stdout and "RUNNING" in table.stdout
         assert jid in run_cli("list", "--spec", SPEC).stdout

@@ -18,18 +18,21 @@ def _report(data: dict) -> dict:
     return json.loads(next(line for line in log.splitlines() if line.startswith("REPORT "))[7:])
 
 
-@pytest.mark.parametrize("extra", [("--head-node", "cpu"), ("--head-partition", "labcpu", "--partition", "labgpu")],
-                         ids=["cpu-head", "hetjob"])
+@pytest.mark.parametrize(
+    "extra",
+    [("--head-node", "cpu"), ("--head-partition", "labcpu", "--partition", "labgpu")],
+    ids=["cpu-head", "hetjob"],
+)
 def test_a_cpu_only_head_runs_the_driver_and_no_ray_work(lab: list[str], extra: tuple[str, ...]) -> None:
     res, data = submit("check_cluster.py", "3", nodes=2, extra=extra)
     assert res.returncode == 0, (res.stderr[-1500:], (job_dir(data) / "logs" / "driver.log").read_text()[-1500:])
     report = _report(data)
     assert report["nodes"] == 3 and report["tags"], report
-    assert report["cpus_by_ip"][report["driver_ip"]] == 0, report   # the head offers Ray nothing
+    assert report["cpus_by_ip"][report["driver_ip"]] == 0, report  # the head offers Ray nothing
     assert sorted(v for ip, v in report["cpus_by_ip"].items() if ip != report["driver_ip"]) == [2, 2], report
     assert data["nodes"] == 3
     if "--head-partition" in extra:
         script = (job_dir(data) / "sbatch.sh").read_text()
         assert "#SBATCH hetjob" in script and "--partition=labcpu" in script and "--het-group=0,1" in script
-        assert report["driver_ip"] == "10.77.0.11"                    # labcpu is node1
+        assert report["driver_ip"] == "10.77.0.11"  # labcpu is node1
     assert_no_leftovers(lab, data["job_id"])

@@ -39,7 +39,9 @@ def test_up_repairs_a_killed_lab_and_down_leaves_nothing(lab: list[str]) -> None
     n = len(lab)
     # what a stopped session leaves: every process gone, namespaces/bridge/config/state still there
     for p in psutil.process_iter(["name"]):
-        if p.info["name"] in ("slurmctld", "munged") or (p.info["name"] == "tini" and "slurmd" in " ".join(p.cmdline())):
+        if p.info["name"] in ("slurmctld", "munged") or (
+            p.info["name"] == "tini" and "slurmd" in " ".join(p.cmdline())
+        ):
             os.kill(p.pid, signal.SIGKILL)
     psutil.wait_procs([p for p in psutil.process_iter(["name"]) if p.info["name"] == "slurmctld"], timeout=5)
     up = _lab("up", "--nodes", str(n))

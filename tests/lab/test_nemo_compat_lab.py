@@ -21,7 +21,7 @@ def test_nemo_rl_style_workers_on_three_nodes(lab: list[str]) -> None:
     ranks, nodes = out["decorated"]
     assert ranks == ["0", "1", "2"] and sorted(nodes) == ["node1", "node2", "node3"]  # one per node
     assert out["decorated_options"] == [["yes"] * 3, ["configure-runtime-env"] * 3, ["from-configure"] * 3]
-    for env in ("system_env", "isolated_env"):   # every node, the job's last node (node3) included
+    for env in ("system_env", "isolated_env"):  # every node, the job's last node (node3) included
         hosts, launcher_vars = out[env]
         assert sorted(hosts) == ["node1", "node2", "node3"] and launcher_vars == [[], [], []], (env, out[env])
     assert out["isolated_decorated"] == [["0", "1", "2"], ["1", "1", "1"]]

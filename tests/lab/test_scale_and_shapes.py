@@ -34,9 +34,20 @@ def test_a_job_whose_would_be_port_is_taken_still_starts(lab: list[str]) -> None
 
     data = start("check_cluster.py", "1", nodes=1, extra=("--hold",))
     port = preferred_gcs_port(data["job_id"])
-    holders = [subprocess.Popen([str(LAB), "exec", node, "--", "python3", "-c",
-                                 f"import socket,time; s=socket.socket(); s.bind(('', {port})); s.listen(); time.sleep(120)"])
-               for node in lab]
+    holders = [
+        subprocess.Popen(
+            [
+                str(LAB),
+                "exec",
+                node,
+                "--",
+                "python3",
+                "-c",
+                f"import socket,time; s=socket.socket(); s.bind(('', {port})); s.listen(); time.sleep(120)",
+            ]
+        )
+        for node in lab
+    ]
     try:
         time.sleep(1.0)  # the holders bind their port (nothing to poll from outside the namespaces)
         subprocess.run(["scontrol", "release", str(data["job_id"])], check=True, timeout=30)
@@ -54,13 +65,22 @@ def test_status_logs_teardown_by_job_id_from_anywhere(lab: list[str], tmp_path: 
     wait_ready(data)
     env = {k: v for k, v in os.environ.items() if k != "CLUSTER_SPEC_PATH"}
     env["COLUMNS"] = "80"
-    run = lambda *a: subprocess.run(["python", "-m", "slurm_rl", *a], cwd=tmp_path, env=env,  # noqa: E731
-                                    capture_output=True, text=True, timeout=120)
+
+    def run(*a):
+        return subprocess.run(
+            ["python", "-m", "slurm_rl", *a],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
     st = run("status", str(data["job_id"]))
     assert st.returncode == 0, st.stderr
     assert "RUNNING" in st.stdout and ("driver_start" in st.stdout or "driver_connected" in st.stdout), st.stdout
     assert max(len(line) for line in st.stdout.splitlines()) <= 80, st.stdout
-    assert str(data["job_id"]) in run("list").stdout.splitlines()[0]           # newest first, every spec
+    assert str(data["job_id"]) in run("list").stdout.splitlines()[0]  # newest first, every spec
     assert run("logs", str(data["job_id"])).returncode == 0
     td = run("teardown", str(data["job_id"]))
     assert td.returncode == 0 and "cancelled" in td.stdout, td.stderr
@@ -76,14 +96,18 @@ def test_wait_is_gentle_on_slurmctld(lab: list[str]) -> None:
     assert data["slurm_calls"] <= 3 + 2 + elapsed / 2, (data["slurm_calls"], elapsed)
 
 
-@pytest.mark.parametrize(("change", "args", "needle"), [
-    ({}, ("--nodes", "99"), "partition 'lab' has 3 nodes, the job needs 99"),
-    ({"fileroot": "/var/tmp/../tmp/slurm-rl"}, (), "fileroot"),
-    ({"partition": "lab;rm -rf"}, (), "partition"),
-    ({}, ("--account", "a b"), "--account"),
-])
-def test_bad_input_is_refused_before_submitting(lab: list[str], tmp_path: Path, change: dict, args: tuple,
-                                                needle: str) -> None:
+@pytest.mark.parametrize(
+    ("change", "args", "needle"),
+    [
+        ({}, ("--nodes", "99"), "partition 'lab' has 3 nodes, the job needs 99"),
+        ({"fileroot": "/var/tmp/../tmp/slurm-rl"}, (), "fileroot"),
+        ({"partition": "lab;rm -rf"}, (), "partition"),
+        ({}, ("--account", "a b"), "--account"),
+    ],
+)
+def test_bad_input_is_refused_before_submitting(
+    lab: list[str], tmp_path: Path, change: dict, args: tuple, needle: str
+) -> None:
     spec = {**json.loads(Path(SPEC).read_text()), **change}
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
@@ -100,15 +124,29 @@ def test_secrets_reach_the_job_but_no_file(lab: list[str], tmp_path: Path) -> No
     spec["env"] = {**spec["env"], "HF_TOKEN": secret, "PLAIN_SETTING": "visible"}
     path = tmp_path / "secret-spec.json"
     path.write_text(json.dumps(spec))
-    res = run_cli("submit", str(path), str(EXPERIMENTS / "env_check.py"), "--nodes", "2", "--wait", "--json",
-                  "--", "HF_TOKEN", hashlib.sha256(secret.encode()).hexdigest(), timeout=180)
+    res = run_cli(
+        "submit",
+        str(path),
+        str(EXPERIMENTS / "env_check.py"),
+        "--nodes",
+        "2",
+        "--wait",
+        "--json",
+        "--",
+        "HF_TOKEN",
+        hashlib.sha256(secret.encode()).hexdigest(),
+        timeout=180,
+    )
     assert res.returncode == 0, res.stderr
     jd = Path(json.loads(res.stdout.splitlines()[-1])["job_dir"])
     assert '"driver": true' in (jd / "logs" / "driver.log").read_text()
     assert stat.S_IMODE(jd.stat().st_mode) == 0o700
     assert stat.S_IMODE((jd / "secrets.env").stat().st_mode) == 0o600
-    leaks = [p for p in jd.rglob("*") if p.is_file() and p.name not in ("secrets.env", "experiment.py")
-             and secret in p.read_text(errors="replace")]
+    leaks = [
+        p
+        for p in jd.rglob("*")
+        if p.is_file() and p.name not in ("secrets.env", "experiment.py") and secret in p.read_text(errors="replace")
+    ]
     assert leaks == [], leaks
     assert "PLAIN_SETTING=visible" in (jd / "sbatch.sh").read_text()
 
@@ -147,14 +185,32 @@ def _http_ok(url: str) -> bool:
 def test_ctrl_c_on_wait_leaves_the_job_running_and_says_how_to_stop_it(lab: list[str]) -> None:
     import signal
 
-    proc = subprocess.Popen(["python", "-m", "slurm_rl", "submit", SPEC, str(EXPERIMENTS / "hold.py"), "--nodes", "1",
-                             "--wait", "--name", "ctrl-c"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            "python",
+            "-m",
+            "slurm_rl",
+            "submit",
+            SPEC,
+            str(EXPERIMENTS / "hold.py"),
+            "--nodes",
+            "1",
+            "--wait",
+            "--name",
+            "ctrl-c",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     first = proc.stdout.readline()  # "Submitted job N (1 node)"
     job_id = int(first.split()[2])
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert f"job {job_id}; it keeps running" in err and f"slurm-rl teardown {job_id}" in err, err
-    assert subprocess.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"], capture_output=True, text=True).stdout.strip()
+    assert subprocess.run(
+        ["squeue", "-h", "-j", str(job_id), "-o", "%T"], capture_output=True, text=True
+    ).stdout.strip()
     assert run_cli("teardown", str(job_id)).returncode == 0
     assert_no_leftovers(lab, job_id)

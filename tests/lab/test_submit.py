@@ -6,6 +6,7 @@ import json
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,15 +21,27 @@ def test_three_node_job(lab: list[str]) -> None:
     res, data = submit("check_cluster.py", "3", nodes=3)
     assert res.returncode == 0, (res.stdout, res.stderr)
     jd = job_dir(data)
-    report = json.loads(next(line for line in (jd / "logs" / "driver.log").read_text().splitlines()
-                             if line.startswith("REPORT "))[7:])
+    report = json.loads(
+        next(line for line in (jd / "logs" / "driver.log").read_text().splitlines() if line.startswith("REPORT "))[7:]
+    )
     assert report["nodes"] == 3 and report["pidns"] == 3 and report["tags"]
     assert report["ips"] == ["10.77.0.11", "10.77.0.12", "10.77.0.13"]
     assert report["node_types"] == ["node_type:cpu"] * 3  # the spec's node_type_from_node_name, as Ray resources
     assert {"job_id", "job_dir", "nodes", "state"} <= set(data) and data["state"] == "COMPLETED"
     # the job dir holds what the README promises
-    for name in ("sbatch.sh", "spec.json", "experiment.py", "cluster.json", "events.jsonl", "exit_code",
-                 "exit_reason", "logs/driver.log", "logs/batch.log", "logs/node-node1.log", "logs/node-node3.log"):
+    for name in (
+        "sbatch.sh",
+        "spec.json",
+        "experiment.py",
+        "cluster.json",
+        "events.jsonl",
+        "exit_code",
+        "exit_reason",
+        "logs/driver.log",
+        "logs/batch.log",
+        "logs/node-node1.log",
+        "logs/node-node3.log",
+    ):
         assert (jd / name).exists(), name
     cluster = json.loads((jd / "cluster.json").read_text())
     assert cluster["head_node"] == "node1" and cluster["ready_time"] and len(cluster["nodes"]) == 3
@@ -47,8 +60,9 @@ def test_driver_exit_code_is_the_job_exit_code(lab: list[str]) -> None:
     res, data = submit("exit_code.py", "3", nodes=1)
     assert res.returncode == 3, (res.stdout, res.stderr)
     assert data["exit_code"] == 3 and "driver exited 3" in data["exit_reason"]
-    out = subprocess.run(["scontrol", "show", "job", str(data["job_id"])], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["scontrol", "show", "job", str(data["job_id"])], capture_output=True, text=True, check=True
+    ).stdout
     assert "ExitCode=3:0" in out
 
 
@@ -72,13 +86,14 @@ def test_two_jobs_share_nodes(lab: list[str]) -> None:
 
 
 def test_failing_node_fails_the_job_fast_and_names_it(lab: list[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
-    spec = json.loads(open(SPEC).read())
+    spec = json.loads(Path(SPEC).read_text())
     spec["setup"] = ['test "$(hostname)" != node2']
     bad_spec = tmp_path / "bad-node2.json"
     bad_spec.write_text(json.dumps(spec))
     t0 = time.monotonic()
-    res = run_cli("submit", str(bad_spec), "tests/lab/experiments/exit_code.py", "--nodes", "3", "--wait",
-                  "--", "0", timeout=120)
+    res = run_cli(
+        "submit", str(bad_spec), "tests/lab/experiments/exit_code.py", "--nodes", "3", "--wait", "--", "0", timeout=120
+    )
     elapsed = time.monotonic() - t0
     assert res.returncode == 1, (res.stdout, res.stderr)
     assert "node2" in res.stderr and "setup[0]" in res.stderr

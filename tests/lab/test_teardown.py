@@ -23,7 +23,7 @@ def test_teardown_running_job_then_again(lab: list[str]) -> None:
     report = json.loads(res.stdout)
     assert report["cancelled"] and sorted(report["nodes"]) == ["node1", "node2", "node3"]
     assert {n["node"] for n in report["per_node"]} == {"node1", "node2", "node3"}
-    assert not job_leftovers(lab, data["job_id"])          # zero processes when teardown returns
+    assert not job_leftovers(lab, data["job_id"])  # zero processes when teardown returns
     assert time.monotonic() - t0 < 30
     assert "cancel" in exit_reason(data) or "SIGTERM" in exit_reason(data)
     again = run_cli("teardown", str(data["job_id"]), "--spec", SPEC)
@@ -67,8 +67,12 @@ def test_teardown_foreign_job_exit_2_and_untouched(lab: list[str], as_user: str 
         if subprocess.run(["id", as_user], capture_output=True).returncode != 0:
             subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", as_user], check=True)
         prefix = ["runuser", "-u", as_user, "--"]
-    job = subprocess.run([*prefix, "sbatch", "--parsable", "-N", "1", "-o", "/dev/null", "--chdir", "/",
-                          "--wrap", "sleep 60"], capture_output=True, text=True, check=True).stdout.strip()
+    job = subprocess.run(
+        [*prefix, "sbatch", "--parsable", "-N", "1", "-o", "/dev/null", "--chdir", "/", "--wrap", "sleep 60"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     try:
         res = run_cli("teardown", job, "--spec", SPEC)
         assert res.returncode == 2 and job in res.stderr

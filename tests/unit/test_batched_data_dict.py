@@ -81,8 +81,9 @@ def test_truncate_and_microbatches_and_to() -> None:
     assert d.get_dict().keys() == {"ids", "n"}
 
 
-DYN = DynamicBatchingArgs(max_tokens_per_microbatch=64, sequence_length_round=8, input_key="ids",
-                          input_lengths_key="lens")
+DYN = DynamicBatchingArgs(
+    max_tokens_per_microbatch=64, sequence_length_round=8, input_key="ids", input_lengths_key="lens"
+)
 
 
 def test_dynamic_batching_respects_token_budget() -> None:
@@ -103,7 +104,8 @@ def test_dynamic_batching_respects_token_budget() -> None:
     assert abs(loads[0] - loads[1]) <= max(lens)
     with pytest.raises(ValueError, match="exceeds"):
         BatchedDataDict({"ids": torch.zeros(2, 80), "lens": torch.tensor([80, 1])}).shard_by_batch_size(
-            1, dynamic_batching_args=DYN)
+            1, dynamic_batching_args=DYN
+        )
 
 
 @settings(max_examples=60, deadline=None)

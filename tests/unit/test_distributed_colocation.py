@@ -10,7 +10,7 @@ from slurm_rl.distributed import RayVirtualCluster, RayWorkerBuilder, RayWorkerG
 from slurm_rl.distributed.api import virtual_cluster as vc
 from tests.unit.conftest import local_ray
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.ray]  # starts a local Ray: `pytest -m unit` skips it
 FQN = "tests.unit.workers.simple.EnvWorker"
 
 
@@ -46,18 +46,8 @@ def test_placement_group_wait_is_bounded_and_cleans_up(gpu_ray, monkeypatch) -> 
         before = len(ray.util.placement_group_table())
         with pytest.raises(TimeoutError, match="may lack resources"):
             # passes the totals check (8 CPUs exist) but can never be placed while `first` lives
-            vc.RayVirtualCluster._init_placement_groups(_bare_cluster([8]), "STRICT_PACK")
+            RayVirtualCluster([8], use_gpus=False, placement_group_strategy="STRICT_PACK")
         removed = [t for t in ray.util.placement_group_table().values() if t["state"] == "REMOVED"]
         assert len(ray.util.placement_group_table()) == before + 1 and len(removed) >= 1
     finally:
         first.shutdown()
-
-
-def _bare_cluster(bundles: list[int]) -> RayVirtualCluster:
-    """A RayVirtualCluster object without running its constructor (to call one step of it)."""
-    c = RayVirtualCluster.__new__(RayVirtualCluster)
-    c._bundle_ct_per_node_list = bundles
-    c.use_gpus, c.max_colocated_worker_groups, c.name = False, 1, ""
-    c.placement_group_strategy = "STRICT_PACK"
-    c._node_placement_groups, c._next_probe, c._shut_down = [], None, True
-    return c

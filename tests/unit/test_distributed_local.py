@@ -17,7 +17,7 @@ from slurm_rl.distributed import (
 )
 from slurm_rl.distributed.api import virtual_cluster as vc
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.ray]  # starts a local Ray: `pytest -m unit` skips it
 FQN = "tests.unit.workers.simple.EnvWorker"
 
 
@@ -119,7 +119,10 @@ def test_tied_groups_and_only_on_modes(cluster) -> None:
             g.run_all_workers_single_data("nope")
         data = [BatchedDataDict({"x": [1, 2, 3]}).slice(0, 3), BatchedDataDict({"x": [4]}).slice(0, 1)]
         # leaders: one result per tied group; all tied workers: de-duplicated to one per group
-        assert g.get_all_worker_results(g.run_all_workers_multiple_data("size_of", data, only_on="tied_leader")) == [3, 1]
+        assert g.get_all_worker_results(g.run_all_workers_multiple_data("size_of", data, only_on="tied_leader")) == [
+            3,
+            1,
+        ]
         fut = g.run_all_workers_multiple_data("size_of", data, only_on="all_tied_workers")
         assert len(fut.futures) == 4 and g.get_all_worker_results(fut) == [3, 1]
         # "all": worker i gets data[i]; fewer items warn, more items are an error
@@ -164,6 +167,7 @@ def test_grids(cluster, capsys) -> None:
     finally:
         g.shutdown()
     from slurm_rl.distributed.api.cluster_grid import cluster_grid
+
     assert cluster_grid([0, 0]) == "Empty Ray Cluster (no GPUs)"
 
 
@@ -175,7 +179,7 @@ def test_worker_in_another_environment_is_imported_there(cluster, tmp_path) -> N
     from slurm_rl.distributed import ACTOR_ENVIRONMENT_REGISTRY
 
     py = tmp_path / "other-python"
-    py.write_text(f"#!/bin/sh\nexport OTHER_ENV=1\nexec {sys.executable} \"$@\"\n")
+    py.write_text(f'#!/bin/sh\nexport OTHER_ENV=1\nexec {sys.executable} "$@"\n')
     py.chmod(0o755)
     fqn = "tests.unit.workers.simple.ConfiguredWorker"
     ACTOR_ENVIRONMENT_REGISTRY[fqn] = str(py)
@@ -201,5 +205,5 @@ def test_get_actor_python_env() -> None:
         assert get_actor_python_env("a.B") == PY_EXECUTABLES.SYSTEM
     finally:
         del ACTOR_ENVIRONMENT_REGISTRY["a.B"]
-    with pytest.raises(ValueError, match="ACTOR_ENVIRONMENT_REGISTRY\\['x.Y'\\]"):
+    with pytest.raises(ValueError, match=r"ACTOR_ENVIRONMENT_REGISTRY\['x\.Y'\]"):
         get_actor_python_env("x.Y")

@@ -15,7 +15,7 @@ from tests.unit.workers.reliable import LightPolicyWorker
 
 PolicyWorker = GenerationWorker = LightPolicyWorker  # the documentation's placeholders
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.ray]  # starts a local Ray: `pytest -m unit` skips it
 batch = {"input": ["a", "b"]}  # the documentation leaves `batch` to the reader
 
 
@@ -28,9 +28,12 @@ def test_doc_colocation(many_gpu_ray) -> None:
     generation_workers = RayWorkerGroup(cluster, GenerationWorker)
 
     # Both worker groups can run on the same GPUs in turn
-    policy_workers.run_all_workers_single_data("train_step", batch)
-    generation_workers.run_all_workers_single_data("generate", batch)
+    trained = policy_workers.run_all_workers_single_data("train_step", batch)
+    generated = generation_workers.run_all_workers_single_data("generate", batch)
 
+    # every worker of both groups ran its call on the shared bundles (8 each)
+    assert ray.get(trained) == [{"loss": 2.0}] * 8
+    assert ray.get(generated) == [["a -> ok", "b -> ok"]] * 8
     assert cluster.max_colocated_worker_groups == 2 and ray.available_resources().get("GPU", 0) == 16
     policy_workers.shutdown(force=True)
     generation_workers.shutdown(force=True)
@@ -59,11 +62,7 @@ def test_doc_memory_management(many_gpu_ray) -> None:
     cluster = RayVirtualCluster([4], monitor_memory=True)
 
     # Set memory limits per worker ("8GB" scaled to this machine)
-    worker_group = RayWorkerGroup(
-        cluster,
-        PolicyWorker,
-        memory_limit="512MB"
-    )
+    worker_group = RayWorkerGroup(cluster, PolicyWorker, memory_limit="512MB")
     assert worker_group.memory_limit_bytes == 512 * 10**6
     assert cluster.memory_monitor.sample()  # one reading per node of the cluster
     worker_group.shutdown(force=True)
@@ -73,12 +72,7 @@ def test_doc_memory_management(many_gpu_ray) -> None:
 def test_doc_worker_failure_recovery(many_gpu_ray) -> None:
     cluster = RayVirtualCluster([2])
     # Configure automatic restart on failure
-    worker_group = RayWorkerGroup(
-        cluster,
-        PolicyWorker,
-        restart_on_failure=True,
-        max_restarts=3
-    )
+    worker_group = RayWorkerGroup(cluster, PolicyWorker, restart_on_failure=True, max_restarts=3)
     os.kill(worker_group.get_worker_status()[1]["pid"], signal.SIGKILL)  # the failure to recover from
 
     # Handle specific failure scenarios
@@ -117,38 +111,22 @@ def test_doc_communication_and_load_balancing(many_gpu_ray) -> None:
     cluster = RayVirtualCluster([8], communication_backend="nccl")
 
     # Enable gradient compression
-    worker_group = RayWorkerGroup(
-        cluster,
-        PolicyWorker,
-        enable_gradient_compression=True
-    )
+    worker_group = RayWorkerGroup(cluster, PolicyWorker, enable_gradient_compression=True)
     assert worker_group.enable_gradient_compression
     worker_group.shutdown(force=True)
 
     # Use asynchronous communication
-    worker_group = RayWorkerGroup(
-        cluster,
-        PolicyWorker,
-        async_communication=True
-    )
+    worker_group = RayWorkerGroup(cluster, PolicyWorker, async_communication=True)
     assert sorted(w for w, _ in worker_group.run_all_workers_single_data("train_step", batch)) == list(range(8))
     worker_group.shutdown(force=True)
 
     # Enable dynamic load balancing
-    worker_group = RayWorkerGroup(
-        cluster,
-        PolicyWorker,
-        enable_load_balancing=True
-    )
+    worker_group = RayWorkerGroup(cluster, PolicyWorker, enable_load_balancing=True)
     assert worker_group.load_balancing_strategy == "round_robin"
     worker_group.shutdown(force=True)
 
     # Set custom load balancing strategy
-    worker_group = RayWorkerGroup(
-        cluster,
-        PolicyWorker,
-        load_balancing_strategy="round_robin"
-    )
+    worker_group = RayWorkerGroup(cluster, PolicyWorker, load_balancing_strategy="round_robin")
     losses = worker_group.run_balanced("train_step", [batch] * 20)
     assert len(losses) == 20 and all("loss" in r for r in losses)
     worker_group.shutdown(force=True)
@@ -162,7 +140,7 @@ def test_doc_configuration_dicts(many_gpu_ray) -> None:
         "gpu_ids": [0, 1, 2, 3, 4, 5, 6, 7],
         "enable_colocation": True,
         "communication_backend": "nccl",
-        "monitor_memory": True
+        "monitor_memory": True,
     }
 
     cluster = RayVirtualCluster(**cluster_config)
@@ -173,7 +151,7 @@ def test_doc_configuration_dicts(many_gpu_ray) -> None:
         "restart_on_failure": True,
         "max_restarts": 3,
         "enable_gradient_compression": True,
-        "async_communication": True
+        "async_communication": True,
     }
 
     worker_group = RayWorkerGroup(cluster, PolicyWorker, **worker_config)

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.ray]  # starts a local Ray: `pytest -m unit` skips it
 GRPO = str(REPO / "examples" / "grpo.py")
 
 
@@ -33,8 +33,26 @@ def learning_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.C
     spec = tmp_path / "local.json"
     spec.write_text(json.dumps({"cluster_type": "local", "cluster_name": "local", "fileroot": str(tmp_path)}))
     t0 = time.monotonic()
-    res = subprocess.run([sys.executable, "-m", "slurm_rl.login.cli", "run", "--spec", str(spec), GRPO, "--",
-                          "--steps", "60", "--seed", "0"], capture_output=True, text=True, timeout=200, env=env)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_rl.login.cli",
+            "run",
+            "--spec",
+            str(spec),
+            GRPO,
+            "--",
+            "--steps",
+            "60",
+            "--seed",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=200,
+        env=env,
+    )
     took = time.monotonic() - t0
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     [job_dir] = [p.parent for p in tmp_path.rglob("metrics.jsonl")]
@@ -52,12 +70,18 @@ def test_grpo_reward_rises_within_a_minute_or_so(learning_run) -> None:
 
 
 def _run(out: Path, steps: int) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, GRPO, "--steps", str(steps), "--out", str(out), "--no-plots",
-                             "--checkpoint-every", "100"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    return subprocess.Popen(
+        [sys.executable, GRPO, "--steps", str(steps), "--out", str(out), "--no-plots", "--checkpoint-every", "100"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )
 
 
-def test_a_preempted_run_resumes_where_it_stopped_and_matches_an_uninterrupted_one(learning_run, tmp_path: Path) -> None:
+def test_a_preempted_run_resumes_where_it_stopped_and_matches_an_uninterrupted_one(
+    learning_run, tmp_path: Path
+) -> None:
     """The uninterrupted reference is the learning run: the same seed follows the same path
     whatever the total number of steps (prompts and noise come from (seed, step, rank))."""
     steps = 12
@@ -73,7 +97,9 @@ def test_a_preempted_run_resumes_where_it_stopped_and_matches_an_uninterrupted_o
     assert stopped_at < steps and "asking to be requeued" in log
     again = _run(cut, steps)
     log = again.communicate(timeout=180)[0]
-    assert again.returncode == 0 and f"resuming from {cut / 'grpo_checkpoint.pt'} at step {stopped_at}" in log, log[-3000:]
+    assert again.returncode == 0 and f"resuming from {cut / 'grpo_checkpoint.pt'} at step {stopped_at}" in log, log[
+        -3000:
+    ]
     resumed, reference = rewards(cut), rewards(learning_run[2])
     assert sorted(resumed) == list(range(steps))  # every step once: continued, not restarted
     assert resumed[steps - 1] == pytest.approx(reference[steps - 1], abs=1e-6)

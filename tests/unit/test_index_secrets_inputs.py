@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from slurm_rl.login import index
 from slurm_rl.core.errors import SpecError, UsageError
 from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.core.slurm import Completed, SlurmClient
 from slurm_rl.core.spec import parse_spec
+from slurm_rl.login import index
 from slurm_rl.login.jobs import all_job_dirs, find_job_dir
 from slurm_rl.login.options import JobOptions, resolve_options
 from slurm_rl.login.render import render_job
@@ -23,8 +23,16 @@ from slurm_rl.login.submit import stage_job_dir
 def _job(root: Path, job_id: int, name: str = "exp") -> JobPaths:
     paths = JobPaths.for_job(str(root), "alice", name, job_id)
     paths.job_dir.mkdir(parents=True)
-    JobManifest(slurm_rl_version="t", cluster_name="c", name=name, user="alice", nodes=1, python="py",
-                workdir="/", experiment_src_dir="/").write(paths.manifest)
+    JobManifest(
+        slurm_rl_version="t",
+        cluster_name="c",
+        name=name,
+        user="alice",
+        nodes=1,
+        python="py",
+        workdir="/",
+        experiment_src_dir="/",
+    ).write(paths.manifest)
     return paths
 
 
@@ -55,14 +63,19 @@ def test_a_job_is_found_from_slurms_record_of_its_output(own_index: Path) -> Non
 
 def test_an_unwritable_index_never_fails_a_submit(own_index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(index.INDEX_ENV, "/proc/nope/jobs.jsonl")
-    index.record(1, _job(own_index, 1), "c")   # no exception
+    index.record(1, _job(own_index, 1), "c")  # no exception
     assert index.entries() == []
 
 
 def test_secret_env_stays_out_of_script_spec_record_and_manifest(tmp_path: Path) -> None:
     secret = "hunter2-value"
-    spec = parse_spec({"cluster_name": "c", "fileroot": str(tmp_path), "env": {"HF_TOKEN": secret, "WANDB_API_KEY": secret,
-                                                                             "LOG_LEVEL": "info"}})
+    spec = parse_spec(
+        {
+            "cluster_name": "c",
+            "fileroot": str(tmp_path),
+            "env": {"HF_TOKEN": secret, "WANDB_API_KEY": secret, "LOG_LEVEL": "info"},
+        }
+    )
     assert set(spec.secret_env) == {"HF_TOKEN", "WANDB_API_KEY"} and spec.public_env == {"LOG_LEVEL": "info"}
     exp = tmp_path / "e.py"
     exp.write_text("")
@@ -80,11 +93,14 @@ def test_secret_env_stays_out_of_script_spec_record_and_manifest(tmp_path: Path)
     assert stat.S_IMODE(stage.job_dir.stat().st_mode) == 0o700
 
 
-@pytest.mark.parametrize(("field", "value", "needle"), [
-    ("fileroot", "/lustre/../tmp/srl", "write the path without it, e.g. '/tmp/srl'"),
-    ("partition", "gpu;reboot", "partition"),
-    ("account", "my account", "account"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    [
+        ("fileroot", "/lustre/../tmp/srl", "write the path without it, e.g. '/tmp/srl'"),
+        ("partition", "gpu;reboot", "partition"),
+        ("account", "my account", "account"),
+    ],
+)
 def test_spec_values_that_would_reach_sbatch_are_checked(tmp_path: Path, field: str, value: str, needle: str) -> None:
     with pytest.raises(SpecError, match=needle) as err:
         parse_spec({"cluster_name": "c", "fileroot": str(tmp_path), field: value})
@@ -109,9 +125,18 @@ def test_partition_size_is_read_from_sinfo() -> None:
 
 
 def test_node_and_gpu_types_become_ray_resources() -> None:
-    m = JobManifest(slurm_rl_version="t", cluster_name="c", name="n", user="u", nodes=1, python="py", workdir="/",
-                    experiment_src_dir="/", node_type_from_node_name={r"gpu\d+": "gpu", r"cpu\d+": "cpu"},
-                    gpu_type_from_node_name={r"gpu0[1-4]": "a100", r"gpu\d+": "h100"})
+    m = JobManifest(
+        slurm_rl_version="t",
+        cluster_name="c",
+        name="n",
+        user="u",
+        nodes=1,
+        python="py",
+        workdir="/",
+        experiment_src_dir="/",
+        node_type_from_node_name={r"gpu\d+": "gpu", r"cpu\d+": "cpu"},
+        gpu_type_from_node_name={r"gpu0[1-4]": "a100", r"gpu\d+": "h100"},
+    )
     assert m.type_resources("gpu02", 8) == {"node_type:gpu": 1, "gpu_type:a100": 8}
     assert m.type_resources("gpu12", 4) == {"node_type:gpu": 1, "gpu_type:h100": 4}
     assert m.type_resources("cpu1", 0) == {"node_type:cpu": 1}

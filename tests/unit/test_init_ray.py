@@ -9,14 +9,15 @@ import textwrap
 
 import pytest
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.ray]  # starts a local Ray: `pytest -m unit` skips it
 
 
 def _run(code: str, env: dict[str, str]) -> str:
     full = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "CUDA_VISIBLE_DEVICES")}
     full.update(env)
-    res = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                         env=full, timeout=200)
+    res = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full, timeout=200
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     return res.stdout
 
@@ -26,8 +27,9 @@ def test_local_tag_ignores_device_order() -> None:
 
     assert local_tag({}) == "nrl_tag_ALL"
     assert local_tag({"CUDA_VISIBLE_DEVICES": "3,1"}) == local_tag({"CUDA_VISIBLE_DEVICES": "1,3"}) == "nrl_tag_1_3"
-    assert worker_env_vars({"SLURM_JOB_ID": "1", "PMIX_X": "1", "OMPI_Y": "1", "MPI_Z": "1", "PMI_RANK": "0",
-                            "KEEP": "1"}) == {"KEEP": "1"}
+    assert worker_env_vars(
+        {"SLURM_JOB_ID": "1", "PMIX_X": "1", "OMPI_Y": "1", "MPI_Z": "1", "PMI_RANK": "0", "KEEP": "1"}
+    ) == {"KEEP": "1"}
 
 
 def test_long_log_dir_is_refused_before_ray_starts() -> None:
@@ -45,7 +47,8 @@ def test_three_branches() -> None:
     # 1) nothing running -> a fresh local cluster with our tag, log_dir as Ray's temp dir;
     # 2) a second process with the same tag (devices in another order) reuses it;
     # 3) a process with another tag starts its own instead.
-    out = _run(f"""
+    out = _run(
+        f"""
         import os, subprocess, sys, ray
         from slurm_rl.distributed import init_ray
         print("first", init_ray(log_dir={str(log_dir)!r}))
@@ -53,10 +56,13 @@ def test_three_branches() -> None:
         addr = ray.get_runtime_context().gcs_address
         env = dict(os.environ, RAY_ADDRESS=addr, CUDA_VISIBLE_DEVICES="1,0")
         code = "from slurm_rl.distributed import init_ray; print(init_ray())"
-        print("second", subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip())
+        run = lambda: subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        print("second", run().stdout.strip())
         env["CUDA_VISIBLE_DEVICES"] = "2"
-        print("third", subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip())
-    """, {"CUDA_VISIBLE_DEVICES": "0,1", "RAY_AUTH_MODE": "disabled"})
+        print("third", run().stdout.strip())
+    """,
+        {"CUDA_VISIBLE_DEVICES": "0,1", "RAY_AUTH_MODE": "disabled"},
+    )
     assert "first local_new" in out and "tag True" in out
     assert "second local_reused" in out
     assert "third local_new" in out
@@ -64,14 +70,17 @@ def test_three_branches() -> None:
 
 
 def test_slurm_managed_branch_is_reused() -> None:
-    out = _run("""
+    out = _run(
+        """
         import ray
         ray.init(num_cpus=1, include_dashboard=False, resources={"slurm_managed_ray_cluster": 1})
         import os, subprocess, sys
         env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
         code = "from slurm_rl.distributed import init_ray; print(init_ray())"
         print(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip())
-    """, {"RAY_AUTH_MODE": "disabled"})
+    """,
+        {"RAY_AUTH_MODE": "disabled"},
+    )
     assert out.strip().endswith("slurm_managed")
 
 
@@ -91,14 +100,17 @@ def test_unusable_auto_address_is_rejected_fast(monkeypatch) -> None:
 def test_a_cluster_nemo_rl_started_is_reused() -> None:
     """NeMo RL tags its local clusters nrl_tag_<sorted devices>; init_ray reuses one started for
     the same device set, in any order."""
-    out = _run("""
+    out = _run(
+        """
         import ray
         ray.init(num_cpus=1, include_dashboard=False, resources={"nrl_tag_0_1": 1})
         import os, subprocess, sys
         env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address, CUDA_VISIBLE_DEVICES="1,0")
         code = "from slurm_rl.distributed import init_ray; print(init_ray())"
         print(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip())
-    """, {"RAY_AUTH_MODE": "disabled"})
+    """,
+        {"RAY_AUTH_MODE": "disabled"},
+    )
     assert out.strip().endswith("local_reused")
 
 
@@ -107,9 +119,10 @@ def test_workers_see_no_launcher_variables_in_either_environment(tmp_path) -> No
     never reach a worker, whether inherited from the driver's Ray or set by an isolated
     interpreter's own wrapper."""
     py = tmp_path / "other-python"
-    py.write_text(f"#!/bin/sh\nexport MPI_LOCALRANKID=3 PMIX_RANK=1\nexec {sys.executable} \"$@\"\n")
+    py.write_text(f'#!/bin/sh\nexport MPI_LOCALRANKID=3 PMIX_RANK=1\nexec {sys.executable} "$@"\n')
     py.chmod(0o755)
-    out = _run(f"""
+    out = _run(
+        f"""
         import ray
         from slurm_rl.distributed import ACTOR_ENVIRONMENT_REGISTRY, RayVirtualCluster, RayWorkerGroup, init_ray
         init_ray()
@@ -121,13 +134,22 @@ def test_workers_see_no_launcher_variables_in_either_environment(tmp_path) -> No
         ACTOR_ENVIRONMENT_REGISTRY[fqn] = {str(py)!r}
         group = RayWorkerGroup(cluster, fqn, name_prefix="isolated")
         print("isolated", ray.get(group.run_all_workers_single_data("launcher_vars")))
-    """, {"RAY_AUTH_MODE": "disabled", "SLURM_JOB_ID": "5", "SLURM_PROCID": "0", "PMI_RANK": "0",
-          "OMPI_COMM_WORLD_RANK": "0", "RAY_JOB_ID": "01000000"})
+    """,
+        {
+            "RAY_AUTH_MODE": "disabled",
+            "SLURM_JOB_ID": "5",
+            "SLURM_PROCID": "0",
+            "PMI_RANK": "0",
+            "OMPI_COMM_WORLD_RANK": "0",
+            "RAY_JOB_ID": "01000000",
+        },
+    )
     assert "system [[]]" in out and "isolated [[]]" in out
 
 
 def test_a_driver_in_one_job_refuses_another_jobs_cluster() -> None:
-    out = _run("""
+    out = _run(
+        """
         import ray
         ray.init(num_cpus=1, include_dashboard=False, resources={"slurm_managed_ray_cluster": 1, "slurm_job_111": 1})
         import os, subprocess, sys
@@ -136,6 +158,8 @@ def test_a_driver_in_one_job_refuses_another_jobs_cluster() -> None:
             env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address, SLURM_JOB_ID=job)
             res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
             print(job, res.returncode, res.stdout.strip(), res.stderr.strip().splitlines()[-1:])
-    """, {"RAY_AUTH_MODE": "disabled"})
+    """,
+        {"RAY_AUTH_MODE": "disabled"},
+    )
     assert "222 1" in out and "belongs to SLURM job 111, but this is job 222" in out
     assert "111 0 slurm_managed" in out

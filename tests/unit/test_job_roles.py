@@ -24,15 +24,30 @@ from slurm_rl.job.worker import HEAD_LOST_AFTER_S, StayDecision
 from slurm_rl.login.options import JobOptions
 from slurm_rl.login.render import render_job
 
-MANIFEST = JobManifest(slurm_rl_version="t", cluster_name="c", name="n", user="u", nodes=3, python="py",
-                       workdir="/w", experiment_src_dir="/src", experiment_args=("--a",))
+MANIFEST = JobManifest(
+    slurm_rl_version="t",
+    cluster_name="c",
+    name="n",
+    user="u",
+    nodes=3,
+    python="py",
+    workdir="/w",
+    experiment_src_dir="/src",
+    experiment_args=("--a",),
+)
 
 
 def _ctx(tmp_path: Path, rank: int = 0, **env: str) -> NodeContext:
     paths = JobPaths(tmp_path / "77")  # a job dir is named by the job id
     paths.markers.mkdir(parents=True)
-    environ = {"SLURM_JOB_ID": "77", "SLURM_NODEID": str(rank), "SLURMD_NODENAME": f"node{rank + 1}",
-               "SLURM_JOB_NODELIST": "node[1-3]", "SLURM_CPUS_ON_NODE": "4", **env}
+    environ = {
+        "SLURM_JOB_ID": "77",
+        "SLURM_NODEID": str(rank),
+        "SLURMD_NODENAME": f"node{rank + 1}",
+        "SLURM_JOB_NODELIST": "node[1-3]",
+        "SLURM_CPUS_ON_NODE": "4",
+        **env,
+    }
     return NodeContext.from_environ(environ, paths, MANIFEST, io.StringIO())
 
 
@@ -43,10 +58,16 @@ def test_identity_from_slurm_step_variables(tmp_path: Path) -> None:
     assert ctx.stop_flag == ctx.paths.markers / "1-stop" and ctx.temp_dir == "/tmp/srl-77"
 
 
-@pytest.mark.parametrize(("env", "gpus"), [
-    ({}, 0), ({"CUDA_VISIBLE_DEVICES": "0,1,2"}, 3), ({"CUDA_VISIBLE_DEVICES": "NoDevFiles"}, 0),
-    ({"SLURM_GPUS_ON_NODE": "4"}, 4), ({"SLURM_GPUS_ON_NODE": "x"}, 0),
-])
+@pytest.mark.parametrize(
+    ("env", "gpus"),
+    [
+        ({}, 0),
+        ({"CUDA_VISIBLE_DEVICES": "0,1,2"}, 3),
+        ({"CUDA_VISIBLE_DEVICES": "NoDevFiles"}, 0),
+        ({"SLURM_GPUS_ON_NODE": "4"}, 4),
+        ({"SLURM_GPUS_ON_NODE": "x"}, 0),
+    ],
+)
 def test_gpu_count(env: dict[str, str], gpus: int) -> None:
     assert JobEnvironment.current(env).gpu_count() == gpus
 
@@ -56,7 +77,7 @@ def test_head_counts_joined_nodes_of_this_attempt_and_fails_on_a_failed_one(tmp_
     paths.markers.mkdir()
     assert joined_count(paths, 0) == 0
     paths.node_marker(0, 1, "up").write_text("node2\n")
-    paths.node_marker(1, 2, "up").write_text("node3\n")       # another attempt: not counted
+    paths.node_marker(1, 2, "up").write_text("node3\n")  # another attempt: not counted
     assert joined_count(paths, 0) == 1
     paths.node_marker(0, 2, "failed").write_text("node3: cannot resolve node name\n")
     with pytest.raises(NodeFailure, match="node3: cannot resolve"):
@@ -66,8 +87,8 @@ def test_head_counts_joined_nodes_of_this_attempt_and_fails_on_a_failed_one(tmp_
 def test_worker_stays_until_stop_flag_or_head_lost_for_a_while() -> None:
     d = StayDecision()
     assert d.check(stop_flag=False, head_reachable=True, now=0.0, head="node1") is None
-    assert d.check(stop_flag=False, head_reachable=False, now=1.0, head="node1") is None     # a blip
-    assert d.check(stop_flag=False, head_reachable=True, now=1.5, head="node1") is None      # back
+    assert d.check(stop_flag=False, head_reachable=False, now=1.0, head="node1") is None  # a blip
+    assert d.check(stop_flag=False, head_reachable=True, now=1.5, head="node1") is None  # back
     assert d.check(stop_flag=False, head_reachable=False, now=2.0, head="node1") is None
     late = 2.0 + HEAD_LOST_AFTER_S + 0.1
     assert d.check(stop_flag=False, head_reachable=False, now=late, head="node1") == "Ray head on node1 unreachable"
@@ -80,16 +101,18 @@ def test_driver_env_points_at_the_job_cluster(tmp_path: Path) -> None:
     assert env["PYTHONPATH"] == os.pathsep.join(["/src", "/lib"]) and env["HOME"] == "/h"
 
 
-@pytest.mark.parametrize(("rank", "outcome", "rc", "code", "reason"), [
-    (0, {"rc": 0}, 0, 0, "driver exited 0"),
-    (0, {"rc": 3}, 3, 3, "driver exited 3"),
-    (0, {"rc": -9}, 137, 137, "driver killed by signal SIGKILL"),
-    (1, {"rc": 0}, 0, None, ""),                                       # workers do not record the job's exit
-    (1, {"failure": NodeFailure("ray start failed")}, 1, 1, "node2: ray start failed"),
-    (1, {}, STOPPED_RC, STOPPED_RC, "stopped"),                        # signalled before the role ended
-])
-def test_lifecycle_conclude(tmp_path: Path, rank: int, outcome: dict, rc: int, code: int | None,
-                            reason: str) -> None:
+@pytest.mark.parametrize(
+    ("rank", "outcome", "rc", "code", "reason"),
+    [
+        (0, {"rc": 0}, 0, 0, "driver exited 0"),
+        (0, {"rc": 3}, 3, 3, "driver exited 3"),
+        (0, {"rc": -9}, 137, 137, "driver killed by signal SIGKILL"),
+        (1, {"rc": 0}, 0, None, ""),  # workers do not record the job's exit
+        (1, {"failure": NodeFailure("ray start failed")}, 1, 1, "node2: ray start failed"),
+        (1, {}, STOPPED_RC, STOPPED_RC, "stopped"),  # signalled before the role ended
+    ],
+)
+def test_lifecycle_conclude(tmp_path: Path, rank: int, outcome: dict, rc: int, code: int | None, reason: str) -> None:
     life = Lifecycle(_ctx(tmp_path, rank=rank))
     assert life.conclude(outcome) == rc
     got_code, got_reason = read_exit(life.ctx.paths)
@@ -118,13 +141,18 @@ def test_a_failing_setup_line_is_named_by_its_index(tmp_path: Path) -> None:
     setup line that failed, through the manifest alone."""
     spec = parse_spec({"cluster_name": "c", "fileroot": str(tmp_path), "setup": ["true", "echo ok", "false", "true"]})
     fake = tmp_path / "fakepy"
-    fake.write_text("#!/bin/sh\necho \"$@\"\n")
+    fake.write_text('#!/bin/sh\necho "$@"\n')
     fake.chmod(0o755)
     opts = JobOptions(experiment=str(tmp_path / "e.py"), python=str(fake), user="u", name="n")
     job = render_job(spec, opts)
     node_script = job.script.split("<<'SLURM_RL_NODE' || true\n")[1].split("\nSLURM_RL_NODE\n")[0]
-    out = subprocess.run(["bash", "-c", node_script], env={"SLURM_JOB_ID": "1", "PATH": os.environ["PATH"]},
-                         capture_output=True, text=True, timeout=10).stdout.split()
+    out = subprocess.run(
+        ["bash", "-c", node_script],
+        env={"SLURM_JOB_ID": "1", "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=10,
+    ).stdout.split()
     line = int(out[out.index("--failed-setup-line") + 1])
     assert job.manifest.setup_line(line) == (2, "'false'")
     assert out[out.index("--failed-setup-rc") + 1] == "1"
@@ -146,33 +174,56 @@ def test_manifest_round_trip_and_format_check(tmp_path: Path) -> None:
 
 def test_heterogeneous_step_nodes_in_component_order() -> None:
 
-    env = {"SLURM_JOB_NODELIST": "node2,node3", "SLURM_NODEID": "1",
-           "SLURM_JOB_NODELIST_HET_GROUP_1": "node[2-3]", "SLURM_JOB_NODELIST_HET_GROUP_0": "node1"}
-    assert JobEnvironment.current({**env, "SLURMD_NODENAME": "node3"}).nodes_and_rank() == (["node1", "node2", "node3"], 2)
-    assert JobEnvironment.current({**env, "SLURMD_NODENAME": "node1"}).nodes_and_rank() == (["node1", "node2", "node3"], 0)
-    assert JobEnvironment.current({**{"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NODEID": "1"}, "SLURMD_NODENAME": "n2"}).nodes_and_rank() == (["n1", "n2"], 1)
+    env = {
+        "SLURM_JOB_NODELIST": "node2,node3",
+        "SLURM_NODEID": "1",
+        "SLURM_JOB_NODELIST_HET_GROUP_1": "node[2-3]",
+        "SLURM_JOB_NODELIST_HET_GROUP_0": "node1",
+    }
+    assert JobEnvironment.current({**env, "SLURMD_NODENAME": "node3"}).nodes_and_rank() == (
+        ["node1", "node2", "node3"],
+        2,
+    )
+    assert JobEnvironment.current({**env, "SLURMD_NODENAME": "node1"}).nodes_and_rank() == (
+        ["node1", "node2", "node3"],
+        0,
+    )
+    assert JobEnvironment.current(
+        {**{"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NODEID": "1"}, "SLURMD_NODENAME": "n2"}
+    ).nodes_and_rank() == (["n1", "n2"], 1)
 
 
 def test_a_cpu_head_offers_ray_nothing(tmp_path: Path) -> None:
     paths = JobPaths(tmp_path / "job")
     manifest = MANIFEST.model_copy(update={"head_node": "cpu"})
-    environ = {"SLURM_JOB_ID": "77", "SLURM_NODEID": "0", "SLURMD_NODENAME": "node1", "SLURM_JOB_NODELIST": "node[1-3]",
-               "SLURM_CPUS_ON_NODE": "4", "CUDA_VISIBLE_DEVICES": "0,1"}
+    environ = {
+        "SLURM_JOB_ID": "77",
+        "SLURM_NODEID": "0",
+        "SLURMD_NODENAME": "node1",
+        "SLURM_JOB_NODELIST": "node[1-3]",
+        "SLURM_CPUS_ON_NODE": "4",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+    }
     head = NodeContext.from_environ(environ, paths, manifest, io.StringIO())
-    worker = NodeContext.from_environ({**environ, "SLURM_NODEID": "1", "SLURMD_NODENAME": "node2"}, paths, manifest,
-                                      io.StringIO())
+    worker = NodeContext.from_environ(
+        {**environ, "SLURM_NODEID": "1", "SLURMD_NODENAME": "node2"}, paths, manifest, io.StringIO()
+    )
     assert (head.cpus, head.gpus) == (0, 0) and (worker.cpus, worker.gpus) == (4, 2)
     assert head.job_id == "job"  # the job dir's name (a hetjob component's SLURM_JOB_ID differs)
 
 
-@pytest.mark.parametrize(("markers", "min_nodes", "timeout_s", "failure", "ready"), [
-    ({1: "up", 2: "up"}, None, 5.0, None, True),
-    ({1: "up", 2: "failed"}, None, 5.0, "node3: boom", False),
-    ({1: "up"}, None, 0.2, "node3 did not join the Ray head within 0.2 s (2 of 3 nodes up)", False),
-    ({1: "up"}, 2, 0.2, None, True),                      # --min-nodes 2: go on without node3
-])
-def test_the_head_watches_joins(tmp_path: Path, markers: dict, min_nodes: int | None, timeout_s: float,
-                                failure: str | None, ready: bool) -> None:
+@pytest.mark.parametrize(
+    ("markers", "min_nodes", "timeout_s", "failure", "ready"),
+    [
+        ({1: "up", 2: "up"}, None, 5.0, None, True),
+        ({1: "up", 2: "failed"}, None, 5.0, "node3: boom", False),
+        ({1: "up"}, None, 0.2, "node3 did not join the Ray head within 0.2 s (2 of 3 nodes up)", False),
+        ({1: "up"}, 2, 0.2, None, True),  # --min-nodes 2: go on without node3
+    ],
+)
+def test_the_head_watches_joins(
+    tmp_path: Path, markers: dict, min_nodes: int | None, timeout_s: float, failure: str | None, ready: bool
+) -> None:
     from slurm_rl.job.head import watch_joins
 
     ctx = _ctx(tmp_path)
@@ -181,4 +232,8 @@ def test_the_head_watches_joins(tmp_path: Path, markers: dict, min_nodes: int | 
         ctx.paths.node_marker(0, rank, kind).write_text(f"node{rank + 1}: boom\n" if kind == "failed" else "x\n")
     watch_joins(ctx, {"attempt": 0})
     assert (ctx.failure is None) if failure is None else ctx.failure.startswith(failure), ctx.failure
-    assert ("ready_time" in json.loads(ctx.paths.cluster.read_text())) is ready if ready else not ctx.paths.cluster.exists()
+    assert (
+        ("ready_time" in json.loads(ctx.paths.cluster.read_text())) is ready
+        if ready
+        else not ctx.paths.cluster.exists()
+    )

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import REPO, run_cli
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.ray]  # starts a local Ray: `pytest -m unit` skips it
 
 
 def _local_spec(tmp_path: Path) -> Path:
@@ -20,8 +20,9 @@ def _local_spec(tmp_path: Path) -> Path:
 
 
 def test_run_example_on_local_ray(tmp_path: Path) -> None:
-    res = run_cli("run", str(REPO / "examples" / "hello.py"), "--spec", str(_local_spec(tmp_path)),
-                  env={"RAY_ADDRESS": ""})
+    res = run_cli(
+        "run", str(REPO / "examples" / "hello.py"), "--spec", str(_local_spec(tmp_path)), env={"RAY_ADDRESS": ""}
+    )
     assert res.returncode == 0, res.stderr
     assert "init_ray: local_new; 1 Ray node(s)" in res.stdout and "hello from" in res.stdout
     job_dirs = list((tmp_path / "root").glob("*/hello/local-*"))

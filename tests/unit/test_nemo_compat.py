@@ -27,7 +27,7 @@ from tests.unit.workers.nemo_style import (
     ShardWorker,
 )
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.ray]  # starts a local Ray: `pytest -m unit` skips it
 W = "tests.unit.workers.nemo_style"
 
 
@@ -60,10 +60,7 @@ def test_doc_worker_group_example(many_gpu_ray) -> None:
         assert len(ray.get(losses)) == 4
         prompt1, prompt2, prompt3, prompt4 = "p1", "p2", "p3", "p4"
         with pytest.warns(UserWarning, match="not SlicedDataDict"):
-            generations = policy_workers.run_all_workers_multiple_data(
-                "generate",
-                [prompt1, prompt2, prompt3, prompt4]
-            )
+            generations = policy_workers.run_all_workers_multiple_data("generate", [prompt1, prompt2, prompt3, prompt4])
         assert policy_workers.get_all_worker_results(generations) == ["p1 -> ok", "p2 -> ok", "p3 -> ok", "p4 -> ok"]
     finally:
         policy_workers.shutdown()
@@ -102,8 +99,14 @@ class _Generation:
 
 
 class _Environment:
+    """Rewards the sum a generation worker echoed back ("1+1 -> ok" is worth 2): only real
+    worker output scores, and prompts score differently, so advantages are not all zero."""
+
     def step(self, generations):  # type: ignore[no-untyped-def]
-        return [float(g.endswith("ok")) for g in generations["generated"]]
+        return [
+            float(sum(map(int, g.removesuffix(" -> ok").split("+")))) if g.endswith(" -> ok") else -100.0
+            for g in generations["generated"]
+        ]
 
 
 def test_doc_single_controller_loop(many_gpu_ray) -> None:
@@ -119,7 +122,7 @@ def test_doc_single_controller_loop(many_gpu_ray) -> None:
 
     def grpo_train(policy, policy_generation, environment, dataloader):  # type: ignore[no-untyped-def]
         """Example of single controller pattern for GRPO training."""
-        loss_fn = GRPOLossFn()
+        loss_fn = GRPOLossFn()  # noqa: F841 - the documentation writes it so
 
         for batch in dataloader:
             # Repeat batch for multiple generations per prompt
@@ -136,9 +139,7 @@ def test_doc_single_controller_loop(many_gpu_ray) -> None:
             reference_logprobs = policy.get_reference_logprobs(generations)
 
             # Calculate training data and update policy
-            training_data = calculate_grpo_training_data(
-                generations, logprobs, reference_logprobs, rewards
-            )
+            training_data = calculate_grpo_training_data(generations, logprobs, reference_logprobs, rewards)
             trained.append(training_data)
             policy.train(generations, logprobs, reference_logprobs, GRPOLossFn)
 
@@ -148,7 +149,8 @@ def test_doc_single_controller_loop(many_gpu_ray) -> None:
     try:
         dataloader = [BatchedDataDict({"input": ["1+1", "2+3"]}), BatchedDataDict({"input": ["4+4", "0+9"]})]
         grpo_train(_Policy(policy), _Generation(generation), _Environment(), dataloader)
-        assert trained == [{"advantages": [0.0, 0.0]}] * 2
+        # 2 generations per prompt: [1+1, 1+1, 2+3, 2+3] -> rewards [2, 2, 5, 5], mean 3.5
+        assert trained == [{"advantages": [-1.5, -1.5, 1.5, 1.5]}, {"advantages": [-0.5, -0.5, 0.5, 0.5]}]
     finally:
         policy.shutdown()
         generation.shutdown()
@@ -185,9 +187,16 @@ def test_doc_custom_worker(many_gpu_ray) -> None:
 
 
 # ---- decorated classes, classes and names ------------------------------------------------------
-@pytest.mark.parametrize("worker", [DecoratedWorker, f"{W}.DecoratedWorker", RayWorkerBuilder(f"{W}.DecoratedWorker"),
-                                    RayWorkerBuilder(DecoratedWorker)],
-                         ids=["class", "fqn", "builder-fqn", "builder-class"])
+@pytest.mark.parametrize(
+    "worker",
+    [
+        DecoratedWorker,
+        f"{W}.DecoratedWorker",
+        RayWorkerBuilder(f"{W}.DecoratedWorker"),
+        RayWorkerBuilder(DecoratedWorker),
+    ],
+    ids=["class", "fqn", "builder-fqn", "builder-class"],
+)
 def test_a_ray_remote_class_is_never_wrapped_twice(many_gpu_ray, worker) -> None:
     cluster = RayVirtualCluster([2], use_gpus=False)
     group = RayWorkerGroup(cluster, worker, name_prefix="dec")
@@ -203,10 +212,10 @@ def test_decorator_options_stay_and_builder_and_configure_layer_on_top(many_gpu_
     group = RayWorkerGroup(cluster, RayWorkerBuilder(DecoratedWithOptions, tag="from-builder"), name_prefix="opt")
     try:
         w = group.workers[0]
-        assert ray.get(w.env.remote("FROM_DECORATOR")) == "yes"          # the class's runtime_env kept
+        assert ray.get(w.env.remote("FROM_DECORATOR")) == "yes"  # the class's runtime_env kept
         assert ray.get(w.env.remote("LAYER")) == "configure-runtime-env"  # configure_worker's 4th item wins
         assert ray.get(w.env.remote("CONFIGURED")) == "yes" and ray.get(w.env.remote("RANK")) == "0"
-        assert ray.get(w.get_tag.remote()) == "from-configure"           # init_kwargs over builder kwargs
+        assert ray.get(w.get_tag.remote()) == "from-configure"  # init_kwargs over builder kwargs
         assert ray.get([w.meet.remote(), w.meet.remote()], timeout=30) == [True, True]  # max_concurrency=4 kept
     finally:
         group.shutdown()
@@ -238,8 +247,9 @@ def test_empty_cluster_is_valid_and_prints_the_empty_grid(many_gpu_ray, capsys) 
 
 def test_constructor_runs_no_ray_task(monkeypatch) -> None:
     """Tests replace _init_placement_groups; the master probe must not run until asked."""
+
     class FakePG:
-        bundle_specs = [{"CPU": 1}]
+        bundle_specs = ({"CPU": 1},)
 
     class Boom:
         def options(self, **_):
@@ -282,8 +292,13 @@ def test_sharding_errors_are_assertions_and_value_errors() -> None:
 def dp_tp_group(many_gpu_ray):
     cluster = RayVirtualCluster([4], use_gpus=False)
     sharding = NamedSharding([[0, 1], [2, 3]], ["data_parallel", "tensor_parallel"])
-    group = RayWorkerGroup(cluster, ShardWorker, bundle_indices_list=[(0, [0, 1]), (0, [2, 3])],
-                           sharding_annotations=sharding, name_prefix="dptp")
+    group = RayWorkerGroup(
+        cluster,
+        ShardWorker,
+        bundle_indices_list=[(0, [0, 1]), (0, [2, 3])],
+        sharding_annotations=sharding,
+        name_prefix="dptp",
+    )
     yield group
     group.shutdown()
     cluster.shutdown()
@@ -302,16 +317,22 @@ def test_dp_helpers(dp_tp_group) -> None:
 def test_sharded_on_dp_replicated_on_tp(dp_tp_group) -> None:
     batch = BatchedDataDict({"x": [10, 11, 12, 13]})
     fut = dp_tp_group.run_all_workers_sharded_data(
-        "work", data=batch, in_sharded_axes=["data_parallel"], replicate_on_axes=["tensor_parallel"],
-        output_is_replicated=["tensor_parallel"], common_kwargs={"extra": 7, "scale": 2})
+        "work",
+        data=batch,
+        in_sharded_axes=["data_parallel"],
+        replicate_on_axes=["tensor_parallel"],
+        output_is_replicated=["tensor_parallel"],
+        common_kwargs={"extra": 7, "scale": 2},
+    )
     assert fut.called_workers == [0, 1, 2, 3] and fut.return_from_workers == [0, 2]
     assert dp_tp_group.get_all_worker_results(fut) == [(0, [10, 11], 14), (2, [12, 13], 14)]
     # pre-split lists work too; the free tensor_parallel axis: only index 0 is called ...
     fut = dp_tp_group.run_all_workers_sharded_data("work", data=["a", "b"], in_sharded_axes=["data_parallel"])
     assert fut.called_workers == [0, 2] and dp_tp_group.get_all_worker_results(fut) == [(0, "a", None), (2, "b", None)]
     # ... unless dummy calls are asked for (None for the data)
-    fut = dp_tp_group.run_all_workers_sharded_data("work", data=["a", "b"], in_sharded_axes=["data_parallel"],
-                                                   make_dummy_calls_to_free_axes=True)
+    fut = dp_tp_group.run_all_workers_sharded_data(
+        "work", data=["a", "b"], in_sharded_axes=["data_parallel"], make_dummy_calls_to_free_axes=True
+    )
     assert ray.get(fut.futures) == [(0, "a", None), (1, None, None), (2, "b", None), (3, None, None)]
 
 
@@ -319,10 +340,15 @@ def test_bad_sharded_input_fails_before_anything_is_scheduled(dp_tp_group) -> No
     before = ray.get(dp_tp_group.run_all_workers_single_data("call_count"))
     cases = [
         (dict(data=["a", "b", "c"], in_sharded_axes=["data_parallel"]), "3 items for axis 'data_parallel' of size 2"),
-        (dict(data=BatchedDataDict({"x": [1, 2, 3]}), in_sharded_axes=["data_parallel"]), "3 rows, which do not divide"),
+        (
+            dict(data=BatchedDataDict({"x": [1, 2, 3]}), in_sharded_axes=["data_parallel"]),
+            "3 rows, which do not divide",
+        ),
         (dict(data=["a", "b"], in_sharded_axes=["dp"]), "unknown axis 'dp'"),
-        (dict(data=["a", "b"], in_sharded_axes=["data_parallel"], replicate_on_axes=["data_parallel"]),
-         "both sharded and replicated"),
+        (
+            dict(data=["a", "b"], in_sharded_axes=["data_parallel"], replicate_on_axes=["data_parallel"]),
+            "both sharded and replicated",
+        ),
         (dict(data=7, in_sharded_axes=["data_parallel"]), "must be a list"),
     ]
     for kwargs, msg in cases:
@@ -335,19 +361,26 @@ def test_layout_that_does_not_match_the_group_is_refused_before_workers_start(ma
     cluster = RayVirtualCluster([2], use_gpus=False)
     try:
         with pytest.raises(ValueError, match="the group has 2 workers"):
-            RayWorkerGroup(cluster, ShardWorker, name_prefix="badlayout",
-                           sharding_annotations=NamedSharding([[0, 1], [2, 3]], ["data_parallel", "tensor_parallel"]))
+            RayWorkerGroup(
+                cluster,
+                ShardWorker,
+                name_prefix="badlayout",
+                sharding_annotations=NamedSharding([[0, 1], [2, 3]], ["data_parallel", "tensor_parallel"]),
+            )
         assert _gone("badlayout-0-0")
     finally:
         cluster.shutdown()
 
 
 # ---- workers that fail to build -------------------------------------------------------------
-@pytest.mark.parametrize(("worker", "needle"), [
-    (f"{W}.NoSuchWorker", "cannot import worker class"),
-    (f"{W}.BrokenInit", "checkpoint /nope/model.pt not found"),
-    (f"{W}.BadConfigure", "tensor_parallel_size 3 does not divide"),
-])
+@pytest.mark.parametrize(
+    ("worker", "needle"),
+    [
+        (f"{W}.NoSuchWorker", "cannot import worker class"),
+        (f"{W}.BrokenInit", "checkpoint /nope/model.pt not found"),
+        (f"{W}.BadConfigure", "tensor_parallel_size 3 does not divide"),
+    ],
+)
 def test_a_worker_that_fails_to_build_names_index_node_and_traceback(many_gpu_ray, worker: str, needle: str) -> None:
     cluster = RayVirtualCluster([2], use_gpus=False)
     try:

@@ -16,8 +16,8 @@ def test_ports_are_free_ones_and_worker_ports_unbounded() -> None:
     assert head.gcs == preferred_gcs_port(1001)  # the job's predictable port, when free
     assert worker.gcs is None and worker.dashboard is None and worker.dashboard_agent_listen
     flags = " ".join(head.ray_start_args())
-    assert "--min-worker-port=0" in flags and "--max-worker-port=0" in flags   # OS-assigned: no ceiling
-    assert "--dashboard-agent-listen-port=" in flags                            # never Ray's fixed 52365
+    assert "--min-worker-port=0" in flags and "--max-worker-port=0" in flags  # OS-assigned: no ceiling
+    assert "--dashboard-agent-listen-port=" in flags  # never Ray's fixed 52365
     assert preferred_gcs_port(1001) != preferred_gcs_port(1002)
 
 
@@ -41,7 +41,7 @@ def test_port_base_override_is_pinned_and_checked() -> None:
         check_port_base(80)
     with socket.socket() as s:
         s.bind(("", 40003))
-        with pytest.raises(PortsBusy, match="port 40003 .node_manager. is already in use"):
+        with pytest.raises(PortsBusy, match=r"port 40003 \(node_manager\) is already in use"):
             choose_ports(5, 40000, head=False)
 
 

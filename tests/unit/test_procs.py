@@ -37,7 +37,9 @@ def test_stops_marked_processes_and_nothing_else() -> None:
 def test_finds_processes_by_open_file_in_temp_dir(tmp_path: Path) -> None:
     temp_dir = str(tmp_path / "srl-77")
     os.makedirs(temp_dir)
-    holder = _spawn(None, f"import time; f = open({temp_dir + '/log.txt'!r}, 'w'); print('ok', flush=True); time.sleep(60)")
+    holder = _spawn(
+        None, f"import time; f = open({temp_dir + '/log.txt'!r}, 'w'); print('ok', flush=True); time.sleep(60)"
+    )
     bystander = _spawn(None)
     try:
         assert holder.stdout is not None and holder.stdout.readline() == b"ok\n"  # the file is open
@@ -51,8 +53,11 @@ def test_finds_processes_by_open_file_in_temp_dir(tmp_path: Path) -> None:
 
 
 def test_sigkill_after_grace_for_processes_ignoring_sigterm() -> None:
-    stubborn = _spawn("unit-job-3", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                                    "print('ready', flush=True); time.sleep(60)")
+    stubborn = _spawn(
+        "unit-job-3",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(60)",
+    )
     try:
         assert stubborn.stdout is not None and stubborn.stdout.readline() == b"ready\n"  # handler installed
         killed = stop_job_processes("unit-job-3", None, grace_s=0.3)

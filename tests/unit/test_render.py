@@ -20,37 +20,67 @@ from slurm_rl.login.render import render_job, render_sbatch
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden"
 
-BASE_OPTS = JobOptions(experiment="/home/alice/rl/experiment.py", experiment_args=("--lr", "3e-4", "a b"),
-                       nodes=4, name="grpo", user="alice", workdir="/home/alice/rl",
-                       python="/shared/venv/bin/python")
+BASE_OPTS = JobOptions(
+    experiment="/home/alice/rl/experiment.py",
+    experiment_args=("--lr", "3e-4", "a b"),
+    nodes=4,
+    name="grpo",
+    user="alice",
+    workdir="/home/alice/rl",
+    python="/shared/venv/bin/python",
+)
 
 CASES = {
     "lab": (REPO / "cluster_specs" / "lab.json", BASE_OPTS.replace(nodes=3, time="0:10:00")),
     "pyxis": (REPO / "cluster_specs" / "example-pyxis.json", BASE_OPTS.replace(gpus_per_node=8)),
-    "apptainer": (REPO / "cluster_specs" / "example-apptainer.json", BASE_OPTS.replace(gpus_per_node=4, port_base=20000)),
+    "apptainer": (
+        REPO / "cluster_specs" / "example-apptainer.json",
+        BASE_OPTS.replace(gpus_per_node=4, port_base=20000),
+    ),
     "none-setup": (None, BASE_OPTS.replace(oversubscribe=True, account="acct", partition="debug")),
     # a CPU head on its own partition: one heterogeneous job (head component, hetjob, workers)
-    "hetjob": (REPO / "cluster_specs" / "example-pyxis.json",
-               BASE_OPTS.replace(gpus_per_node=8, nodes=2, time="1:00:00", head_node="cpu", head_partition="cpu")),
+    "hetjob": (
+        REPO / "cluster_specs" / "example-pyxis.json",
+        BASE_OPTS.replace(gpus_per_node=8, nodes=2, time="1:00:00", head_node="cpu", head_partition="cpu"),
+    ),
 }
 
 
 def _spec(path: Path | None):  # type: ignore[no-untyped-def]
     if path is not None:
         return load_spec_file(path)
-    return parse_spec({"cluster_name": "plain", "fileroot": "/nfs/srl", "setup": ["module load cuda", "source /nfs/env.sh"],
-                       "env": {"B_VAR": "two words", "A_VAR": "it's"}, "cpus_per_node": 8})
+    return parse_spec(
+        {
+            "cluster_name": "plain",
+            "fileroot": "/nfs/srl",
+            "setup": ["module load cuda", "source /nfs/env.sh"],
+            "env": {"B_VAR": "two words", "A_VAR": "it's"},
+            "cpus_per_node": 8,
+        }
+    )
 
 
 def _resolved(spec, opts: JobOptions, tmp_path: Path) -> JobOptions:  # type: ignore[no-untyped-def]
     """Resolve flags against the spec as `submit` does, then pin the machine-specific paths."""
     exp = tmp_path / "experiment.py"
     exp.write_text("")
-    got = resolve_options(spec, str(exp), experiment_args=opts.experiment_args, nodes=opts.nodes, name=opts.name,
-                          user=opts.user, gpus_per_node=opts.gpus_per_node, time=opts.time,
-                          partition=opts.partition, account=opts.account, port_base=opts.port_base,
-                          oversubscribe=opts.oversubscribe, python=opts.python, head_node=opts.head_node,
-                          head_partition=opts.head_partition)
+    got = resolve_options(
+        spec,
+        str(exp),
+        experiment_args=opts.experiment_args,
+        nodes=opts.nodes,
+        name=opts.name,
+        user=opts.user,
+        gpus_per_node=opts.gpus_per_node,
+        time=opts.time,
+        partition=opts.partition,
+        account=opts.account,
+        port_base=opts.port_base,
+        oversubscribe=opts.oversubscribe,
+        python=opts.python,
+        head_node=opts.head_node,
+        head_partition=opts.head_partition,
+    )
     return got.replace(experiment=opts.experiment, workdir=opts.workdir)
 
 
@@ -78,17 +108,21 @@ def test_pyxis_flags(tmp_path: Path) -> None:
     opts = _resolved(spec, opts, tmp_path)
     text = render_sbatch(spec, opts)
     assert "#SBATCH --partition=batch" in text and "#SBATCH --account=my-account" in text
-    for flag in ("--container-image=nvcr.io/nvidia/pytorch:25.01-py3",
-                 "--container-mounts=/lustre:/lustre,/home/datasets:/datasets:ro,/lustre/fsw/slurm_rl:/lustre/fsw/slurm_rl",
-                 '--container-name="slurm-rl-$SLURM_JOB_ID"', "--no-container-mount-home",
-                 "--container-workdir=/home/alice/rl", "#SBATCH --gpus-per-node=8"):
+    for flag in (
+        "--container-image=nvcr.io/nvidia/pytorch:25.01-py3",
+        "--container-mounts=/lustre:/lustre,/home/datasets:/datasets:ro,/lustre/fsw/slurm_rl:/lustre/fsw/slurm_rl",
+        '--container-name="slurm-rl-$SLURM_JOB_ID"',
+        "--no-container-mount-home",
+        "--container-workdir=/home/alice/rl",
+        "#SBATCH --gpus-per-node=8",
+    ):
         assert flag in text
     # --container-image on the command line wins over the spec's image
     text = render_sbatch(_spec(spec_path), opts.replace(container_image="my/img:1"))
     assert "--container-image=my/img:1" in text
 
 
-AWKWARD = ["a'; echo INJECTED; '", "with space/and \"quotes\"", "new\nline", "$(touch /tmp/pwned)", "back\\slash"]
+AWKWARD = ["a'; echo INJECTED; '", 'with space/and "quotes"', "new\nline", "$(touch /tmp/pwned)", "back\\slash"]
 
 
 @pytest.mark.parametrize("awkward", AWKWARD)
@@ -96,10 +130,16 @@ def test_awkward_values_survive_the_shell(tmp_path: Path, awkward: str) -> None:
     """Run the rendered script with a fake srun: every value arrives byte for byte."""
     workdir = tmp_path / f"work {awkward}"
     workdir.mkdir(parents=True)
-    spec = parse_spec({"cluster_name": "c", "fileroot": str(tmp_path / "root"),
-                       "env": {"AWK": awkward}, "setup": ["true"]})
-    opts = BASE_OPTS.replace(experiment=str(workdir / "exp.py"), workdir=str(workdir),
-                   experiment_args=(awkward, "--x"), python=sys.executable, name="n")
+    spec = parse_spec(
+        {"cluster_name": "c", "fileroot": str(tmp_path / "root"), "env": {"AWK": awkward}, "setup": ["true"]}
+    )
+    opts = BASE_OPTS.replace(
+        experiment=str(workdir / "exp.py"),
+        workdir=str(workdir),
+        experiment_args=(awkward, "--x"),
+        python=sys.executable,
+        name="n",
+    )
     script = tmp_path / "sbatch.sh"
     script.write_text(render_sbatch(spec, opts))
     fakebin = tmp_path / "bin"
@@ -107,7 +147,8 @@ def test_awkward_values_survive_the_shell(tmp_path: Path, awkward: str) -> None:
     dump = tmp_path / "dump.json"
     (fakebin / "srun").write_text(
         "#!/usr/bin/env python3\nimport json, os, sys\n"
-        f"json.dump({{'argv': sys.argv[1:], 'env': dict(os.environ)}}, open({str(dump)!r}, 'w'))\n")
+        f"json.dump({{'argv': sys.argv[1:], 'env': dict(os.environ)}}, open({str(dump)!r}, 'w'))\n"
+    )
     (fakebin / "srun").chmod(0o755)
     env = {"PATH": f"{fakebin}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "HOME": str(tmp_path)}
     res = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=30, check=False)
@@ -137,14 +178,17 @@ def test_dry_run_prints_what_render_prints(tmp_path: Path) -> None:
     assert a.stdout == b.stdout and "#SBATCH --nodes=2" in a.stdout
 
 
-@pytest.mark.parametrize(("flags", "needle"), [
-    (["-N", "0"], "--nodes"),
-    (["--time", "soon"], "--time"),
-    (["--gpus-per-node", "-2"], "--gpus-per-node"),
-    (["--name", "bad name"], "--name"),
-    (["--port-base", "80"], "--port-base"),
-    (["--container-image", "x"], "container_runtime"),
-])
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["-N", "0"], "--nodes"),
+        (["--time", "soon"], "--time"),
+        (["--gpus-per-node", "-2"], "--gpus-per-node"),
+        (["--name", "bad name"], "--name"),
+        (["--port-base", "80"], "--port-base"),
+        (["--container-image", "x"], "container_runtime"),
+    ],
+)
 def test_bad_flags_exit_2(tmp_path: Path, flags: list[str], needle: str) -> None:
     exp = tmp_path / "exp.py"
     exp.write_text("")

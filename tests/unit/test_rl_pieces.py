@@ -12,11 +12,11 @@ from click.testing import CliRunner
 
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.events import read_events
-from slurm_rl.driver.metrics import MetricsLog, read_metrics
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.core.spec import parse_spec
-from slurm_rl.distributed.worker_env.gpu_pinning import pinned_env, resolve
 from slurm_rl.distributed.reliability.health import parse_memory
+from slurm_rl.distributed.worker_env.gpu_pinning import pinned_env, resolve
+from slurm_rl.driver.metrics import MetricsLog, read_metrics
 from slurm_rl.login.cli import cli
 from slurm_rl.login.local import EXTERNAL_RAY_ENV, external_ray_env
 
@@ -35,8 +35,9 @@ def test_gpu_ids_are_local_or_numbered_across_the_cluster() -> None:
     assert pinned_env([[3]], 0, 0) == {"CUDA_VISIBLE_DEVICES": "3", "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
 
 
-@pytest.mark.parametrize(("text", "size"), [("8GB", 8 * 10**9), ("512MiB", 512 * 2**20), ("1.5G", 1_500_000_000),
-                                            (4096, 4096)])
+@pytest.mark.parametrize(
+    ("text", "size"), [("8GB", 8 * 10**9), ("512MiB", 512 * 2**20), ("1.5G", 1_500_000_000), (4096, 4096)]
+)
 def test_memory_sizes(text: object, size: int) -> None:
     assert parse_memory(text) == size
 
@@ -69,7 +70,9 @@ def test_metrics_log_and_pictures_and_the_plot_command(tmp_path: Path, monkeypat
     assert res.exit_code == 2 and "neither a job id nor a job directory" in res.output
 
 
-def test_requeue_request_inside_and_outside_a_slurm_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+def test_requeue_request_inside_and_outside_a_slurm_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
     from slurm_rl.core.exits import REQUEUE_RC
     from slurm_rl.driver.preempt import requeue
 
@@ -87,13 +90,20 @@ def test_requeue_request_inside_and_outside_a_slurm_job(tmp_path: Path, monkeypa
     assert read_events(tmp_path / "events.jsonl")[-1]["event"] == "requeue_requested"
 
 
-def test_finalize_requeues_a_requested_attempt_even_without_requeue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_finalize_requeues_a_requested_attempt_even_without_requeue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from slurm_rl.core.exits import record_exit
     from slurm_rl.job import finalize
 
     calls: list[tuple[int, bool]] = []
-    monkeypatch.setattr(finalize, "SlurmClient", lambda: type("C", (), {
-        "requeue": lambda self, job, make_requeueable=False: calls.append((job, make_requeueable))})())
+    monkeypatch.setattr(
+        finalize,
+        "SlurmClient",
+        lambda: type(
+            "C", (), {"requeue": lambda self, job, make_requeueable=False: calls.append((job, make_requeueable))}
+        )(),
+    )
     monkeypatch.setattr(finalize, "load_manifest", lambda path: type("M", (), {"requeue": 0})())
     monkeypatch.setenv("SLURM_RL_JOB_DIR", str(tmp_path))
     monkeypatch.setenv("SLURM_JOB_ID", "42")
@@ -109,9 +119,17 @@ def test_finalize_requeues_a_requested_attempt_even_without_requeue(tmp_path: Pa
 
 
 def test_external_cluster_env(tmp_path: Path) -> None:
-    spec = parse_spec({"cluster_type": "ray", "cluster_name": "x", "fileroot": str(tmp_path),
-                       "ray_head_node_address": "10.0.0.5:6379", "ray_auth_token_file": str(tmp_path / "tok")}, "t")
-    with pytest.raises(UsageError, match="ray_auth_token_file: .*tok does not exist"):
+    spec = parse_spec(
+        {
+            "cluster_type": "ray",
+            "cluster_name": "x",
+            "fileroot": str(tmp_path),
+            "ray_head_node_address": "10.0.0.5:6379",
+            "ray_auth_token_file": str(tmp_path / "tok"),
+        },
+        "t",
+    )
+    with pytest.raises(UsageError, match=r"ray_auth_token_file: .*tok does not exist"):
         external_ray_env(spec, None, {})
     (tmp_path / "tok").write_text("secret")
     env = external_ray_env(spec, None, {})

@@ -15,9 +15,12 @@ SCONTROL_RUNNING = (
     "JobId=47700975 JobName=allreduce UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901758 Nice=0 "
     "Account=(null) QOS=(null) JobState=RUNNING Reason=None Dependency=(null) Requeue=0 Restarts=0 BatchFlag=1 "
     "Reboot=0 ExitCode=0:0 RunTime=00:00:12 TimeLimit=365-00:00:00 Partition=lab NodeList=node[1-3] "
-    "BatchHost=node1 NumNodes=3 NumCPUs=3 StdOut=/var/tmp/slurm-rl/root/allreduce/47700975/logs/batch.log\n")
-SCONTROL_CANCELLED_HELD = ("JobId=47700976 JobName=wrap UserId=alice(1000) JobState=CANCELLED Reason=JobHeldUser "
-                           "ExitCode=0:0 ReqNodeList=(null) ExcNodeList=(null) NodeList= BatchHost=\n")
+    "BatchHost=node1 NumNodes=3 NumCPUs=3 StdOut=/var/tmp/slurm-rl/root/allreduce/47700975/logs/batch.log\n"
+)
+SCONTROL_CANCELLED_HELD = (
+    "JobId=47700976 JobName=wrap UserId=alice(1000) JobState=CANCELLED Reason=JobHeldUser "
+    "ExitCode=0:0 ReqNodeList=(null) ExcNodeList=(null) NodeList= BatchHost=\n"
+)
 SCONTROL_FAILED = "JobId=7 UserId=bob(1001) JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0 NodeList=node2\n"
 SCONTROL_TIMEOUT = "JobId=8 UserId=bob(1001) JobState=TIMEOUT Reason=TimeLimit ExitCode=0:15 NodeList=node[1-2]\n"
 NO_JOB = Completed(1, "", "slurm_load_jobs error: Invalid job id specified\n")
@@ -40,31 +43,73 @@ class FakeRunner:
         raise AssertionError(f"unexpected SLURM call {argv}")
 
 
-@pytest.mark.parametrize(("table", "expected"), [
-    pytest.param({"squeue": Completed(0, "47700975|RUNNING|node[1-3]|None\n", "")},
-                 JobState(47700975, "RUNNING", "node[1-3]", None, "None"), id="squeue-running"),
-    pytest.param({"squeue": Completed(0, "47700975|PENDING||JobHeldUser\n", "")},
-                 JobState(47700975, "PENDING", "", None, "JobHeldUser"), id="squeue-held"),
-    pytest.param({"squeue": Completed(0, "", ""), "scontrol show job": Completed(0, SCONTROL_RUNNING, "")},
-                 JobState(47700975, "RUNNING", "node[1-3]", 0, "None"), id="scontrol-running"),
-    pytest.param({"squeue": Completed(0, "", ""), "scontrol show job": Completed(0, SCONTROL_CANCELLED_HELD, "")},
-                 JobState(47700975, "CANCELLED", "", 0, "JobHeldUser"), id="scontrol-cancelled-held"),
-    pytest.param({"squeue": Completed(0, "", ""), "scontrol show job": Completed(0, SCONTROL_FAILED, "")},
-                 JobState(47700975, "FAILED", "node2", 3, "NonZeroExitCode"), id="scontrol-failed"),
-    pytest.param({"squeue": Completed(0, "", ""), "scontrol show job": Completed(0, SCONTROL_TIMEOUT, "")},
-                 JobState(47700975, "TIMEOUT", "node[1-2]", 0, "TimeLimit"), id="scontrol-timeout"),
-    pytest.param({"squeue": Completed(0, "", ""), "scontrol show job": NO_JOB,
-                  "sacct": Completed(0, "47700975|CANCELLED by 0|node[1-3]|0:15\n", "")},
-                 JobState(47700975, "CANCELLED", "node[1-3]", 0), id="sacct-cancelled-by"),
-    pytest.param({"squeue": Completed(0, "", ""), "scontrol show job": NO_JOB,
-                  "sacct": Completed(0, "47700975|OUT_OF_MEMORY|node1|0:125\n", "")},
-                 JobState(47700975, "OUT_OF_MEMORY", "node1", 0), id="sacct-oom"),
-    pytest.param({"squeue": Completed(0, "", ""), "scontrol show job": NO_JOB, "sacct": NO_ACCOUNTING},
-                 JobState(47700975, "UNKNOWN"), id="forgotten-no-accounting"),
-    pytest.param({"squeue": Completed(1, "", "slurm_load_jobs error: Invalid job id specified\n"),
-                  "scontrol show job": NO_JOB, "sacct": Completed(0, "", "")},
-                 JobState(47700975, "UNKNOWN"), id="unknown-everywhere"),
-])
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        pytest.param(
+            {"squeue": Completed(0, "47700975|RUNNING|node[1-3]|None\n", "")},
+            JobState(47700975, "RUNNING", "node[1-3]", None, "None"),
+            id="squeue-running",
+        ),
+        pytest.param(
+            {"squeue": Completed(0, "47700975|PENDING||JobHeldUser\n", "")},
+            JobState(47700975, "PENDING", "", None, "JobHeldUser"),
+            id="squeue-held",
+        ),
+        pytest.param(
+            {"squeue": Completed(0, "", ""), "scontrol show job": Completed(0, SCONTROL_RUNNING, "")},
+            JobState(47700975, "RUNNING", "node[1-3]", 0, "None"),
+            id="scontrol-running",
+        ),
+        pytest.param(
+            {"squeue": Completed(0, "", ""), "scontrol show job": Completed(0, SCONTROL_CANCELLED_HELD, "")},
+            JobState(47700975, "CANCELLED", "", 0, "JobHeldUser"),
+            id="scontrol-cancelled-held",
+        ),
+        pytest.param(
+            {"squeue": Completed(0, "", ""), "scontrol show job": Completed(0, SCONTROL_FAILED, "")},
+            JobState(47700975, "FAILED", "node2", 3, "NonZeroExitCode"),
+            id="scontrol-failed",
+        ),
+        pytest.param(
+            {"squeue": Completed(0, "", ""), "scontrol show job": Completed(0, SCONTROL_TIMEOUT, "")},
+            JobState(47700975, "TIMEOUT", "node[1-2]", 0, "TimeLimit"),
+            id="scontrol-timeout",
+        ),
+        pytest.param(
+            {
+                "squeue": Completed(0, "", ""),
+                "scontrol show job": NO_JOB,
+                "sacct": Completed(0, "47700975|CANCELLED by 0|node[1-3]|0:15\n", ""),
+            },
+            JobState(47700975, "CANCELLED", "node[1-3]", 0),
+            id="sacct-cancelled-by",
+        ),
+        pytest.param(
+            {
+                "squeue": Completed(0, "", ""),
+                "scontrol show job": NO_JOB,
+                "sacct": Completed(0, "47700975|OUT_OF_MEMORY|node1|0:125\n", ""),
+            },
+            JobState(47700975, "OUT_OF_MEMORY", "node1", 0),
+            id="sacct-oom",
+        ),
+        pytest.param(
+            {"squeue": Completed(0, "", ""), "scontrol show job": NO_JOB, "sacct": NO_ACCOUNTING},
+            JobState(47700975, "UNKNOWN"),
+            id="forgotten-no-accounting",
+        ),
+        pytest.param(
+            {
+                "squeue": Completed(1, "", "slurm_load_jobs error: Invalid job id specified\n"),
+                "scontrol show job": NO_JOB,
+                "sacct": Completed(0, "", ""),
+            },
+            JobState(47700975, "UNKNOWN"),
+            id="unknown-everywhere",
+        ),
+    ],
+)
 def test_job_state(table: dict[str, Completed], expected: JobState) -> None:
     runner = FakeRunner(table)
     state = SlurmClient(runner).job_state(47700975)
@@ -73,22 +118,37 @@ def test_job_state(table: dict[str, Completed], expected: JobState) -> None:
     assert runner.calls[0][:1] == ["squeue"] and "47700975" in runner.calls[0]
 
 
-@pytest.mark.parametrize(("state", "finished", "in_queue"), [
-    ("PENDING", False, True), ("RUNNING", False, True), ("COMPLETING", False, True), ("REQUEUED", False, True),
-    ("REQUEUE_HOLD", False, True), ("COMPLETED", True, False), ("FAILED", True, False),
-    ("CANCELLED", True, False), ("TIMEOUT", True, False), ("NODE_FAIL", True, False),
-    ("OUT_OF_MEMORY", True, False), ("PREEMPTED", True, False), ("UNKNOWN", False, False),
-])
+@pytest.mark.parametrize(
+    ("state", "finished", "in_queue"),
+    [
+        ("PENDING", False, True),
+        ("RUNNING", False, True),
+        ("COMPLETING", False, True),
+        ("REQUEUED", False, True),
+        ("REQUEUE_HOLD", False, True),
+        ("COMPLETED", True, False),
+        ("FAILED", True, False),
+        ("CANCELLED", True, False),
+        ("TIMEOUT", True, False),
+        ("NODE_FAIL", True, False),
+        ("OUT_OF_MEMORY", True, False),
+        ("PREEMPTED", True, False),
+        ("UNKNOWN", False, False),
+    ],
+)
 def test_terminal_states(state: str, finished: bool, in_queue: bool) -> None:
     assert JobState(1, state).finished is finished
     assert JobState(1, state).in_queue is in_queue
 
 
-@pytest.mark.parametrize(("stdout", "job_id"), [
-    ("47700976\n", 47700976),
-    ("47700976;cluster-a\n", 47700976),                  # --parsable on a multi-cluster site
-    ("sbatch: warning: x\n123\n", 123),                  # a warning before the id
-])
+@pytest.mark.parametrize(
+    ("stdout", "job_id"),
+    [
+        ("47700976\n", 47700976),
+        ("47700976;cluster-a\n", 47700976),  # --parsable on a multi-cluster site
+        ("sbatch: warning: x\n123\n", 123),  # a warning before the id
+    ],
+)
 def test_sbatch_parses_the_job_id(stdout: str, job_id: int) -> None:
     runner = FakeRunner({"sbatch": Completed(0, stdout, "")})
     assert SlurmClient(runner).sbatch("/jd/sbatch.sh", hold=True) == job_id
@@ -96,8 +156,10 @@ def test_sbatch_parses_the_job_id(stdout: str, job_id: int) -> None:
 
 
 def test_sbatch_errors_carry_argv_exit_code_and_stderr() -> None:
-    stderr = ("sbatch: error: invalid partition specified: nope\n"
-              "sbatch: error: Batch job submission failed: Invalid partition name specified\n")
+    stderr = (
+        "sbatch: error: invalid partition specified: nope\n"
+        "sbatch: error: Batch job submission failed: Invalid partition name specified\n"
+    )
     runner = FakeRunner({"sbatch": Completed(1, "", stderr)})
     with pytest.raises(SlurmCommandError) as err:
         SlurmClient(runner).sbatch("/jd/sbatch.sh")
@@ -120,11 +182,14 @@ def test_release_requeue_scancel_argv() -> None:
     assert runner.calls == [["scontrol", "release", "5"], ["scontrol", "requeue", "5"], ["scancel", "5"]]
 
 
-@pytest.mark.parametrize(("table", "owner"), [
-    ({"squeue": Completed(0, "alice\n", "")}, "alice"),
-    ({"squeue": Completed(0, "", ""), "scontrol show job": Completed(0, SCONTROL_FAILED, "")}, "bob"),
-    ({"squeue": Completed(0, "", ""), "scontrol show job": NO_JOB}, None),
-])
+@pytest.mark.parametrize(
+    ("table", "owner"),
+    [
+        ({"squeue": Completed(0, "alice\n", "")}, "alice"),
+        ({"squeue": Completed(0, "", ""), "scontrol show job": Completed(0, SCONTROL_FAILED, "")}, "bob"),
+        ({"squeue": Completed(0, "", ""), "scontrol show job": NO_JOB}, None),
+    ],
+)
 def test_job_owner(table: dict[str, Completed], owner: str | None) -> None:
     assert SlurmClient(FakeRunner(table)).job_owner(7) == owner
 

@@ -34,8 +34,11 @@ BAD_SPECS: list[tuple[str, object, str]] = [
     ("cpus_per_node zero", {**GOOD, "cpus_per_node": 0}, "cpus_per_node"),
     ("bad container_runtime", {**GOOD, "container_runtime": "docker"}, "container_runtime"),
     ("pyxis without cpu_image", {**GOOD, "container_runtime": "pyxis"}, "cpu_image"),
-    ("apptainer gpu without gpu_image", {**GOOD, "container_runtime": "apptainer", "cpu_image": "c.sif",
-                                          "gpus_per_node": 4}, "gpu_image"),
+    (
+        "apptainer gpu without gpu_image",
+        {**GOOD, "container_runtime": "apptainer", "cpu_image": "c.sif", "gpus_per_node": 4},
+        "gpu_image",
+    ),
     ("bad node type regex", {**GOOD, "node_type_from_node_name": {"gpu[": "gpu"}}, "node_type_from_node_name"),
     ("bad gpu type regex", {**GOOD, "gpu_type_from_node_name": {"(h100": "h100"}}, "gpu_type_from_node_name"),
     ("node types not an object", {**GOOD, "node_type_from_node_name": ["gpu"]}, "node_type_from_node_name"),
@@ -108,8 +111,13 @@ def test_defaults_and_types() -> None:
 
 
 def test_node_and_gpu_types() -> None:
-    s = parse_spec({**GOOD, "node_type_from_node_name": {r"gpu\d+": "gpu", r"cpu\d+": "cpu"},
-                    "gpu_type_from_node_name": {r"gpu0[0-4]": "a100", r"gpu\d+": "h100"}})
+    s = parse_spec(
+        {
+            **GOOD,
+            "node_type_from_node_name": {r"gpu\d+": "gpu", r"cpu\d+": "cpu"},
+            "gpu_type_from_node_name": {r"gpu0[0-4]": "a100", r"gpu\d+": "h100"},
+        }
+    )
     assert s.node_type("gpu03") == "gpu" and s.node_type("cpu1") == "cpu" and s.node_type("x") is None
     assert s.gpu_type("gpu03") == "a100" and s.gpu_type("gpu17") == "h100"
 

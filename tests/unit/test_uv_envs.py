@@ -17,17 +17,23 @@ from slurm_rl.distributed import ACTOR_ENVIRONMENT_REGISTRY, RayVirtualCluster, 
 from slurm_rl.distributed.worker_env.uv_envs import _PREPARED, is_uv, parse_uv_run
 from tests.unit.conftest import local_ray
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.ray]  # starts a local Ray: `pytest -m unit` skips it
 FQN = "tests.unit.workers.nemo_style.UvProbe"
 
 
 def make_wheel(directory: Path, name: str = "srl_tinypkg", version: str = "0.1") -> Path:
     """A minimal, valid pure-Python wheel, written by hand (no build backend, no network)."""
-    files = {f"{name}/__init__.py": b"VALUE = 42\n",
-             f"{name}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
-             f"{name}-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    record = [f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}"
-              for p, d in files.items()] + [f"{name}-{version}.dist-info/RECORD,,"]
+    files = {
+        f"{name}/__init__.py": b"VALUE = 42\n",
+        f"{name}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{name}-{version}.dist-info/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = [
+        f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}"
+        for p, d in files.items()
+    ] + [f"{name}-{version}.dist-info/RECORD,,"]
     files[f"{name}-{version}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
     path = directory / f"{name}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as zf:
@@ -48,8 +54,10 @@ def test_uv_run_lines_are_parsed_and_checked(tmp_path: Path) -> None:
         parse_uv_run("uv pip install x")
 
 
-@pytest.mark.skipif(shutil.which("uv") is None and not __import__("importlib").util.find_spec("uv"),
-                    reason="uv is not installed (pip install uv; the test extras include it)")
+@pytest.mark.skipif(
+    shutil.which("uv") is None and not __import__("importlib").util.find_spec("uv"),
+    reason="uv is not installed (pip install uv; the test extras include it)",
+)
 def test_a_uv_environment_is_built_once_and_reused(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     wheels.mkdir()

@@ -19,7 +19,7 @@ from slurm_rl.distributed.api.worker_dispatch import WorkerRefs
 from slurm_rl.distributed.reliability.health import parse_memory
 from tests.unit.conftest import local_ray
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.ray]  # starts a local Ray: `pytest -m unit` skips it
 PROBE = "tests.unit.workers.reliable.ProbeWorker"
 GLOO = "tests.unit.workers.reliable.GlooRank"
 
@@ -94,7 +94,9 @@ def test_restart_on_failure_retries_a_call_once_and_logs_it(cpu_cluster, caplog)
 def test_status_usage_and_stuck_worker_with_its_stack(cpu_cluster) -> None:
     group = RayWorkerGroup(cpu_cluster, PROBE)
     group.run_single_worker_single_data("sleep", 0, 30)
-    time.sleep(1.5)  # the call has to have run past the threshold
+    deadline = time.monotonic() + 30  # wait until the call has run past the threshold
+    while (group.get_worker_status()[0]["running_s"] or 0) < 1.0 and time.monotonic() < deadline:
+        time.sleep(0.1)
     status = group.get_worker_status()
     assert status[0]["current_call"] == "sleep" and status[0]["running_s"] >= 1.0
     assert status[1]["current_call"] is None and status[1]["state"] == "alive"
@@ -170,8 +172,9 @@ def test_load_balancing_keeps_input_order_and_least_loaded_beats_a_bad_static_sp
         assert rr.run_balanced("cost", items, common_kwargs={"unit_s": 0.05}) == list(range(18))
         t_rr = time.monotonic() - t0
         rr.shutdown(force=True)
-        ll = RayWorkerGroup(cluster, PROBE, name_prefix="ll", enable_load_balancing=True,
-                            load_balancing_strategy="least_loaded")
+        ll = RayWorkerGroup(
+            cluster, PROBE, name_prefix="ll", enable_load_balancing=True, load_balancing_strategy="least_loaded"
+        )
         t0 = time.monotonic()
         assert ll.run_balanced("cost", items, common_kwargs={"unit_s": 0.05}) == list(range(18))
         t_ll = time.monotonic() - t0
@@ -231,7 +234,9 @@ def test_enable_colocation_means_two_groups_per_bundle(ray_4) -> None:
         b.shutdown(force=True)
     finally:
         cluster.shutdown()
-    assert RayVirtualCluster([1], enable_colocation=True, max_colocated_worker_groups=3).max_colocated_worker_groups == 3
+    assert (
+        RayVirtualCluster([1], enable_colocation=True, max_colocated_worker_groups=3).max_colocated_worker_groups == 3
+    )
 
 
 def test_monitor_memory_warns_when_a_node_runs_low(ray_4, monkeypatch, caplog) -> None:

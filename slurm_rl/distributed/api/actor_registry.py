@@ -15,7 +15,8 @@ def get_actor_python_env(actor_class_fqn: str) -> str:
     raise ValueError(
         f"{actor_class_fqn!r} is not in ACTOR_ENVIRONMENT_REGISTRY; register it with "
         f"ACTOR_ENVIRONMENT_REGISTRY[{actor_class_fqn!r}] = PY_EXECUTABLES.SYSTEM (or another "
-        f"PY_EXECUTABLES value) in slurm_rl.distributed.ray_actor_environment_registry")
+        f"PY_EXECUTABLES value) in slurm_rl.distributed.ray_actor_environment_registry"
+    )
 
 
 __all__ = ["ACTOR_ENVIRONMENT_REGISTRY", "PY_EXECUTABLES", "get_actor_python_env"]

@@ -42,7 +42,7 @@ def _round_up(n: int, multiple: int) -> int:
     return ((n + multiple - 1) // multiple) * multiple
 
 
-class BatchedDataDict(UserDict, Generic[T]):  # type: ignore[type-arg]
+class BatchedDataDict(UserDict, Generic[T]):
     """Columns of equal length; row i is ``{k: v[i]}``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -87,8 +87,12 @@ class BatchedDataDict(UserDict, Generic[T]):  # type: ignore[type-arg]
             if all(isinstance(v, torch.Tensor) for v in values):
                 if values[0].dim() >= 2:
                     width = max(v.shape[1] for v in values)
-                    values = [torch.nn.functional.pad(v, (0, 0) * (v.dim() - 2) + (0, width - v.shape[1]),
-                                                      value=pad.get(k, 0)) for v in values]
+                    values = [
+                        torch.nn.functional.pad(
+                            v, (0, 0) * (v.dim() - 2) + (0, width - v.shape[1]), value=pad.get(k, 0)
+                        )
+                        for v in values
+                    ]
                 out[k] = torch.cat(values, dim=0)
             else:
                 out[k] = [item for v in values for item in (v.tolist() if isinstance(v, torch.Tensor) else v)]
@@ -138,8 +142,13 @@ class BatchedDataDict(UserDict, Generic[T]):  # type: ignore[type-arg]
                 self.data[k] = v.narrow(dim, 0, min(truncated_len, v.shape[dim]))
 
     # ---- sharding ----------------------------------------------------------------------------
-    def shard_by_batch_size(self, shards: int, batch_size: int | None = None, allow_uneven_shards: bool = False,
-                            dynamic_batching_args: DynamicBatchingArgs | None = None) -> Any:
+    def shard_by_batch_size(
+        self,
+        shards: int,
+        batch_size: int | None = None,
+        allow_uneven_shards: bool = False,
+        dynamic_batching_args: DynamicBatchingArgs | None = None,
+    ) -> Any:
         """Cut into chunks of ``batch_size`` (all if None), each chunk into ``shards`` parts;
         shard i gets the i-th part of every chunk. With dynamic batching, returns
         ``(shards, sorted_indices)``."""
@@ -151,8 +160,10 @@ class BatchedDataDict(UserDict, Generic[T]):  # type: ignore[type-arg]
         if bs < 1 or total % bs != 0:
             raise ShardingError(f"shard_by_batch_size: batch size {total} is not a multiple of batch_size {bs}")
         if bs % shards != 0 and not allow_uneven_shards:
-            raise ShardingError(f"shard_by_batch_size: batch_size {bs} does not split into {shards} equal shards; "
-                                f"pass allow_uneven_shards=True or change the sizes")
+            raise ShardingError(
+                f"shard_by_batch_size: batch_size {bs} does not split into {shards} equal shards; "
+                f"pass allow_uneven_shards=True or change the sizes"
+            )
         if dynamic_batching_args is not None and allow_uneven_shards:
             raise ShardingError("shard_by_batch_size: dynamic batching needs even shards")
         per = -(-bs // shards)  # ceil: uneven shards put the shortfall on the last ones
@@ -161,9 +172,9 @@ class BatchedDataDict(UserDict, Generic[T]):  # type: ignore[type-arg]
         if dynamic_batching_args is not None:
             order = self._length_sorted_order(bs, shards, dynamic_batching_args)
         for c in range(total // bs):
-            chunk_rows = order[c * bs:(c + 1) * bs]
+            chunk_rows = order[c * bs : (c + 1) * bs]
             for i in range(shards):
-                shard_rows[i].extend(chunk_rows[i * per:(i + 1) * per])
+                shard_rows[i].extend(chunk_rows[i * per : (i + 1) * per])
         out = [SlicedDataDict(self.select_indices(rows).data) for rows in shard_rows]
         if dynamic_batching_args is None:
             return out
@@ -202,8 +213,10 @@ class BatchedDataDict(UserDict, Generic[T]):  # type: ignore[type-arg]
         for i, n in enumerate(lens):
             width = _round_up(max(longest, n), rnd)
             if _round_up(n, rnd) > budget:
-                raise ValueError(f"dynamic batching: sequence of length {n} (rounded {_round_up(n, rnd)}) exceeds "
-                                 f"max_tokens_per_microbatch={budget}")
+                raise ValueError(
+                    f"dynamic batching: sequence of length {n} (rounded {_round_up(n, rnd)}) exceeds "
+                    f"max_tokens_per_microbatch={budget}"
+                )
             if i > start and (i - start + 1) * width > budget:
                 indices.append([start, i])
                 padded.append(_round_up(longest, rnd))
@@ -247,10 +260,11 @@ class BatchedDataDict(UserDict, Generic[T]):  # type: ignore[type-arg]
 
         world = dist.get_world_size(group)
         gathered: list[Any] = [None] * world
-        dist.all_gather_object(gathered, {k: (v.cpu() if isinstance(v, torch.Tensor) else v)
-                                          for k, v in self.data.items()}, group=group)
+        dist.all_gather_object(
+            gathered, {k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in self.data.items()}, group=group
+        )
         return type(self).from_batches(gathered)
 
 
-class SlicedDataDict(BatchedDataDict):  # type: ignore[type-arg]
+class SlicedDataDict(BatchedDataDict):
     """A part of a BatchedDataDict meant for one worker (what dispatch hands out)."""

@@ -54,5 +54,7 @@ def all_groups_grid(bundles: list[int], groups: list[Any]) -> str:
             labels.setdefault(key, []).extend(f"G{gi}:W{w}" for w in ws)
     text = _grid(bundles, {k: " ".join(v) for k, v in labels.items()}, header)
     if groups:
-        text += "\nLegend: " + ", ".join(f"G{i} = {g.name_prefix} ({g.world_size} workers)" for i, g in enumerate(groups))
+        text += "\nLegend: " + ", ".join(
+            f"G{i} = {g.name_prefix} ({g.world_size} workers)" for i, g in enumerate(groups)
+        )
     return text

@@ -44,8 +44,7 @@ def _record_connected(resources: dict[str, float]) -> None:
         from ...core.events import append_event
         from ...core.paths import JobPaths
 
-        append_event(JobPaths(job_dir).events, "driver_connected",
-                     nodes=int(resources.get(SLURM_MANAGED_RESOURCE, 0)))
+        append_event(JobPaths(job_dir).events, "driver_connected", nodes=int(resources.get(SLURM_MANAGED_RESOURCE, 0)))
 
 
 def _auto_address_usable() -> bool:
@@ -56,7 +55,7 @@ def _auto_address_usable() -> bool:
         import socket
 
         from ray._private.services import canonicalize_bootstrap_address
-        from ray._raylet import GcsClient
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
         address = canonicalize_bootstrap_address("auto")
         if not address:
@@ -78,8 +77,10 @@ _UNIX_PATH_MAX = 107
 def _checked_log_dir(log_dir: str) -> str:
     path = os.path.abspath(log_dir)
     if len(path) + _SOCKET_SUFFIX_LEN > _UNIX_PATH_MAX:
-        raise ValueError(f"init_ray(log_dir={path!r}): too long for Ray's Unix sockets (at most "
-                         f"{_UNIX_PATH_MAX - _SOCKET_SUFFIX_LEN} characters); use a shorter path, e.g. under /tmp")
+        raise ValueError(
+            f"init_ray(log_dir={path!r}): too long for Ray's Unix sockets (at most "
+            f"{_UNIX_PATH_MAX - _SOCKET_SUFFIX_LEN} characters); use a shorter path, e.g. under /tmp"
+        )
     return path
 
 
@@ -98,7 +99,8 @@ def _check_same_job(resources: dict[str, float]) -> None:
         raise ForeignClusterError(
             f"init_ray: the Ray cluster at {os.environ.get('RAY_ADDRESS', 'auto')} belongs to SLURM job "
             f"{', '.join(theirs)}, but this is job {mine}; unset RAY_ADDRESS (slurm-rl sets it for the job's own "
-            f"driver) or run the driver inside that job (`slurm-rl attach {theirs[0]}`)")
+            f"driver) or run the driver inside that job (`slurm-rl attach {theirs[0]}`)"
+        )
 
 
 def _wait_for_job_nodes(resources: dict[str, float]) -> dict[str, float]:
@@ -121,8 +123,10 @@ def _wait_for_job_nodes(resources: dict[str, float]) -> dict[str, float]:
     end = time.monotonic() + manifest.ready_timeout_s
     while resources.get(SLURM_MANAGED_RESOURCE, 0) < need:
         if time.monotonic() > end:
-            raise RuntimeError(f"init_ray: {int(resources.get(SLURM_MANAGED_RESOURCE, 0))} of {need} nodes of this "
-                               f"job joined within {manifest.ready_timeout_s:g} s; see `slurm-rl status` and the node logs")
+            raise RuntimeError(
+                f"init_ray: {int(resources.get(SLURM_MANAGED_RESOURCE, 0))} of {need} nodes of this "
+                f"job joined within {manifest.ready_timeout_s:g} s; see `slurm-rl status` and the node logs"
+            )
         time.sleep(0.1)
         resources = ray.cluster_resources()
     return resources
@@ -140,8 +144,10 @@ def _connect_external(address: str, runtime_env: dict[str, object]) -> None:
             with socket.create_connection((host, int(port)), timeout=5):
                 pass
         except OSError as exc:
-            raise ConnectionError(f"init_ray: nothing answers at {address} ({exc}); is the Ray head up, and is "
-                                  f"HOST:PORT its GCS address (what `ray start --head` printed)?") from None
+            raise ConnectionError(
+                f"init_ray: nothing answers at {address} ({exc}); is the Ray head up, and is "
+                f"HOST:PORT its GCS address (what `ray start --head` printed)?"
+            ) from None
     try:
         ray.init(address=address, log_to_driver=True, runtime_env=runtime_env)
     except ConnectionError as exc:
@@ -149,7 +155,8 @@ def _connect_external(address: str, runtime_env: dict[str, object]) -> None:
             f"init_ray: could not attach to the Ray cluster at {address}: {exc}. A Ray driver runs on a node of "
             f"the cluster (it attaches through that node's raylet): run it on the head node, or use a "
             f"ray://HOST:10001 (Ray Client) address; with token auth, set RAY_AUTH_TOKEN(_PATH) or the spec's "
-            f"ray_auth_token_file") from exc
+            f"ray_auth_token_file"
+        ) from exc
 
 
 def init_ray(log_dir: str | None = None) -> str:
@@ -194,7 +201,13 @@ def init_ray(log_dir: str | None = None) -> str:
     except ConnectionError:
         logger.info("init_ray: no running Ray cluster found")
     kwargs = {"_temp_dir": _checked_log_dir(log_dir)} if log_dir else {}
-    ray.init(address="local", log_to_driver=True, include_dashboard=False, runtime_env=runtime_env(),
-             resources={tag: 1}, **kwargs)
+    ray.init(
+        address="local",
+        log_to_driver=True,
+        include_dashboard=False,
+        runtime_env=runtime_env(),
+        resources={tag: 1},
+        **kwargs,  # type: ignore[arg-type]
+    )
     logger.info("init_ray: started a local Ray cluster tagged %s", tag)
     return "local_new"

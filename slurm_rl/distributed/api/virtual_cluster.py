@@ -7,6 +7,7 @@ import os
 import time
 from typing import Any, TypedDict
 
+from .node_address import _get_node_ip_and_free_port, _get_node_ip_and_free_port_impl  # noqa: F401 - patched by tests
 from .ray_init import PY_EXECUTABLES, init_ray, local_tag, worker_env_vars  # noqa: F401 - API.md: importable here
 
 logger = logging.getLogger(__name__)
@@ -36,45 +37,6 @@ def _max_retries() -> int:
     return value
 
 
-def _get_node_ip_and_free_port_impl() -> tuple[str, int]:
-    import socket
-
-    import ray
-
-    ip = ray.util.get_node_ip_address()
-    if ip.startswith("0."):
-        ip = socket.gethostbyname(socket.gethostname())
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        port = s.getsockname()[1]
-    return ip, port
-
-
-def _remote_port_probe() -> Any:
-    import ray
-
-    return ray.remote(num_cpus=0)(_get_node_ip_and_free_port_impl)
-
-
-class _LazyRemote:
-    """``_get_node_ip_and_free_port`` as a Ray remote function, created on first use (importing
-    this module must not need a running Ray). Tests patch it by this name."""
-
-    def __init__(self) -> None:
-        self._fn: Any = None
-
-    def options(self, **kw: Any) -> Any:
-        if self._fn is None:
-            self._fn = _remote_port_probe()
-        return self._fn.options(**kw)
-
-    def remote(self, *a: Any, **kw: Any) -> Any:
-        return self.options().remote(*a, **kw)
-
-
-_get_node_ip_and_free_port = _LazyRemote()
-
-
 BACKENDS = ("nccl", "gloo")
 
 
@@ -87,11 +49,20 @@ class RayVirtualCluster:
     memory_monitor.py), ``communication_backend`` ("nccl" or "gloo": what
     ``slurm_rl.distributed.collective.init_process_group`` uses in the workers)."""
 
-    def __init__(self, bundle_ct_per_node_list: list[int], use_gpus: bool = True,
-                 max_colocated_worker_groups: int | None = None, num_gpus_per_node: int = 8, name: str = "",
-                 placement_group_strategy: str = "STRICT_PACK", *, gpu_ids: Any = None,
-                 enable_colocation: bool = False, monitor_memory: bool = False,
-                 communication_backend: str | None = None) -> None:
+    def __init__(
+        self,
+        bundle_ct_per_node_list: list[int],
+        use_gpus: bool = True,
+        max_colocated_worker_groups: int | None = None,
+        num_gpus_per_node: int = 8,
+        name: str = "",
+        placement_group_strategy: str = "STRICT_PACK",
+        *,
+        gpu_ids: Any = None,
+        enable_colocation: bool = False,
+        monitor_memory: bool = False,
+        communication_backend: str | None = None,
+    ) -> None:
         if max_colocated_worker_groups is None:
             max_colocated_worker_groups = 2 if enable_colocation else 1
         if communication_backend is not None and communication_backend not in BACKENDS:
@@ -106,7 +77,8 @@ class RayVirtualCluster:
         self.bundle_devices: list[list[int]] | None = None
         self._memory_monitor: Any = None
         if not isinstance(bundle_ct_per_node_list, list) or any(
-                not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in bundle_ct_per_node_list):
+            not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in bundle_ct_per_node_list
+        ):
             raise ValueError(f"bundle_ct_per_node_list must be a list of ints >= 0, got {bundle_ct_per_node_list!r}")
         if max_colocated_worker_groups < 1:
             raise ValueError(f"max_colocated_worker_groups must be >= 1, got {max_colocated_worker_groups}")
@@ -135,12 +107,14 @@ class RayVirtualCluster:
                 return
             except ResourceInsufficientError as exc:
                 last = str(exc)
-                logger.warning("RayVirtualCluster: %s (attempt %d of %d; retrying in %d s)", exc, attempt + 1,
-                               retries, 2**attempt)
+                logger.warning(
+                    "RayVirtualCluster: %s (attempt %d of %d; retrying in %d s)", exc, attempt + 1, retries, 2**attempt
+                )
                 time.sleep(2**attempt)  # after every failed attempt, the last one included
         raise ResourceInsufficientError(
             f"Maximum number of retries ({retries}) reached: the Ray cluster still lacks resources for "
-            f"{self._bundle_ct_per_node_list} bundles: {last} (set {MAX_RETRIES_ENV} to wait longer)")
+            f"{self._bundle_ct_per_node_list} bundles: {last} (set {MAX_RETRIES_ENV} to wait longer)"
+        )
 
     # ---- creation ----------------------------------------------------------------------------
     def _bundle(self) -> dict[str, float]:
@@ -163,9 +137,15 @@ class RayVirtualCluster:
 
         self._check_resources()
         bundle = self._bundle()
-        pgs = [placement_group([dict(bundle) for _ in range(n)], strategy=strategy or self.placement_group_strategy,
-                               name=f"{self.name}-node{i}" if self.name else "")
-               for i, n in enumerate(self._bundle_ct_per_node_list) if n > 0]
+        pgs = [
+            placement_group(
+                [dict(bundle) for _ in range(n)],
+                strategy=strategy or self.placement_group_strategy,
+                name=f"{self.name}-node{i}" if self.name else "",
+            )
+            for i, n in enumerate(self._bundle_ct_per_node_list)
+            if n > 0
+        ]
         try:
             ray.get([pg.ready() for pg in pgs], timeout=PLACEMENT_GROUP_TIMEOUT_S)
         except (ray.exceptions.GetTimeoutError, TimeoutError):
@@ -173,7 +153,8 @@ class RayVirtualCluster:
                 remove_placement_group(pg)
             raise TimeoutError(
                 f"placement groups for {self._bundle_ct_per_node_list} bundles were not ready within "
-                f"{PLACEMENT_GROUP_TIMEOUT_S:g} s; the cluster may lack resources (ray status shows them)") from None
+                f"{PLACEMENT_GROUP_TIMEOUT_S:g} s; the cluster may lack resources (ray status shows them)"
+            ) from None
         return pgs
 
     def _after_placement(self, monitor_memory: bool) -> None:
@@ -226,8 +207,9 @@ class RayVirtualCluster:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         pg = self.get_placement_groups()[0]
-        return _get_node_ip_and_free_port.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
-            placement_group=pg, placement_group_bundle_index=0)).remote()
+        return _get_node_ip_and_free_port.options(
+            scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0)
+        ).remote()
 
     def get_master_address_and_port(self) -> tuple[str, int]:
         """IP of bundle 0's node and a free port there, from a zero-CPU task in bundle 0.

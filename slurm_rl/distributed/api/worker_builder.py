@@ -61,7 +61,7 @@ class _IsolatedWorker:
     """Hosts a worker class imported by name inside its own environment (the driver need not
     import it); methods are called through ``call``. Used for non-SYSTEM environments."""
 
-    def __init__(self, fqn: str, args: tuple, kwargs: dict) -> None:  # type: ignore[type-arg]
+    def __init__(self, fqn: str, args: tuple, kwargs: dict) -> None:
         plain, _ = unwrap_actor_class(import_class(fqn))
         self._obj = plain(*args, **kwargs)
 
@@ -101,9 +101,9 @@ _CONFIGURED: dict[tuple[Any, ...], Any] = {}
 @dataclass
 class _Plan:
     py_executable: str
-    configured: Any = None          # (configure_worker answer, class options), or an ObjectRef of a list of them
-    index: int = 0                  # this worker's item in that list
-    cls: Any = None                 # the class (plain or actor class) in the driver's environment
+    configured: Any = None  # (configure_worker answer, class options), or an ObjectRef of a list of them
+    index: int = 0  # this worker's item in that list
+    cls: Any = None  # the class (plain or actor class) in the driver's environment
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -120,11 +120,13 @@ class RayWorkerBuilder:
             self.ray_actor_class_fqn = class_fqn(ray_actor_class_fqn)
             self._given_cls = ray_actor_class_fqn
         else:
-            raise TypeError(f"RayWorkerBuilder needs a class or a fully qualified class name, got {ray_actor_class_fqn!r}")
+            raise TypeError(
+                f"RayWorkerBuilder needs a class or a fully qualified class name, got {ray_actor_class_fqn!r}"
+            )
         self.args = args
         self.kwargs = kwargs
         self._actor_classes: dict[Any, Any] = {}  # one Ray actor class per worker class, exported once
-        self._uv_pythons: dict[str, str] = {}     # uv py_executable -> the python of its per-node env
+        self._uv_pythons: dict[str, str] = {}  # uv py_executable -> the python of its per-node env
 
     def prepare(self, placement_groups: list[Any], extra_options: dict[str, Any] | None = None) -> None:
         """Build a uv environment on every node of these placement groups, once per job (see
@@ -169,8 +171,10 @@ class RayWorkerBuilder:
             py = self._py_executable(extra_options)
             if is_uv(py):
                 if py not in self._uv_pythons:
-                    raise RuntimeError(f"{py!r}: the uv environment is not built; call builder.prepare("
-                                       f"placement_groups) first (RayWorkerGroup does)")
+                    raise RuntimeError(
+                        f"{py!r}: the uv environment is not built; call builder.prepare("
+                        f"placement_groups) first (RayWorkerGroup does)"
+                    )
                 py = self._uv_pythons[py]
             if py == sys.executable:  # the driver's own environment: importing here is importing there
                 cls = self._given_cls if self._given_cls is not None else import_class(self.ray_actor_class_fqn)
@@ -197,12 +201,12 @@ class RayWorkerBuilder:
         if isinstance(configured, ray.ObjectRef):
             configured = ray.get(configured)[plan.index]
         answer, class_options = configured
-        options = {k: v for k, v in class_options.items() if k != "runtime_env"}   # lowest: @ray.remote(...)
+        options = {k: v for k, v in class_options.items() if k != "runtime_env"}  # lowest: @ray.remote(...)
         options.update({k: v for k, v in plan.extra.items() if k != "runtime_env"})  # then options passed in
         options.setdefault("num_gpus", num_gpus)
         runtime_env = merge_runtime_env(class_options.get("runtime_env"), plan.extra.get("runtime_env"))
         kwargs = dict(self.kwargs)
-        if answer is not None:                                                       # then configure_worker
+        if answer is not None:  # then configure_worker
             resources, env_vars, init_kwargs, *more = answer
             if resources and "num_gpus" in resources:
                 options["num_gpus"] = resources["num_gpus"]
@@ -217,16 +221,26 @@ class RayWorkerBuilder:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         options, kwargs = self.options_for(plan, num_gpus)
-        options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(   # always wins
-            placement_group=placement_group, placement_group_bundle_index=placement_group_bundle_index,
-            placement_group_capture_child_tasks=True)
+        options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(  # always wins
+            placement_group=placement_group,
+            placement_group_bundle_index=placement_group_bundle_index,
+            placement_group_capture_child_tasks=True,
+        )
         if plan.cls is not None:
             return self._remote_class(plan.cls).options(**options).remote(*self.args, **kwargs)
-        actor = self._remote_class(_IsolatedWorker).options(**options).remote(self.ray_actor_class_fqn, self.args, kwargs)
+        actor = (
+            self._remote_class(_IsolatedWorker).options(**options).remote(self.ray_actor_class_fqn, self.args, kwargs)
+        )
         return WorkerHandle(actor)
 
-    def __call__(self, placement_group: Any, placement_group_bundle_index: int, num_gpus: float,
-                 bundle_indices: Any = None, **extra_options: Any) -> Any:
+    def __call__(
+        self,
+        placement_group: Any,
+        placement_group_bundle_index: int,
+        num_gpus: float,
+        bundle_indices: Any = None,
+        **extra_options: Any,
+    ) -> Any:
         self.prepare([placement_group], extra_options)
         plan = self.plan(num_gpus, bundle_indices, extra_options)
         return self.create(plan, placement_group, placement_group_bundle_index, num_gpus)

@@ -1,15 +1,14 @@
-"""How a worker group calls its workers: the ``run_*`` family and MultiWorkerFuture (NeMo RL's
-names and shapes). Mixed into RayWorkerGroup; it needs only ``_workers``, ``_worker_metadata``,
-``tied_workers_groups`` and ``sharding_annotations``."""
+"""How a worker group calls its workers: the ``run_*`` family (``Dispatcher``, one per group,
+over the group's ``GroupState``) and MultiWorkerFuture (NeMo RL's names and shapes)."""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .named_sharding import NamedSharding
-from .worker_builder import WorkerHandle
+from .worker_plan import GroupState
 
 ONLY_ON = ("all", "tied_leader", "all_tied_workers")
 
@@ -42,7 +41,7 @@ class AsyncWorkerResults:
 class WorkerRefs(list):
     """A list of ObjectRefs that knows its workers (and, for a retry, the call)."""
 
-    def __init__(self, refs: list[Any], workers: list[int], call: tuple[str, tuple, dict] | None = None) -> None:  # type: ignore[type-arg]
+    def __init__(self, refs: list[Any], workers: list[int], call: tuple[str, tuple, dict] | None = None) -> None:
         super().__init__(refs)
         self.workers, self.call = workers, call
 
@@ -52,8 +51,15 @@ class MultiWorkerFuture:
     each future belongs to; results come back one per tied group (``respect_tied_workers``), or
     only from ``return_from_workers`` when given (sharded dispatch), else all in order."""
 
-    def __init__(self, futures: list[Any], used_workers: list[int] | None = None, respect_tied_workers: bool = True,
-                 *, return_from_workers: list[int] | None = None, called_workers: list[int] | None = None) -> None:
+    def __init__(
+        self,
+        futures: list[Any],
+        used_workers: list[int] | None = None,
+        respect_tied_workers: bool = True,
+        *,
+        return_from_workers: list[int] | None = None,
+        called_workers: list[int] | None = None,
+    ) -> None:
         self.futures = futures
         self.used_workers = list(used_workers if used_workers is not None else called_workers or range(len(futures)))
         self.called_workers = self.used_workers
@@ -98,17 +104,23 @@ def split_on_axes(name: str, value: Any, axes: list[str], shape: dict[str, int])
     axis, n = axes[0], shape[axes[0]]
     if isinstance(value, BatchedDataDict):
         if value.size % n:
-            raise ValueError(f"run_all_workers_sharded_data: {name} has {value.size} rows, which do not divide "
-                             f"into {n} shards on axis {axis!r}; pad or drop rows to a multiple of {n}")
+            raise ValueError(
+                f"run_all_workers_sharded_data: {name} has {value.size} rows, which do not divide "
+                f"into {n} shards on axis {axis!r}; pad or drop rows to a multiple of {n}"
+            )
         parts: list[Any] = value.shard_by_batch_size(n)
     elif isinstance(value, (list, tuple)):
         if len(value) != n:
-            raise ValueError(f"run_all_workers_sharded_data: {name} has {len(value)} items for axis {axis!r} of "
-                             f"size {n}; give one item per index of the axis (or a BatchedDataDict to cut)")
+            raise ValueError(
+                f"run_all_workers_sharded_data: {name} has {len(value)} items for axis {axis!r} of "
+                f"size {n}; give one item per index of the axis (or a BatchedDataDict to cut)"
+            )
         parts = list(value)
     else:
-        raise TypeError(f"run_all_workers_sharded_data: {name} must be a list with one item per {axis!r} index "
-                        f"or a BatchedDataDict, got {type(value).__name__}")
+        raise TypeError(
+            f"run_all_workers_sharded_data: {name} must be a list with one item per {axis!r} index "
+            f"or a BatchedDataDict, got {type(value).__name__}"
+        )
     return [split_on_axes(name, p, axes[1:], shape) for p in parts]
 
 
@@ -118,82 +130,84 @@ def _pick(nested: Any, index: tuple[int, ...]) -> Any:
     return nested
 
 
-class WorkerDispatch:
-    _workers: list[Any]
-    _worker_metadata: list[dict[str, Any]]
-    tied_workers_groups: list[list[int]]
-    sharding_annotations: NamedSharding
-    _tracker: Any
-    async_communication: bool
-    restart_on_failure: bool
-    _before_dispatch: Any  # WorkerReliability: refuse (or restart) workers known dead
+class Dispatcher:
+    """The ``run_*`` family of one group. ``before_dispatch(workers)`` refuses (or restarts)
+    workers known dead; ``owner`` (the group) collects results for AsyncWorkerResults."""
+
+    def __init__(
+        self, state: GroupState, sharding: NamedSharding, before_dispatch: Callable[[list[int]], None], owner: Any
+    ) -> None:
+        self.state, self.sharding, self.before_dispatch, self.owner = state, sharding, before_dispatch, owner
 
     def _targets(self, only_on: str) -> list[list[int]]:
         """Worker ids to call, grouped by tied group."""
         if only_on == "all":
-            return [[w] for w in range(len(self._workers))]
+            return [[w] for w in range(len(self.state.workers))]
         if only_on == "tied_leader":
-            return [[g[0]] for g in self.tied_workers_groups]
+            return [[g[0]] for g in self.state.tied_workers_groups]
         if only_on == "all_tied_workers":
-            return [list(g) for g in self.tied_workers_groups]
+            return [list(g) for g in self.state.tied_workers_groups]
         raise ValueError(f"only_on={only_on!r}: use one of {', '.join(ONLY_ON)}")
-
-    def _call(self, worker_id: int, method_name: str, *args: Any, **kwargs: Any) -> Any:
-        worker = self._workers[worker_id]
-        if not isinstance(worker, WorkerHandle) and not hasattr(worker, method_name):
-            raise AttributeError(f"worker class has no method {method_name!r} (worker {worker_id}, "
-                                 f"{self._worker_metadata[worker_id]['name']})")
-        ref = getattr(worker, method_name).remote(*args, **kwargs)
-        self._tracker.started(worker_id, method_name, ref)
-        return ref
 
     def run_single_worker_single_data(self, method_name: str, worker_idx: int, *args: Any, **kwargs: Any) -> Any:
         """One call on worker ``worker_idx``; returns its ObjectRef."""
-        if not 0 <= worker_idx < len(self._workers):
-            raise IndexError(f"worker_idx {worker_idx} out of range: the group has {len(self._workers)} workers")
-        self._before_dispatch([worker_idx])
-        return self._call(worker_idx, method_name, *args, **kwargs)
+        if not 0 <= worker_idx < len(self.state.workers):
+            raise IndexError(f"worker_idx {worker_idx} out of range: the group has {len(self.state.workers)} workers")
+        self.before_dispatch([worker_idx])
+        return self.state.call(worker_idx, method_name, *args, **kwargs)
 
     def run_all_workers_single_data(self, method_name: str, *args: Any, only_on: str = "all", **kwargs: Any) -> Any:
         """The same call on every target worker. Returns their ObjectRefs (a list, worker
         order; ``get_results`` blocks for them), or on an ``async_communication`` group an
         AsyncWorkerResults to iterate in completion order."""
         workers = [w for group in self._targets(only_on) for w in group]
-        self._before_dispatch(workers)
-        refs = [self._call(w, method_name, *args, **kwargs) for w in workers]
-        if self.async_communication:
-            return AsyncWorkerResults(refs, workers, self)
-        return WorkerRefs(refs, workers, (method_name, args, kwargs) if self.restart_on_failure else None)
+        self.before_dispatch(workers)
+        refs = [self.state.call(w, method_name, *args, **kwargs) for w in workers]
+        if self.state.settings.async_communication:
+            return AsyncWorkerResults(refs, workers, self.owner)
+        return WorkerRefs(
+            refs, workers, (method_name, args, kwargs) if self.state.settings.restart_on_failure else None
+        )
 
-    def run_all_workers_multiple_data(self, method_name: str, data: list[Any], common_kwargs: dict[str, Any] | None = None,
-                                      only_on: str = "all") -> MultiWorkerFuture:
+    def run_all_workers_multiple_data(
+        self, method_name: str, data: list[Any], common_kwargs: dict[str, Any] | None = None, only_on: str = "all"
+    ) -> MultiWorkerFuture:
         import ray
 
         from .batched_data_dict import SlicedDataDict
 
         targets = self._targets(only_on)
         if len(data) > len(targets):
-            raise ValueError(f"{len(data)} data items but only {len(targets)} {'workers' if only_on == 'all' else 'tied groups'} "
-                             f"to give them to (only_on={only_on!r})")
+            raise ValueError(
+                f"{len(data)} data items but only {len(targets)} {'workers' if only_on == 'all' else 'tied groups'} "
+                f"to give them to (only_on={only_on!r})"
+            )
         if len(data) < len(targets):
-            warnings.warn(f"{len(data)} data items for {len(targets)} targets: only the first {len(data)} get work",
-                          stacklevel=2)
+            warnings.warn(
+                f"{len(data)} data items for {len(targets)} targets: only the first {len(data)} get work", stacklevel=2
+            )
         if any(not isinstance(d, SlicedDataDict) for d in data):
             warnings.warn("run_all_workers_multiple_data: data items are not SlicedDataDict", stacklevel=2)
-        self._before_dispatch([w for group in targets[:len(data)] for w in group])
+        self.before_dispatch([w for group in targets[: len(data)] for w in group])
         futures, used = [], []
         for item, group in zip(data, targets):
             ref = ray.put(item)  # once per item; every worker of a tied group gets the same reference
             for w in group:
-                futures.append(self._call(w, method_name, ref, **(common_kwargs or {})))
+                futures.append(self.state.call(w, method_name, ref, **(common_kwargs or {})))
                 used.append(w)
         return MultiWorkerFuture(futures, used, respect_tied_workers=only_on != "all")
 
-    def run_all_workers_sharded_data(self, method_name: str, *args: Any, in_sharded_axes: list[str] | None = None,
-                                     replicate_on_axes: list[str] | None = None,
-                                     output_is_replicated: list[str] | None = None,
-                                     make_dummy_calls_to_free_axes: bool = False,
-                                     common_kwargs: dict[str, Any] | None = None, **data: Any) -> MultiWorkerFuture:
+    def run_all_workers_sharded_data(
+        self,
+        method_name: str,
+        *args: Any,
+        in_sharded_axes: list[str] | None = None,
+        replicate_on_axes: list[str] | None = None,
+        output_is_replicated: list[str] | None = None,
+        make_dummy_calls_to_free_axes: bool = False,
+        common_kwargs: dict[str, Any] | None = None,
+        **data: Any,
+    ) -> MultiWorkerFuture:
         """Data cut along ``in_sharded_axes``, the same slice for every worker along
         ``replicate_on_axes``; on the other (free) axes only index 0 gets data (the rest get
         ``None`` with ``make_dummy_calls_to_free_axes``, else no call). Results come from index 0
@@ -201,23 +215,27 @@ class WorkerDispatch:
         in the object store once. Everything is checked before anything is scheduled."""
         import ray
 
-        sharding = self.sharding_annotations
+        sharding = self.sharding
         sharded, replicated = list(in_sharded_axes or []), list(replicate_on_axes or [])
         for axis in [*sharded, *replicated, *(output_is_replicated or [])]:
             if axis not in sharding.names:
-                raise ValueError(f"run_all_workers_sharded_data: unknown axis {axis!r}; the group's sharding "
-                                 f"axes are {sharding.names} (sharding_annotations=)")
+                raise ValueError(
+                    f"run_all_workers_sharded_data: unknown axis {axis!r}; the group's sharding "
+                    f"axes are {sharding.names} (sharding_annotations=)"
+                )
         if set(sharded) & set(replicated):
-            raise ValueError(f"run_all_workers_sharded_data: axes {sorted(set(sharded) & set(replicated))} are both "
-                             f"sharded and replicated")
+            raise ValueError(
+                f"run_all_workers_sharded_data: axes {sorted(set(sharded) & set(replicated))} are both "
+                f"sharded and replicated"
+            )
         named = {**{f"args[{i}]": a for i, a in enumerate(args)}, **data}
         split = {k: split_on_axes(k, v, sharded, sharding.shape) for k, v in named.items()}
         free = [a for a in sharding.names if a not in sharded and a not in replicated]
         common = {k: ray.put(v) for k, v in (common_kwargs or {}).items()}
-        self._before_dispatch(list(range(len(self._workers))))
+        self.before_dispatch(list(range(len(self.state.workers))))
         refs: dict[tuple[int, ...], dict[str, Any]] = {}
         futures, called, returning = [], [], []
-        for w in range(len(self._workers)):
+        for w in range(len(self.state.workers)):
             coords = sharding.get_worker_coords(w)
             receives = all(coords[a] == 0 for a in free)
             if receives and all(coords[a] == 0 for a in (output_is_replicated or [])):
@@ -233,9 +251,6 @@ class WorkerDispatch:
                 continue
             pos = [values[f"args[{i}]"] for i in range(len(args))]
             kw = {k: v for k, v in values.items() if not k.startswith("args[")}
-            futures.append(self._call(w, method_name, *pos, **kw, **common))
+            futures.append(self.state.call(w, method_name, *pos, **kw, **common))
             called.append(w)
         return MultiWorkerFuture(futures, called, respect_tied_workers=False, return_from_workers=returning)
-
-    def get_all_worker_results(self, future: MultiWorkerFuture) -> list[Any]:
-        return future.get_results(self)

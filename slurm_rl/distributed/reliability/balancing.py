@@ -1,14 +1,15 @@
 """More items than workers: ``run_balanced`` hands a list of items to a group's data-parallel
 workers (one per tied group, every member of the group called) and returns the results in input
 order. ``round_robin`` gives item i to worker i mod n up front; ``least_loaded`` keeps one item
-in flight per worker and gives the next item to whichever worker finishes first. Mixed into
-RayWorkerGroup."""
+in flight per worker and gives the next item to whichever worker finishes first."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..api.worker_dispatch import WorkerRefs
+from ..api.worker_plan import GroupState
 
 STRATEGIES = ("round_robin", "least_loaded")
 
@@ -22,23 +23,33 @@ def check_strategy(enable: bool, strategy: str | None) -> str | None:
     return "round_robin" if enable else None
 
 
-class WorkerBalancing:
-    load_balancing_strategy: str | None
-    tied_workers_groups: list[list[int]]
+class Balancer:
+    """``run_balanced`` of one group: items spread over its data-parallel workers."""
 
-    def run_balanced(self, method_name: str, items: list[Any], *, strategy: str | None = None,
-                     common_kwargs: dict[str, Any] | None = None) -> list[Any]:
+    def __init__(self, state: GroupState, get_results: Callable[[Any], list[Any]]) -> None:
+        self.state, self.get_results = state, get_results
+
+    def run_balanced(
+        self,
+        method_name: str,
+        items: list[Any],
+        *,
+        strategy: str | None = None,
+        common_kwargs: dict[str, Any] | None = None,
+    ) -> list[Any]:
         """``method_name(item, **common_kwargs)`` for every item, spread over the data-parallel
         workers by ``strategy`` (default: the group's ``load_balancing_strategy``); results in
         input order."""
         import ray
 
-        strategy = strategy or self.load_balancing_strategy
+        strategy = strategy or self.state.settings.load_balancing_strategy
         if strategy is None:
-            raise ValueError("run_balanced: this group has no load balancing; build it with "
-                             "enable_load_balancing=True or load_balancing_strategy=..., or pass strategy=")
+            raise ValueError(
+                "run_balanced: this group has no load balancing; build it with "
+                "enable_load_balancing=True or load_balancing_strategy=..., or pass strategy="
+            )
         check_strategy(True, strategy)
-        targets = [list(g) for g in self.tied_workers_groups]
+        targets = [list(g) for g in self.state.tied_workers_groups]
         if not targets:
             raise ValueError("run_balanced: the group has no workers")
         common = {k: ray.put(v) for k, v in (common_kwargs or {}).items()}
@@ -46,7 +57,7 @@ class WorkerBalancing:
 
         def dispatch(i: int, target: int) -> list[Any]:
             ref = ray.put(items[i])
-            return [self._call(w, method_name, ref, **common) for w in targets[target]]
+            return [self.state.call(w, method_name, ref, **common) for w in targets[target]]
 
         if strategy == "round_robin":
             issued = [(i, i % len(targets), dispatch(i, i % len(targets))) for i in range(len(items))]
@@ -56,11 +67,11 @@ class WorkerBalancing:
         in_flight: dict[Any, tuple[int, int, list[Any]]] = {}
         queue = iter(range(len(items)))
         for target in range(len(targets)):
-            i = next(queue, None)
-            if i is None:
+            first = next(queue, None)
+            if first is None:
                 break
-            refs = dispatch(i, target)
-            in_flight[refs[0]] = (i, target, refs)
+            refs = dispatch(first, target)
+            in_flight[refs[0]] = (first, target, refs)
         while in_flight:
             ready, _ = ray.wait(list(in_flight), num_returns=1)
             i, target, refs = in_flight.pop(ready[0])

@@ -16,11 +16,11 @@ TRACKED_CALLS_PER_WORKER = 64  # finished calls are pruned when a worker's queue
 
 @dataclass
 class ActorInfo:
-    state: str                 # ALIVE, DEAD, PENDING_CREATION, RESTARTING, DEPENDENCIES_UNREADY
+    state: str  # ALIVE, DEAD, PENDING_CREATION, RESTARTING, DEPENDENCIES_UNREADY
     pid: int | None
     node_ip: str | None
     node_id: str | None
-    death: str | None          # Ray's own words, first line, when DEAD
+    death: str | None  # Ray's own words, first line, when DEAD
 
 
 def actor_info(actor: Any) -> ActorInfo:
@@ -35,9 +35,13 @@ def actor_info(actor: Any) -> ActorInfo:
         context = getattr(death, death.WhichOneof("context") or "", None)
         lines = (getattr(context, "error_message", "") or str(death)).strip().splitlines()
         message = lines[0].split(" Some common causes")[0] if lines else None  # Ray's advice follows
-    return ActorInfo(state=info.get("State", "UNKNOWN"), pid=info.get("Pid") or None,
-                     node_ip=address.get("IPAddress") or None, node_id=address.get("NodeID") or None,
-                     death=message)
+    return ActorInfo(
+        state=info.get("State", "UNKNOWN"),
+        pid=info.get("Pid") or None,
+        node_ip=address.get("IPAddress") or None,
+        node_id=address.get("NodeID") or None,
+        death=message,
+    )
 
 
 @dataclass
@@ -55,7 +59,7 @@ class WorkerRecord:
     node_id: str | None = None
     pid: int | None = None
     calls: deque = field(default_factory=deque)  # Call, oldest first
-    finished_at: float | None = None             # when the last call seen finished was seen finished
+    finished_at: float | None = None  # when the last call seen finished was seen finished
 
 
 class CallTracker:
@@ -108,14 +112,43 @@ class CallTracker:
 
 
 def parse_memory(value: Any) -> int:
-    """Bytes from ``8GB``, ``512MiB``, ``1.5G``, ``300MB`` or an int (bytes)."""
-    import re
+    """Bytes from ``8GB``, ``512MiB``, ``1.5G``, ``300MB`` or an int (bytes): pydantic's ByteSize,
+    refusing zero and booleans with the option's name."""
+    from pydantic import ByteSize, TypeAdapter, ValidationError
 
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    units = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "KIB": 2**10, "M": 10**6, "MB": 10**6, "MIB": 2**20,
-             "G": 10**9, "GB": 10**9, "GIB": 2**30, "T": 10**12, "TB": 10**12, "TIB": 2**40}
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(value))
-    if not match or match.group(2).upper() not in units or float(match.group(1)) <= 0:
+    try:
+        size = int(TypeAdapter(ByteSize).validate_python(value)) if not isinstance(value, bool) else 0
+    except ValidationError:
+        size = 0
+    if size <= 0:
         raise ValueError(f"memory_limit={value!r}: give a size like '8GB', '512MiB' or a number of bytes")
-    return int(float(match.group(1)) * units[match.group(2).upper()])
+    return size
+
+
+def node_names() -> dict[str, str]:
+    """Ray node id -> host name (from Ray's node table: no DNS lookups)."""
+    import ray
+
+    return {n["NodeID"]: n.get("NodeManagerHostname") or n["NodeManagerAddress"] for n in ray.nodes()}
+
+
+def locate(state: Any, workers: list[int]) -> dict[int, ActorInfo]:
+    """Fresh GCS facts for these workers of a group; pid and node are remembered in the
+    tracker's records (a dead actor's stay)."""
+    from ..api.worker_builder import _actor_of
+
+    infos = {}
+    for w in workers:
+        info = actor_info(_actor_of(state.workers[w]))
+        record = state.tracker.records[w]
+        record.pid = info.pid or record.pid
+        record.node_ip = info.node_ip or record.node_ip
+        record.node_id = info.node_id or record.node_id
+        infos[w] = info
+    return infos
+
+
+def node_label(state: Any, w: int, names: dict[str, str]) -> str:
+    record = state.tracker.records[w]
+    host = names.get(record.node_id or "", "")
+    return f"{host} ({record.node_ip})" if host and host != record.node_ip else str(record.node_ip or "unknown")

@@ -50,8 +50,10 @@ class MemoryMonitor:
             fraction = s["available_bytes"] / s["total_bytes"]
             if fraction < self.warn_fraction and node_id not in self._low:
                 self._low.add(node_id)
-                text = (f"node {s['node']} is low on memory: {s['available_bytes'] / 2**30:.1f} GiB of "
-                        f"{s['total_bytes'] / 2**30:.1f} GiB available ({fraction:.0%} < {self.warn_fraction:.0%})")
+                text = (
+                    f"node {s['node']} is low on memory: {s['available_bytes'] / 2**30:.1f} GiB of "
+                    f"{s['total_bytes'] / 2**30:.1f} GiB available ({fraction:.0%} < {self.warn_fraction:.0%})"
+                )
                 self.warnings.append(text)
                 logger.warning("%s", text)
             elif fraction >= self.warn_fraction:

@@ -92,12 +92,18 @@ def _task_cpus(max_concurrency_per_node: int | None) -> float:
 
 
 def _chunks(items: list[Any], size: int) -> list[tuple[int, list[Any]]]:
-    return [(i, items[i:i + size]) for i in range(0, len(items), size)]
+    return [(i, items[i : i + size]) for i in range(0, len(items), size)]
 
 
-def verify(fn: Callable[[Any], Any], items: Iterable[Any], *, timeout_s: float | None = None,
-           min_task_s: float = MIN_TASK_S, max_concurrency_per_node: int | None = None,
-           progress: bool = True) -> list[Verdict]:
+def verify(
+    fn: Callable[[Any], Any],
+    items: Iterable[Any],
+    *,
+    timeout_s: float | None = None,
+    min_task_s: float = MIN_TASK_S,
+    max_concurrency_per_node: int | None = None,
+    progress: bool = True,
+) -> list[Verdict]:
     """``fn(item)`` for every item on the cluster's nodes (SPREAD), results in input order."""
     import ray
 
@@ -121,7 +127,7 @@ def verify(fn: Callable[[Any], Any], items: Iterable[Any], *, timeout_s: float |
         ready, _ = ray.wait(list(pending), num_returns=1)
         start = pending.pop(ready[0]) + 1
         verdicts = ray.get(ready[0])
-        results[start:start + len(verdicts)] = verdicts
+        results[start : start + len(verdicts)] = verdicts
         bar.advance(len(verdicts))
     bar.close()
     return results  # type: ignore[return-value]
@@ -156,8 +162,7 @@ class _RolloutActor:
         import socket
 
         response, reward = self._fn(prompt)
-        return {"id": record_id, "prompt": prompt, "response": response, "reward": reward,
-                "host": socket.gethostname()}
+        return {"id": record_id, "prompt": prompt, "response": response, "reward": reward, "host": socket.gethostname()}
 
 
 class RolloutPool:
@@ -166,8 +171,15 @@ class RolloutPool:
     ``fn(prompt) -> (response, reward)`` runs in the actors. ``path`` defaults to
     ``rollouts.jsonl`` in the job dir. ``key(prompt)`` names a prompt (default: its index)."""
 
-    def __init__(self, fn: Callable[[Any], tuple[Any, float]], path: str | os.PathLike[str] | None = None, *,
-                 actors_per_node: int = 1, num_cpus: float = 0.5, key: Callable[[int, Any], str] | None = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[[Any], tuple[Any, float]],
+        path: str | os.PathLike[str] | None = None,
+        *,
+        actors_per_node: int = 1,
+        num_cpus: float = 0.5,
+        key: Callable[[int, Any], str] | None = None,
+    ) -> None:
         import ray
 
         job_dir = JobEnvironment.current().job_dir or Path(".")
@@ -202,7 +214,7 @@ class RolloutPool:
             nxt = next(queue, None)
             if nxt is None:
                 break
-            in_flight[actor.rollout.remote(*nxt)] = actor
+            in_flight[actor.rollout.remote(*nxt)] = actor  # type: ignore[union-attr]
         new: list[dict[str, Any]] = []
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a") as out:
@@ -224,5 +236,5 @@ class RolloutPool:
         import ray
 
         for actor in self.actors:
-            ray.kill(actor)
+            ray.kill(actor)  # type: ignore[arg-type]
         self.actors = []

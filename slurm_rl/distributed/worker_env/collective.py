@@ -29,8 +29,10 @@ def backend() -> str:
 
     chosen = os.environ.get(BACKEND_ENV) or ("nccl" if torch.cuda.is_available() else "gloo")
     if chosen == "nccl" and not torch.cuda.is_available():
-        raise RuntimeError("communication_backend='nccl' but this worker sees no CUDA device "
-                           f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}); use 'gloo' on CPUs")
+        raise RuntimeError(
+            "communication_backend='nccl' but this worker sees no CUDA device "
+            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}); use 'gloo' on CPUs"
+        )
     return chosen
 
 
@@ -50,9 +52,13 @@ def init_process_group(timeout_s: float = 120.0) -> Any:
         import torch
 
         torch.cuda.set_device(0)  # the worker's CUDA_VISIBLE_DEVICES names its device(s)
-    dist.init_process_group(name, init_method=f"tcp://{env['MASTER_ADDR']}:{env['MASTER_PORT']}",
-                            rank=int(env["RANK"]), world_size=int(env["WORLD_SIZE"]),
-                            timeout=datetime.timedelta(seconds=timeout_s))
+    dist.init_process_group(
+        name,
+        init_method=f"tcp://{env['MASTER_ADDR']}:{env['MASTER_PORT']}",
+        rank=int(env["RANK"] or 0),
+        world_size=int(env["WORLD_SIZE"] or 1),
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
     return name
 
 

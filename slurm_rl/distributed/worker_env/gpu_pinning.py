@@ -26,18 +26,22 @@ def per_node_ids(gpu_ids: Any, bundles: list[int]) -> list[list[int] | None]:
         lists = [list(gpu_ids)] * len(nodes)
     elif all(isinstance(x, list) for x in gpu_ids):
         if len(gpu_ids) != len(nodes):
-            raise ValueError(f"gpu_ids has {len(gpu_ids)} lists but the cluster has {len(nodes)} nodes: give one "
-                             f"list of device ids per node")
+            raise ValueError(
+                f"gpu_ids has {len(gpu_ids)} lists but the cluster has {len(nodes)} nodes: give one "
+                f"list of device ids per node"
+            )
         lists = [list(x) for x in gpu_ids]
     else:
         raise ValueError(f"gpu_ids={gpu_ids!r}: mix of ids and lists; give a list of ids or a list of lists")
     for n, (ids, count) in enumerate(zip(lists, nodes)):
         if len(ids) != count:
-            raise ValueError(f"gpu_ids for node {n} lists {len(ids)} devices but the node has {count} bundles: "
-                             f"give one device id per bundle")
+            raise ValueError(
+                f"gpu_ids for node {n} lists {len(ids)} devices but the node has {count} bundles: "
+                f"give one device id per bundle"
+            )
         if any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in ids) or len(set(ids)) != len(ids):
             raise ValueError(f"gpu_ids for node {n}: {ids} must be distinct device ids >= 0")
-    return lists
+    return lists  # type: ignore[return-value]
 
 
 def resolve(gpu_ids: Any, bundles: list[int], node_gpus: list[int]) -> list[list[int]]:
@@ -54,8 +58,10 @@ def resolve(gpu_ids: Any, bundles: list[int], node_gpus: list[int]) -> list[list
         elif all(offset <= i < offset + have for i in ids):
             out.append([i - offset for i in ids])
         else:
-            raise ValueError(f"gpu_ids for node {n}: {ids}, but that node has {have} GPU(s) (ids 0..{have - 1}, "
-                             f"or {offset}..{offset + have - 1} numbered across the cluster)")
+            raise ValueError(
+                f"gpu_ids for node {n}: {ids}, but that node has {have} GPU(s) (ids 0..{have - 1}, "
+                f"or {offset}..{offset + have - 1} numbered across the cluster)"
+            )
         offset += have
     return out
 

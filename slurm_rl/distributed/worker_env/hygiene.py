@@ -63,4 +63,3 @@ def merge_runtime_env(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
             else:
                 out[key] = value
     return out
-

@@ -83,8 +83,11 @@ class NodeProbe:
             try:
                 proc, _ = self._proc(pid)
                 with proc.oneshot():
-                    out[pid] = {"cpu_percent": proc.cpu_percent(None), "rss_bytes": proc.memory_info().rss,
-                                "gpu_memory_bytes": gpu.get(pid)}
+                    out[pid] = {
+                        "cpu_percent": proc.cpu_percent(None),
+                        "rss_bytes": proc.memory_info().rss,
+                        "gpu_memory_bytes": gpu.get(pid),
+                    }
             except self._psutil.Error:
                 self._procs.pop(pid, None)
                 out[pid] = {"cpu_percent": None, "rss_bytes": None, "gpu_memory_bytes": None}
@@ -102,8 +105,9 @@ class NodeProbe:
         if exe is None:
             return "stack unavailable: py-spy is not installed (pip install py-spy)"
         try:
-            done = subprocess.run([exe, "dump", "--pid", str(pid)], capture_output=True, text=True,
-                                  timeout=STACK_TIMEOUT_S)
+            done = subprocess.run(
+                [exe, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=STACK_TIMEOUT_S
+            )
         except subprocess.TimeoutExpired:
             return f"stack unavailable: py-spy dump --pid {pid} did not answer within {STACK_TIMEOUT_S:g} s"
         if done.returncode != 0:
@@ -135,8 +139,10 @@ class NodeProbe:
                     self.unwatch(pid)
                     continue
                 if rss > limit:
-                    self._causes[pid] = (f"memory limit: {label} used {rss / 2**20:.0f} MiB, over its "
-                                         f"memory_limit of {limit / 2**20:.0f} MiB; stopped by slurm-rl")
+                    self._causes[pid] = (
+                        f"memory limit: {label} used {rss / 2**20:.0f} MiB, over its "
+                        f"memory_limit of {limit / 2**20:.0f} MiB; stopped by slurm-rl"
+                    )
                     self.unwatch(pid)
                     try:
                         os.kill(pid, signal.SIGKILL)
@@ -154,7 +160,15 @@ def probe_on(node_id: str) -> Any:
 
     key = (ray.get_runtime_context().get_job_id(), node_id)
     if key not in _PROBES:
-        _PROBES[key] = ray.remote(NodeProbe).options(
-            num_cpus=0, max_concurrency=8, name=f"slurm-rl-probe-{key[0]}-{node_id[:12]}", get_if_exists=True,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)).remote()
+        _PROBES[key] = (
+            ray.remote(NodeProbe)
+            .options(
+                num_cpus=0,
+                max_concurrency=8,
+                name=f"slurm-rl-probe-{key[0]}-{node_id[:12]}",
+                get_if_exists=True,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
+            )
+            .remote()
+        )
     return _PROBES[key]

@@ -36,10 +36,23 @@ def parse_uv_run(py_executable: str) -> dict[str, Any]:
     words = shlex.split(py_executable)
     if words[:2] != ["uv", "run"]:
         raise ValueError(f"py_executable {py_executable!r}: a uv environment is written 'uv run [options]'")
-    spec: dict[str, Any] = {"with": [], "requirements": [], "find_links": [], "offline": False, "index_url": None,
-                            "sync": None, "project": None, "extras": []}
-    takes = {"--with": "with", "--with-requirements": "requirements", "--find-links": "find_links", "-f": "find_links",
-             "--extra": "extras"}
+    spec: dict[str, Any] = {
+        "with": [],
+        "requirements": [],
+        "find_links": [],
+        "offline": False,
+        "index_url": None,
+        "sync": None,
+        "project": None,
+        "extras": [],
+    }
+    takes = {
+        "--with": "with",
+        "--with-requirements": "requirements",
+        "--find-links": "find_links",
+        "-f": "find_links",
+        "--extra": "extras",
+    }
     it = iter(words[2:])
     for word in it:
         if word in takes:
@@ -53,9 +66,11 @@ def parse_uv_run(py_executable: str) -> dict[str, Any]:
         elif word == "--offline":
             spec["offline"] = True
         else:
-            raise ValueError(f"py_executable {py_executable!r}: unsupported uv run option {word!r}; supported: "
-                             f"--with, --with-requirements, --find-links, --offline, --index-url, --locked, --frozen, "
-                             f"--project, --extra")
+            raise ValueError(
+                f"py_executable {py_executable!r}: unsupported uv run option {word!r}; supported: "
+                f"--with, --with-requirements, --find-links, --offline, --index-url, --locked, --frozen, "
+                f"--project, --extra"
+            )
     for key in ("requirements", "find_links"):
         spec[key] = [str(Path(p).resolve()) for p in spec[key]]
     if spec["sync"]:
@@ -72,14 +87,17 @@ def env_root() -> str:
         return f"{node_temp_dir(env.job_id)}/venvs"
     import ray
 
-    return f"{ray._private.worker._global_node.get_session_dir_path()}/venvs"  # local run: gone with the session
+    node = ray._private.worker._global_node
+    assert node is not None, "env_root() runs in a process connected to Ray"
+    return f"{node.get_session_dir_path()}/venvs"  # local run: gone with the session
 
 
 def env_dir(py_executable: str, root: str) -> str:
     spec = parse_uv_run(py_executable)
     lock = Path(spec["project"] or "/nonexistent") / "uv.lock"
-    digest = hashlib.sha256(repr((sorted(spec.items()), sys.executable,
-                                  lock.read_bytes() if lock.is_file() else b"")).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(
+        repr((sorted(spec.items()), sys.executable, lock.read_bytes() if lock.is_file() else b"")).encode()
+    ).hexdigest()[:12]
     return f"{root}/uv-{digest}"
 
 
@@ -117,21 +135,42 @@ def build(spec: dict[str, Any], path: str) -> dict[str, Any]:
         def run(argv: list[str], extra_env: dict[str, str] | None = None) -> None:
             res = subprocess.run(argv, capture_output=True, text=True, env={**env, **(extra_env or {})}, check=False)
             if res.returncode != 0:
-                raise RuntimeError(f"building the uv environment {path} failed: `{' '.join(argv)}` exited "
-                                   f"{res.returncode}: {res.stderr.strip()[-1500:]}")
+                raise RuntimeError(
+                    f"building the uv environment {path} failed: `{' '.join(argv)}` exited "
+                    f"{res.returncode}: {res.stderr.strip()[-1500:]}"
+                )
 
         run([uv, "venv", "--quiet", "--python", sys.executable, path])
         # the driver's packages (ray first of all) behind the environment's own
-        purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                 check=True, capture_output=True, text=True).stdout.strip()
+        purelib = subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         # addsitedir (not a bare path) so the .pth files there run too (editable installs)
         Path(purelib, "_slurm_rl_base.pth").write_text(
-            "".join(f"import site; site.addsitedir({d!r})\n" for d in site.getsitepackages()))
-        common = [*(["--offline"] if spec["offline"] else []), *(["--index-url", spec["index_url"]] if spec["index_url"] else []),
-                  *[a for d in spec["find_links"] for a in ("--find-links", d)]]
+            "".join(f"import site; site.addsitedir({d!r})\n" for d in site.getsitepackages())
+        )
+        common = [
+            *(["--offline"] if spec["offline"] else []),
+            *(["--index-url", spec["index_url"]] if spec["index_url"] else []),
+            *[a for d in spec["find_links"] for a in ("--find-links", d)],
+        ]
         if spec["sync"]:
-            run([uv, "sync", spec["sync"], "--inexact", "--project", spec["project"], *common,
-                 *[a for e in spec["extras"] for a in ("--extra", e)]], {"UV_PROJECT_ENVIRONMENT": path})
+            run(
+                [
+                    uv,
+                    "sync",
+                    spec["sync"],
+                    "--inexact",
+                    "--project",
+                    spec["project"],
+                    *common,
+                    *[a for e in spec["extras"] for a in ("--extra", e)],
+                ],
+                {"UV_PROJECT_ENVIRONMENT": path},
+            )
         packages = [*spec["with"], *[a for r in spec["requirements"] for a in ("-r", r)]]
         if packages:
             run([uv, "pip", "install", "--quiet", "--python", python, *common, *packages])
@@ -152,8 +191,10 @@ def prepare(py_executable: str, placement_groups: list[Any]) -> str:
     unique = {pg.id: pg for pg in placement_groups}.values()
     nodes = {nid for pg in unique for nid in placement_group_table(pg)["bundles_to_node_id"].values()}
     task = ray.remote(num_cpus=0)(build)
-    refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(spec, path)
-            for node in sorted(nodes - done)]
+    refs = [
+        task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(spec, path)
+        for node in sorted(nodes - done)
+    ]
     for res in ray.get(refs):
         done.add(res["node"])
     return f"{path}/bin/python"

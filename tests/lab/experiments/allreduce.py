@@ -16,11 +16,16 @@ def main() -> int:
     cluster = RayVirtualCluster([1] * nodes, use_gpus=False, max_colocated_worker_groups=2, name="allreduce")
     group = RayWorkerGroup(cluster, RayWorkerBuilder("gloo_worker.GlooWorker"), name_prefix="gloo")
     group.print_worker_layout()
-    results = ray.get([w.allreduce.remote(float(m["global_rank"] + 1)) for w, m in zip(group.workers, group.worker_metadata)])
+    results = ray.get(
+        [w.allreduce.remote(float(m["global_rank"] + 1)) for w, m in zip(group.workers, group.worker_metadata)]
+    )
     print("REPORT " + json.dumps(results), flush=True)
     expected = nodes * (nodes + 1) / 2
-    ok = all(r["sum"] == expected for r in results) and len({r["ip"] for r in results}) == nodes \
+    ok = (
+        all(r["sum"] == expected for r in results)
+        and len({r["ip"] for r in results}) == nodes
         and sorted(r["node_rank"] for r in results) == list(range(nodes))
+    )
     group.shutdown()
     cluster.shutdown()
     return 0 if ok else 1

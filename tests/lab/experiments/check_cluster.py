@@ -15,8 +15,12 @@ from slurm_rl.distributed import init_ray
 
 @ray.remote(num_cpus=0)
 def probe() -> dict:
-    return {"host": socket.gethostname(), "ip": ray.util.get_node_ip_address(),
-            "pidns": os.readlink("/proc/self/ns/pid"), "tmp": os.stat("/tmp").st_ino}
+    return {
+        "host": socket.gethostname(),
+        "ip": ray.util.get_node_ip_address(),
+        "pidns": os.readlink("/proc/self/ns/pid"),
+        "tmp": os.stat("/tmp").st_ino,
+    }
 
 
 def main() -> int:
@@ -28,8 +32,11 @@ def main() -> int:
     strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy
     seen = ray.get([probe.options(scheduling_strategy=strategy(n["NodeID"], soft=False)).remote() for n in nodes])
     report = {
-        "branch": branch, "nodes": len(nodes), "ips": sorted(s["ip"] for s in seen),
-        "hosts": sorted(s["host"] for s in seen), "pidns": len({s["pidns"] for s in seen}),
+        "branch": branch,
+        "nodes": len(nodes),
+        "ips": sorted(s["ip"] for s in seen),
+        "hosts": sorted(s["host"] for s in seen),
+        "pidns": len({s["pidns"] for s in seen}),
         "tags": all("slurm_managed_ray_cluster" in n["Resources"] and job_tag in n["Resources"] for n in nodes),
         "ray_address": os.environ.get("RAY_ADDRESS"),
         "node_types": sorted(k for n in nodes for k in n["Resources"] if k.startswith("node_type:")),

@@ -12,10 +12,19 @@ class GlooWorker:
         import torch.distributed as dist
 
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        dist.init_process_group("gloo", init_method=f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
-                                rank=rank, world_size=world)
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
+            rank=rank,
+            world_size=world,
+        )
         t = torch.tensor([value])
         dist.all_reduce(t)
         dist.destroy_process_group()
-        return {"sum": t.item(), "rank": rank, "node_rank": int(os.environ["NODE_RANK"]),
-                "ip": socket.gethostbyname(socket.gethostname()), "host": socket.gethostname()}
+        return {
+            "sum": t.item(),
+            "rank": rank,
+            "node_rank": int(os.environ["NODE_RANK"]),
+            "ip": socket.gethostbyname(socket.gethostname()),
+            "host": socket.gethostname(),
+        }

@@ -1,6 +1,6 @@
 """Driver: N zero-CPU actors on the head node of the job; every one must answer.
 
-    many_actors.py N
+many_actors.py N
 """
 
 import json
@@ -25,7 +25,9 @@ init_ray()
 n = int(sys.argv[1])
 here = ray.get_runtime_context().get_node_id()
 t0 = time.monotonic()
-actors = [Pinger.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote() for _ in range(n)]
+actors = [
+    Pinger.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote() for _ in range(n)
+]
 pids = ray.get([a.ping.remote() for a in actors], timeout=600)
 report = {"actors": n, "answered": len(set(pids)), "seconds": round(time.monotonic() - t0, 1)}
 (Path(os.environ["SLURM_RL_JOB_DIR"]) / "many_actors.json").write_text(json.dumps(report))

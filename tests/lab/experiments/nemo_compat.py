@@ -42,22 +42,29 @@ nodes = len([n for n in ray.nodes() if n["Alive"]])
 cluster = RayVirtualCluster([1] * nodes, use_gpus=False, max_colocated_worker_groups=2, name="compat")
 out = {
     "decorated": run(RayWorkerGroup(cluster, DecoratedWorker, name_prefix="dec"), ("rank",), ("host",)),
-    "decorated_options": run(RayWorkerGroup(cluster, RayWorkerBuilder(DecoratedWithOptions), name_prefix="opt"),
-                             ("env", "FROM_DECORATOR"), ("env", "LAYER"), ("get_tag",)),
-    "system_env": run(RayWorkerGroup(cluster, f"{W}.LauncherEnvWorker", name_prefix="sys"),
-                      ("host",), ("launcher_vars",)),
+    "decorated_options": run(
+        RayWorkerGroup(cluster, RayWorkerBuilder(DecoratedWithOptions), name_prefix="opt"),
+        ("env", "FROM_DECORATOR"),
+        ("env", "LAYER"),
+        ("get_tag",),
+    ),
+    "system_env": run(
+        RayWorkerGroup(cluster, f"{W}.LauncherEnvWorker", name_prefix="sys"), ("host",), ("launcher_vars",)
+    ),
 }
 # An isolated environment: an interpreter wrapper (on the shared FS) that sets launcher-like
 # variables of its own; the decorated class is imported by name there, not in the driver.
 wrapper = job_dir / "isolated-python"
-wrapper.write_text(f"#!/bin/sh\nexport PMIX_RANK=9 MPI_LOCALRANKID=9 ISOLATED=1\nexec {sys.executable} \"$@\"\n")
+wrapper.write_text(f'#!/bin/sh\nexport PMIX_RANK=9 MPI_LOCALRANKID=9 ISOLATED=1\nexec {sys.executable} "$@"\n')
 wrapper.chmod(0o755)
 ACTOR_ENVIRONMENT_REGISTRY[f"{W}.LauncherEnvWorker"] = str(wrapper)
 ACTOR_ENVIRONMENT_REGISTRY[f"{W}.DecoratedWorker"] = str(wrapper)
-out["isolated_env"] = run(RayWorkerGroup(cluster, f"{W}.LauncherEnvWorker", name_prefix="iso"),
-                          ("host",), ("launcher_vars",))
-out["isolated_decorated"] = run(RayWorkerGroup(cluster, f"{W}.DecoratedWorker", name_prefix="isodec"),
-                                ("rank",), ("env", "ISOLATED"))
+out["isolated_env"] = run(
+    RayWorkerGroup(cluster, f"{W}.LauncherEnvWorker", name_prefix="iso"), ("host",), ("launcher_vars",)
+)
+out["isolated_decorated"] = run(
+    RayWorkerGroup(cluster, f"{W}.DecoratedWorker", name_prefix="isodec"), ("rank",), ("env", "ISOLATED")
+)
 cluster.shutdown()
 (job_dir / "nemo_compat.json").write_text(json.dumps(out))
 print("ok", json.dumps(out))

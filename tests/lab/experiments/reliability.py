@@ -36,8 +36,11 @@ def save(key: str, value: object) -> None:
 def on_node(host: str, fn, *args):  # type: ignore[no-untyped-def]
     """Run fn(*args) in a zero-CPU task on the lab node named host."""
     node_id = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeManagerHostname"] == host)
-    return ray.remote(num_cpus=0)(fn).options(
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)).remote(*args)
+    return (
+        ray.remote(num_cpus=0)(fn)
+        .options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False))
+        .remote(*args)
+    )
 
 
 def sigkill(pid: int) -> None:
@@ -76,8 +79,9 @@ def fails_within(group: RayWorkerGroup, refs) -> tuple[float, str, list]:  # typ
 init_ray()
 # A bundle of 2 CPUs fills a lab node (2 CPUs), so the three placement groups land on three nodes,
 # as full-node bundles do on a GPU cluster; the workers take 1 CPU of it.
-cluster = RayVirtualCluster([1, 1, 1], use_gpus=False, max_colocated_worker_groups=2, communication_backend="gloo",
-                            name="reliability")
+cluster = RayVirtualCluster(
+    [1, 1, 1], use_gpus=False, max_colocated_worker_groups=2, communication_backend="gloo", name="reliability"
+)
 
 # 1. kill a worker on node 2 mid-call; restart; the same call works; past max_restarts: clear error
 group = RayWorkerGroup(cluster, PROBE, name_prefix="probe", max_restarts=1)
@@ -85,7 +89,7 @@ victim = worker_on(group, "node2")
 refs = group.run_all_workers_single_data("sleep", 8)
 time.sleep(1)
 ray.get(on_node("node2", sigkill, victim["pid"]))
-save("killed_mid_call", fails_within(group, refs) + (victim["worker"],))
+save("killed_mid_call", (*fails_within(group, refs), victim["worker"]))
 save("restarted", group.restart_failed_workers())
 save("same_call_after_restart", group.get_results(group.run_all_workers_single_data("sleep", 0.1)))
 ray.get(on_node("node2", sigkill, worker_on(group, "node2")["pid"]))
@@ -122,8 +126,13 @@ hog = worker_on(group, "node2")["worker"]
 refs = [group.run_single_worker_single_data("hog", hog, 700)]
 from slurm_rl.distributed.api.worker_dispatch import WorkerRefs  # noqa: E402
 
-save("memory", [*fails_within(group, WorkerRefs(refs, [hog])),
-                ray.get([group.run_single_worker_single_data("noop", w) for w in range(3) if w != hog])])
+save(
+    "memory",
+    [
+        *fails_within(group, WorkerRefs(refs, [hog])),
+        ray.get([group.run_single_worker_single_data("noop", w) for w in range(3) if w != hog]),
+    ],
+)
 group.shutdown(force=True)
 
 # 5. a node loses every Ray process while calls run (the job keeps its allocation). 1-CPU bundles
@@ -138,6 +147,11 @@ time.sleep(1)
 on_node(victim, kill_ray_here)
 save("node_lost", [*fails_within(group, refs), victim])
 # its bundle's placement group moves to a surviving node with room; the worker restarts there
-save("restarted_elsewhere", [group.restart_failed_workers(),
-                             group.get_results(group.run_all_workers_single_data("sleep", 0.1)),
-                             sorted(s["node"].split()[0] for s in group.get_worker_status())])
+save(
+    "restarted_elsewhere",
+    [
+        group.restart_failed_workers(),
+        group.get_results(group.run_all_workers_single_data("sleep", 0.1)),
+        sorted(s["node"].split()[0] for s in group.get_worker_status()),
+    ],
+)

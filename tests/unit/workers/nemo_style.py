@@ -22,7 +22,11 @@ class HuggingFacePolicyWorker:
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
 
     def train_step(self, batch: Any, *more: Any) -> dict[str, float]:
-        x = torch.ones(len(batch["input"]), 4) if isinstance(batch, dict) or hasattr(batch, "size") else torch.ones(1, 4)
+        x = (
+            torch.ones(len(batch["input"]), 4)
+            if isinstance(batch, dict) or hasattr(batch, "size")
+            else torch.ones(1, 4)
+        )
         loss = (self.model(x) ** 2).mean()
         self.opt.zero_grad()
         loss.backward()
@@ -70,8 +74,12 @@ class DecoratedWithOptions(HuggingFacePolicyWorker):
 
     @staticmethod
     def configure_worker(num_gpus: float, bundle_indices: Any) -> tuple[dict, dict, dict, dict]:  # type: ignore[type-arg]
-        return ({"num_gpus": num_gpus}, {"CONFIGURED": "yes"}, {"tag": "from-configure"},
-                {"env_vars": {"LAYER": "configure-runtime-env"}})
+        return (
+            {"num_gpus": num_gpus},
+            {"CONFIGURED": "yes"},
+            {"tag": "from-configure"},
+            {"env_vars": {"LAYER": "configure-runtime-env"}},
+        )
 
     def env(self, name: str) -> str:
         return os.environ.get(name, "")

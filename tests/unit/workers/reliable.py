@@ -15,9 +15,16 @@ class ProbeWorker:
         self.hooks = 0
 
     def ident(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "host": socket.gethostname(), "rank": int(os.environ["RANK"]), "tag": self.tag,
-                "master_port": os.environ["MASTER_PORT"], "hooks": self.hooks,
-                "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "backend": os.environ.get("SLURM_RL_COMM_BACKEND")}
+        return {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "rank": int(os.environ["RANK"]),
+            "tag": self.tag,
+            "master_port": os.environ["MASTER_PORT"],
+            "hooks": self.hooks,
+            "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "backend": os.environ.get("SLURM_RL_COMM_BACKEND"),
+        }
 
     def noop(self) -> None:
         return None

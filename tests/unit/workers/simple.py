@@ -14,7 +14,16 @@ class EnvWorker:
         self.cleaned = False
 
     def env(self) -> dict[str, str]:
-        keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "CONFIGURED", "USER_LEVEL")
+        keys = (
+            "RANK",
+            "LOCAL_RANK",
+            "WORLD_SIZE",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "NODE_RANK",
+            "CONFIGURED",
+            "USER_LEVEL",
+        )
         return {k: os.environ.get(k, "") for k in keys}
 
     def init_args(self) -> tuple[str, int]:

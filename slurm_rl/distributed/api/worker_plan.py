@@ -1,0 +1,251 @@
+"""A worker group's named data and how its workers come to be.
+
+``WorkerPlan`` (one per worker: actor options, its bundle, its tied group's bundle indices),
+``GroupSettings`` (the reliability and dispatch options a group was built with) and
+``GroupState`` (what the group's parts share: workers, plans, metadata, tied groups, the call
+tracker). ``plan_workers`` lays the workers out on the cluster's bundles; ``build_workers``
+creates them and waits until each is up, or removes them all and raises WorkerBuildError.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..reliability.health import CallTracker
+from .named_sharding import NamedSharding
+from .worker_builder import RayWorkerBuilder, WorkerHandle, _actor_of
+
+
+@dataclass
+class WorkerPlan:
+    """How one worker is (re)created: its actor options, placement group and bundle."""
+
+    options: dict[str, Any]  # name, num_cpus, runtime_env (env_vars)
+    bundle_indices: tuple[int, list[int]] | None  # (node, bundles) on a tied group's first worker
+    placement_group: Any
+    bundle: int
+
+    @property
+    def name(self) -> str:
+        return str(self.options["name"])
+
+    @property
+    def env_vars(self) -> dict[str, str]:
+        return self.options["runtime_env"]["env_vars"]
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    """Reliability and dispatch options of a group (all off by default)."""
+
+    memory_limit_bytes: int | None = None
+    restart_on_failure: bool = False
+    max_restarts: int = 3
+    enable_gradient_compression: bool = False
+    async_communication: bool = False
+    load_balancing_strategy: str | None = None
+
+
+@dataclass
+class GroupState:
+    """What the group's parts (dispatch, restarts, memory limits, status, balancing) share."""
+
+    cluster: Any
+    builder: RayWorkerBuilder
+    settings: GroupSettings
+    name_prefix: str = ""
+    frac: float = 0.0  # GPU share of each worker (colocated groups)
+    workers: list[Any] = field(default_factory=list)
+    plans: list[WorkerPlan] = field(default_factory=list)
+    metadata: list[dict[str, Any]] = field(default_factory=list)
+    tied_workers_groups: list[list[int]] = field(default_factory=list)
+    worker_to_tied_group_index: dict[int, int] = field(default_factory=dict)
+    dp_leader_worker_indices: list[int] = field(default_factory=list)
+    tracker: CallTracker = field(default_factory=lambda: CallTracker(0))
+    known_dead: set[int] = field(default_factory=set)
+    master_address: str = ""
+    master_port: int = 0
+
+    def call(self, worker_id: int, method_name: str, *args: Any, **kwargs: Any) -> Any:
+        """One remote call, recorded by the tracker (status, stuck detection)."""
+        worker = self.workers[worker_id]
+        if not isinstance(worker, WorkerHandle) and not hasattr(worker, method_name):
+            raise AttributeError(
+                f"worker class has no method {method_name!r} (worker {worker_id}, {self.metadata[worker_id]['name']})"
+            )
+        ref = getattr(worker, method_name).remote(*args, **kwargs)
+        self.tracker.started(worker_id, method_name, ref)
+        return ref
+
+    def clear(self) -> None:
+        """Forget every worker (after shutdown, or a failed build)."""
+        self.workers, self.plans, self.metadata, self.tracker = [], [], [], CallTracker(0)
+        self.tied_workers_groups, self.worker_to_tied_group_index, self.dp_leader_worker_indices = [], {}, []
+        self.known_dead = set()
+
+
+def as_builder(worker: Any) -> RayWorkerBuilder:
+    """A RayWorkerBuilder, a worker class (plain or @ray.remote), or its fully qualified name."""
+    if isinstance(worker, RayWorkerBuilder):
+        return worker
+    if isinstance(worker, (str, type)) or hasattr(worker, "__ray_actor_class__"):
+        return RayWorkerBuilder(worker)
+    raise TypeError(
+        f"RayWorkerGroup needs a RayWorkerBuilder, a worker class or its fully qualified name, got {worker!r}"
+    )
+
+
+def checked_sharding(sharding: NamedSharding | None, world: int) -> NamedSharding:
+    if sharding is None:
+        return NamedSharding(list(range(world)), ["data_parallel"])
+    if sorted(int(w) for w in sharding.layout.flatten()) != list(range(world)):
+        raise ValueError(
+            f"sharding_annotations {sharding.shape} hold worker ids "
+            f"{sorted(int(w) for w in sharding.layout.flatten())}, but the group has {world} "
+            f"workers (ids 0..{world - 1}); the layout must name each exactly once"
+        )
+    return sharding
+
+
+def single_worker_groups(node_bundles: list[int], workers_per_node: Any) -> list[tuple[int, list[int]]]:
+    if workers_per_node is None:
+        per_node = list(node_bundles)
+    elif isinstance(workers_per_node, int) and not isinstance(workers_per_node, bool):
+        per_node = [workers_per_node] * len(node_bundles)
+    elif isinstance(workers_per_node, list):
+        if len(workers_per_node) != len(node_bundles):
+            raise ValueError(
+                f"workers_per_node has {len(workers_per_node)} entries but the cluster has {len(node_bundles)} nodes"
+            )
+        per_node = list(workers_per_node)
+    else:
+        raise ValueError(f"workers_per_node must be None, an int or a list of ints, got {workers_per_node!r}")
+    for n, (want, have) in enumerate(zip(per_node, node_bundles)):
+        if not isinstance(want, int) or want < 0 or want > have:
+            raise ValueError(f"workers_per_node asks for {want!r} workers on node {n}, which has {have} bundles")
+    return [(n, [b]) for n, count in enumerate(per_node) for b in range(count)]
+
+
+def validate_tied(tied: list[tuple[int, list[int]]], node_bundles: list[int]) -> None:
+    for node, bundles in tied:
+        if not 0 <= node < len(node_bundles):
+            raise ValueError(f"bundle_indices_list names node {node}, but the cluster has {len(node_bundles)} nodes")
+        bad = [b for b in bundles if not 0 <= b < node_bundles[node]]
+        if bad or not bundles:
+            raise ValueError(f"bundle_indices_list: node {node} has bundles 0..{node_bundles[node] - 1}, got {bundles}")
+
+
+def plan_workers(
+    state: GroupState, tied: list[tuple[int, list[int]]], pgs: list[Any], prefix: str, named_groups: bool
+) -> None:
+    """Fill ``state`` with one plan per worker: rank, env and name, tied group by tied group."""
+    cluster = state.cluster
+    world = sum(len(b) for _, b in tied)
+    state.master_address, state.master_port = cluster.get_master_address_and_port()
+    rank = 0
+    for g, (node, bundles) in enumerate(tied):
+        group = []
+        for local, bundle in enumerate(bundles):
+            name = f"{prefix}-grp{g}-{local}" if named_groups else f"{prefix}-{node}-{bundle}"
+            # the user's environment comes from init_ray's job-level runtime_env (lowest)
+            env = {
+                "RANK": str(rank),
+                "LOCAL_RANK": str(bundle),
+                "WORLD_SIZE": str(world),
+                "MASTER_ADDR": state.master_address,
+                "MASTER_PORT": str(state.master_port),
+                "NODE_RANK": str(node),
+                **cluster.worker_env(node, bundle),
+            }
+            if state.settings.enable_gradient_compression:
+                env["SLURM_RL_GRADIENT_COMPRESSION"] = "fp16"
+            bundle_indices = (node, bundles) if local == 0 else None
+            if local == 0:
+                state.dp_leader_worker_indices.append(rank)
+            options = {"name": name, "num_cpus": 1, "runtime_env": {"env_vars": env}}
+            state.plans.append(WorkerPlan(options, bundle_indices, pgs[node], bundle))
+            state.metadata.append(
+                {
+                    "node_idx": node,
+                    "local_rank": bundle,
+                    "global_rank": rank,
+                    "name": name,
+                    "bundle_indices": bundle_indices,
+                    "tied_group_idx": g,
+                    "dp_shard_idx": g,
+                }
+            )
+            state.worker_to_tied_group_index[rank] = g
+            group.append(rank)
+            rank += 1
+        state.tied_workers_groups.append(group)
+
+
+class WorkerBuildError(RuntimeError):
+    """A worker could not be created (import error, constructor exception, configure_worker
+    error). Names the worker index, its node and the (remote) traceback; the group has removed
+    every worker it had created."""
+
+    def __init__(self, index: int, name: str, node: str, cause: BaseException) -> None:
+        self.index, self.node, self.cause = index, node, cause
+        remote = str(cause) if "Traceback" in str(cause) else "".join(traceback.format_exception(cause))
+        super().__init__(f"worker {index} ({name}) on {node} failed to build: {type(cause).__name__}\n{remote}")
+
+
+class WorkerBuildValueError(WorkerBuildError, ValueError):
+    """A WorkerBuildError whose cause is a ValueError (e.g. a class name that does not import):
+    ``except ValueError`` keeps catching it, as before."""
+
+
+def build_error(index: int, name: str, node: str, cause: BaseException) -> WorkerBuildError:
+    cls = WorkerBuildValueError if isinstance(cause, ValueError) else WorkerBuildError
+    return cls(index, name, node, cause)
+
+
+def _bundle_node(pg: Any, bundle: int) -> str:
+    """``node <ip>`` hosting a placement-group bundle (best effort, for error messages)."""
+    try:
+        import ray
+        from ray.util.placement_group import placement_group_table
+
+        node_id = placement_group_table(pg)["bundles_to_node_id"][bundle]
+        ip = next(n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == node_id)
+        return f"node {ip}"
+    except Exception:  # noqa: BLE001 - a message detail only
+        return "an unknown node"
+
+
+def create_workers(builder: RayWorkerBuilder, plans: list[WorkerPlan], frac: float) -> list[Any]:
+    """Create the planned workers (plans resolve in parallel) without waiting for them."""
+    resolved = builder.plan_all([(frac, p.bundle_indices, p.options) for p in plans])
+    return [builder.create(r, p.placement_group, p.bundle, frac) for r, p in zip(resolved, plans)]
+
+
+def build_workers(builder: RayWorkerBuilder, plans: list[WorkerPlan], frac: float) -> list[Any]:
+    """Create every worker and wait until each is up; on any failure kill what was created and
+    raise WorkerBuildError for the first worker that failed."""
+    import ray
+
+    created: list[Any] = []
+    current = 0
+    try:
+        builder.prepare([p.placement_group for p in plans])
+        resolved = builder.plan_all([(frac, p.bundle_indices, p.options) for p in plans])
+        for r, p in zip(resolved, plans):
+            current = len(created)
+            created.append(builder.create(r, p.placement_group, p.bundle, frac))
+        ready = [_actor_of(w).__ray_ready__.remote() for w in created]
+        for index, ref in enumerate(ready):
+            current = index
+            ray.get(ref)
+        return created
+    except Exception as exc:
+        for w in created:
+            try:
+                ray.kill(_actor_of(w))
+            except Exception:  # noqa: BLE001 - best effort while reporting the real error
+                pass
+        plan = plans[current]
+        raise build_error(current, plan.name, _bundle_node(plan.placement_group, plan.bundle), exc) from exc
