@@ -16,26 +16,16 @@ LAB = REPO / "tests" / "lab" / "slurm-lab"
 HOLD = REPO / "tests" / "lab" / "experiments" / "hold.py"  # a driver that holds an actor per node
 
 
+def submit(experiment: Path, nodes: int, *extra: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`slurm-rl submit SPEC EXPERIMENT --nodes N --json EXTRA...` on the lab spec."""
+    argv = [sys.executable, "-m", "slurm_rl", "submit", str(SPEC), str(experiment), "--nodes", str(nodes), "--json"]
+    return subprocess.run([*argv, *extra], capture_output=True, text=True, timeout=timeout)
+
+
 def submit_json(experiment: Path, nodes: int, *extra: str) -> dict:
     """`slurm-rl submit --json` without waiting: {"job_id", "job_dir", ...}."""
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "slurm_rl",
-            "submit",
-            str(SPEC),
-            str(experiment),
-            "--nodes",
-            str(nodes),
-            "--json",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    res = submit(experiment, nodes, *extra)
+    res.check_returncode()
     return json.loads(res.stdout.splitlines()[-1])
 
 

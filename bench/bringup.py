@@ -20,8 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-SPEC = REPO / "cluster_specs" / "lab.json"
+from _lab import REPO, submit
 
 BASELINE = r"""#!/bin/bash
 #SBATCH --cpus-per-task=1
@@ -100,25 +99,7 @@ def run_baseline(nodes: int) -> dict[str, float]:
 
 def run_slurm_rl(nodes: int) -> dict[str, float]:
     t0 = time.time()
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "slurm_rl",
-            "submit",
-            str(SPEC),
-            str(REPO / "bench" / "noop.py"),
-            "-N",
-            str(nodes),
-            "--wait",
-            "--json",
-            "--name",
-            f"bench-{nodes}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    res = submit(REPO / "bench" / "noop.py", nodes, "--wait", "--name", f"bench-{nodes}", timeout=300)
     wall = time.time() - t0
     if res.returncode != 0:
         raise SystemExit(f"slurm-rl job failed: {res.stdout} {res.stderr}")

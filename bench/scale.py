@@ -17,10 +17,9 @@ import json
 import re
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
-from _lab import SPEC
+from _lab import submit
 
 HERE = Path(__file__).resolve().parent
 
@@ -35,25 +34,7 @@ def sdiag_rpcs() -> dict[str, int]:
 
 def one_job(nodes: int) -> dict[str, object]:
     subprocess.run(["sdiag", "--reset"], check=True, capture_output=True, timeout=30)
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "slurm_rl",
-            "submit",
-            str(SPEC),
-            str(HERE / "tasks_everywhere.py"),
-            "--nodes",
-            str(nodes),
-            "--wait",
-            "--json",
-            "--name",
-            f"scale{nodes}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    res = submit(HERE / "tasks_everywhere.py", nodes, "--wait", "--name", f"scale{nodes}", timeout=600)
     data = json.loads(res.stdout.splitlines()[-1])
     rpcs = sdiag_rpcs()
     events = [json.loads(line) for line in Path(data["job_dir"], "events.jsonl").read_text().splitlines()]

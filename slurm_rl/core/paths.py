@@ -124,6 +124,11 @@ class JobPaths:
         return self.markers / f"requeue-{attempt}"
 
     @property
+    def rollouts(self) -> Path:
+        """Rollout records of ``slurm_rl.rollouts.RolloutPool`` (one JSON object a line)."""
+        return self.job_dir / "rollouts.jsonl"
+
+    @property
     def metrics(self) -> Path:
         """``slurm_rl.MetricsLog``: one JSON line per logged step."""
         return self.job_dir / "metrics.jsonl"

@@ -26,7 +26,7 @@ _EXPORTS = {
     "AsyncWorkerResults": "api.worker_dispatch",
     "RayWorkerBuilder": "api.worker_builder",
     "RayWorkerGroup": "api.worker_group",
-    "WorkerBuildError": "api.worker_group",
+    "WorkerBuildError": "api.worker_plan",
     "WorkerFailureError": "reliability.failures",
 }
 __all__ = sorted(_EXPORTS)

@@ -2,7 +2,8 @@
 
 from .api.worker_builder import RayWorkerBuilder, WorkerHandle
 from .api.worker_dispatch import AsyncWorkerResults, MultiWorkerFuture
-from .api.worker_group import RayWorkerGroup, WorkerBuildError
+from .api.worker_group import RayWorkerGroup
+from .api.worker_plan import WorkerBuildError
 from .reliability.failures import WorkerFailureError
 
 __all__ = [

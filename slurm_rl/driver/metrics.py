@@ -23,7 +23,7 @@ class MetricsLog:
         """A moment worth a mark on the timeline (e.g. ``workers_ready``): events.jsonl."""
         from ..core.events import append_event
 
-        append_event(self.path.parent / "events.jsonl", name, attempt=self.attempt, **fields)
+        append_event(JobPaths(self.path.parent).events, name, attempt=self.attempt, **fields)
 
     def log(self, **values: Any) -> None:
         line = json.dumps({"t": round(time.time(), 3), "attempt": self.attempt, **values})

@@ -1,4 +1,4 @@
-"""init_ray: attach to this job's Ray cluster, or start (or reuse) a local one (../shared/API.md).
+"""init_ray: attach to this job's Ray cluster, or start (or reuse) a local one.
 
 Also importable from ``slurm_rl.distributed.virtual_cluster``, where NeMo RL users look for it.
 """

@@ -1,4 +1,4 @@
-"""RayVirtualCluster: one Ray placement group per logical node (see ../shared/API.md)."""
+"""RayVirtualCluster: one Ray placement group per logical node (NeMo RL's API, name for name)."""
 
 from __future__ import annotations
 

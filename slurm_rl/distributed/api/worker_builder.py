@@ -1,5 +1,5 @@
 """RayWorkerBuilder: creates one worker actor in a placement-group bundle, in the driver's
-Python environment or an isolated one (see ../shared/API.md).
+Python environment or an isolated one (NeMo RL's RayWorkerBuilder).
 
 The worker class may be a plain class or a Ray actor class (``@ray.remote`` or
 ``@ray.remote(...)``, as NeMo RL's workers are): a decorated class is never wrapped a second

@@ -10,19 +10,17 @@ import logging
 from typing import Any
 
 from ..reliability.balancing import Balancer, check_strategy
-from ..reliability.failures import WorkerFailureError
 from ..reliability.health import CallTracker, parse_memory
 from ..reliability.memory_limits import MemoryLimits
 from ..reliability.restarts import Restarts
 from ..reliability.status import DEFAULT_STUCK_TIMEOUT_S, Status
 from .named_sharding import NamedSharding
 from .virtual_cluster import RayVirtualCluster
-from .worker_builder import RayWorkerBuilder, WorkerHandle, _actor_of
-from .worker_dispatch import AsyncWorkerResults, Dispatcher, MultiWorkerFuture
+from .worker_builder import _actor_of
+from .worker_dispatch import Dispatcher, MultiWorkerFuture
 from .worker_plan import (
     GroupSettings,
     GroupState,
-    WorkerBuildError,
     as_builder,
     build_workers,
     checked_sharding,
@@ -199,16 +197,10 @@ class RayWorkerGroup:
     def get_all_worker_results(self, future: MultiWorkerFuture) -> list[Any]:
         return future.get_results(self)
 
-    def run_balanced(
-        self,
-        method_name: str,
-        items: list[Any],
-        *,
-        strategy: str | None = None,
-        common_kwargs: dict[str, Any] | None = None,
-    ) -> list[Any]:
-        """Items spread over the data-parallel workers (reliability/balancing.py)."""
-        return self._balancer.run_balanced(method_name, items, strategy=strategy, common_kwargs=common_kwargs)
+    def run_balanced(self, method_name: str, items: list[Any], **options: Any) -> list[Any]:
+        """Items spread over the data-parallel workers (``strategy=``, ``common_kwargs=``; see
+        reliability/balancing.py), results in input order."""
+        return self._balancer.run_balanced(method_name, items, **options)
 
     # ---- failures and restarts (reliability/restarts.py) ---------------------------------------
     def get_results(self, refs: Any) -> list[Any]:
@@ -263,14 +255,3 @@ class RayWorkerGroup:
 
     def print_worker_layout(self) -> None:
         self._state.cluster.print_cluster_grid(self)
-
-
-__all__ = [
-    "AsyncWorkerResults",
-    "MultiWorkerFuture",
-    "RayWorkerBuilder",
-    "RayWorkerGroup",
-    "WorkerBuildError",
-    "WorkerFailureError",
-    "WorkerHandle",
-]

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.job_env import JobEnvironment
+from ...core.paths import JobPaths
 
 MIN_TASK_S = 0.01
 
@@ -183,7 +184,7 @@ class RolloutPool:
         import ray
 
         job_dir = JobEnvironment.current().job_dir or Path(".")
-        self.path = Path(path) if path is not None else Path(job_dir) / "rollouts.jsonl"
+        self.path = Path(path) if path is not None else JobPaths(Path(job_dir)).rollouts
         self.key = key or (lambda i, prompt: str(i))
         nodes = [n for n in ray.nodes() if n.get("Alive") and n["Resources"].get("CPU", 0) > 0]
         cls = ray.remote(_RolloutActor).options(num_cpus=num_cpus, scheduling_strategy="SPREAD")
