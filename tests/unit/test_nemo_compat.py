@@ -149,8 +149,10 @@ def test_doc_single_controller_loop(many_gpu_ray) -> None:
     try:
         dataloader = [BatchedDataDict({"input": ["1+1", "2+3"]}), BatchedDataDict({"input": ["4+4", "0+9"]})]
         grpo_train(_Policy(policy), _Generation(generation), _Environment(), dataloader)
-        # 2 generations per prompt: [1+1, 1+1, 2+3, 2+3] -> rewards [2, 2, 5, 5], mean 3.5
-        assert trained == [{"advantages": [-1.5, -1.5, 1.5, 1.5]}, {"advantages": [-0.5, -0.5, 0.5, 0.5]}]
+        # The documentation discards repeat_interleave's result (NeMo RL's, like ours, returns a
+        # new BatchedDataDict), so each prompt is generated once: [1+1, 2+3] -> rewards [2, 5]
+        assert trained == [{"advantages": [-1.5, 1.5]}, {"advantages": [-0.5, 0.5]}]
+        assert BatchedDataDict({"x": [1, 2]}).repeat_interleave(2)["x"] == [1, 1, 2, 2]
     finally:
         policy.shutdown()
         generation.shutdown()
