@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .fields import FieldProblem, SlurmName, SlurmTime
+from .fields import FieldProblem, SlurmName, SlurmTime, time_minutes
 from .ports import BLOCK_SIZE
 
 DEFAULT_SIGNAL = "B:USR2@120"
@@ -40,7 +40,13 @@ class JobOptions(BaseModel):
     experiment: str = ""  # the driver script; "" is an interactive cluster (no driver)
     experiment_args: tuple[str, ...] = ()
     user: str = "user"
-    workdir: str = "/"
+    workdir: str = option(
+        "",
+        "-D",
+        "--workdir",
+        metavar="DIR",
+        help="The driver's working directory on the nodes (a shared path; default: where you submit from).",
+    )
     python: str = spec_default("python3")  # the interpreter on the nodes (login: spec.python or the submitter's)
     nodes: int = option(1, "-N", "--nodes", help="Nodes: one Ray node on each.")
     gpus_per_node: int = option(0, "--gpus-per-node", spec=True, help="GPUs per node.")
@@ -166,6 +172,17 @@ class JobOptions(BaseModel):
         return data
 
     @model_validator(mode="after")
+    def _warning_before_the_limit(self) -> JobOptions:
+        if self.time is not None and signal_seconds(self.signal) >= time_minutes(self.time) * 60:
+            raise FieldProblem(
+                "signal",
+                repr(self.signal),
+                f"warns {signal_seconds(self.signal)} s before a time limit of {self.time} "
+                f"({time_minutes(self.time) * 60:g} s); warn sooner, e.g. --signal B:USR2@{warning_for(self.time)}",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _min_nodes(self) -> JobOptions:
         if self.min_nodes is not None and not 1 <= self.min_nodes <= self.total_nodes:
             raise FieldProblem("min_nodes", self.min_nodes, f"must be 1..{self.total_nodes} (the job's Ray nodes)")
@@ -190,6 +207,16 @@ class JobOptions(BaseModel):
     def heterogeneous(self) -> bool:
         """Head and workers are two components of one SLURM hetjob."""
         return bool(self.head_partition)
+
+
+def signal_seconds(signal: str) -> int:
+    """Seconds before the limit at which ``--signal`` warns (``B:USR2@120`` -> 120)."""
+    return int(signal.rpartition("@")[2])
+
+
+def warning_for(time_limit: str) -> int:
+    """The default warning for a time limit: 120 s, or half the limit when that is shorter."""
+    return int(min(signal_seconds(DEFAULT_SIGNAL), time_minutes(time_limit) * 30))
 
 
 def flag_fields() -> dict[str, dict[str, Any]]:

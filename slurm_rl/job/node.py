@@ -36,6 +36,13 @@ PR_SET_CHILD_SUBREAPER = 36
 DRIVER_GRACE_S = 2.0  # a signalled driver gets this long to exit (checkpoint) before the kill
 
 
+def describe_error(exc: BaseException) -> str:
+    """An exception in one line; an OSError names its path (``FileNotFoundError: ... '/tmp/x'``)."""
+    if isinstance(exc, OSError) and exc.filename:
+        return f"{type(exc).__name__}: {exc.strerror}: {exc.filename!r} does not exist or is not usable on this node"
+    return repr(exc)
+
+
 class Lifecycle:
     """Runs this node's role in a thread so that a stop (signal, failed node) is acted on at
     once, even while `ray start` is blocked in C code; then records the exit and cleans up."""
@@ -85,7 +92,7 @@ class Lifecycle:
             except Stopped:
                 pass
             except BaseException as exc:  # noqa: BLE001 - reported, then the node stops
-                outcome["failure"] = NodeFailure(f"unexpected error in the bootstrap: {exc!r}")
+                outcome["failure"] = NodeFailure(f"unexpected error in the bootstrap: {describe_error(exc)}")
             finally:
                 done.set()
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import typing
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
-from ..core.errors import SlurmRlError
+from ..core.errors import SlurmRlError, UsageError
 from ..core.options import JobOptions, flag_fields
 from ..core.paths import current_user
-from ..core.spec import SPEC_ENV_VAR, ClusterSpec, load_spec
+from ..core.spec import SPEC_ENV_VAR, ClusterSpec, load_spec, resolve_spec_path
 from .options import resolve_options
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -30,7 +32,26 @@ def _split_positionals(
     rest = list(items)
     if rest and rest[0].endswith(".json"):
         spec_path = rest.pop(0)
+    if not rest and resolve_spec_path(spec_path) is None:
+        raise click.UsageError(
+            "give an experiment (and a cluster spec): slurm-rl submit SPEC.json EXPERIMENT [-- ARGS]"
+        )
+    misplaced = next((a for a in rest[1:] if a.endswith(".json") and _looks_like_spec(a)), None)
+    if misplaced is not None and spec_path is None:
+        raise UsageError(
+            f"{misplaced} is a cluster spec after the experiment {rest[0]}, where it would be one of the "
+            f"experiment's arguments; put the spec first: slurm-rl submit {misplaced} {rest[0]} ..."
+        )
     return load_spec(spec_path), (rest[0] if rest else None), tuple(rest[1:])
+
+
+def _looks_like_spec(path: str) -> bool:
+    """A JSON file with a cluster spec's required keys (cluster_name and fileroot)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and {"cluster_name", "fileroot"} <= set(data)
 
 
 def _with(decorators: list[Callable[..., Any]], f: Callable[..., Any]) -> Callable[..., Any]:

@@ -16,7 +16,7 @@ from ..core.spec import load_spec
 from .cli_common import CONTEXT, _with, spec_option
 
 
-def _still_running(job_id: int) -> None:
+def _still_running(job_id: int | str) -> None:
     """Ctrl-C stops following, not the job: say so, and how to stop it."""
     click.echo(
         f"\nslurm-rl: stopped following job {job_id}; it keeps running. See it with `slurm-rl status {job_id}`, "
@@ -28,19 +28,21 @@ def _still_running(job_id: int) -> None:
 
 # ---- looking at jobs ------------------------------------------------------------------------------
 @click.command(context_settings=CONTEXT)
-@click.argument("job_id", type=int, required=False)
+@click.argument("job", required=False)
 @spec_option()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job.")
-def status(job_id: int | None, spec_flag: str | None, as_json: bool) -> None:
-    """State (from SLURM), phase and nodes up of one job, or of your recent jobs."""
+def status(job: str | None, spec_flag: str | None, as_json: bool) -> None:
+    """State (from SLURM), phase and nodes up of one job (a SLURM job id or a local run's id),
+    or of your recent jobs."""
     from ..core.slurm import SlurmClient
-    from .jobs import all_job_dirs, job_summary, print_table, summarize
+    from .jobs import job_summary, print_table, summarize
+    from .lookup import all_job_dirs, job_state_for, parse_job_id
 
     s, client = load_spec(spec_flag), SlurmClient()
-    if job_id is not None:
-        rows = [job_summary(job_id, current_user(), client, s)]
+    if job is not None:
+        rows = [job_summary(parse_job_id(job), current_user(), client, s)]
     else:
-        rows = [summarize(p, client.job_state(int(p.job_id))) for p in all_job_dirs(current_user(), s)[:10]]
+        rows = [summarize(p, job_state_for(p, client)) for p in all_job_dirs(current_user(), s)[:10]]
     if as_json:
         for r in rows:
             click.echo(json.dumps(r.as_dict()))
@@ -51,36 +53,46 @@ def status(job_id: int | None, spec_flag: str | None, as_json: bool) -> None:
 @click.command("list", context_settings=CONTEXT)
 @spec_option()
 def list_jobs(spec_flag: str | None) -> None:
-    """Your jobs, of every spec, newest first: job id, name, job dir."""
-    from .jobs import all_job_dirs
+    """Your jobs and local runs, of every spec, newest first: id, name, state, when, job dir."""
+    from ..core.slurm import SlurmClient
+    from .jobs import print_list
+    from .lookup import all_job_dirs
 
-    for p in all_job_dirs(current_user(), load_spec(spec_flag)):
-        click.echo(f"{p.job_id}\t{p.name_dir.name}\t{p.job_dir}")
+    print_list(all_job_dirs(current_user(), load_spec(spec_flag)), SlurmClient())
 
 
 @click.command(context_settings=CONTEXT)
-@click.argument("job_id", type=int)
+@click.argument("job")
 @click.option("--node", default=None, help="A node's bootstrap log instead of the driver's.")
 @click.option("--batch", is_flag=True, help="SLURM's batch log (sbatch output) instead of the driver's.")
-@click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends, then say how it ended.")
 @spec_option()
-def logs(job_id: int, node: str | None, batch: bool, follow: bool, spec_flag: str | None) -> None:
-    """Print a job's driver log (or --node NODE, --batch)."""
+def logs(job: str, node: str | None, batch: bool, follow: bool, spec_flag: str | None) -> None:
+    """Print a job's driver log (or --node NODE, --batch). JOB: a SLURM job id or a local run's id."""
     from ..core.slurm import SlurmClient
-    from .jobs import GentleState, find_job_dir, follow_file
+    from .follow import follow_file
+    from .jobs import GentleState, end_line, summarize
+    from .lookup import find_job_dir, parse_job_id
 
-    client = SlurmClient()
+    client, job_id = SlurmClient(), parse_job_id(job)
     paths = find_job_dir(job_id, current_user(), client, load_spec(spec_flag))
     path = paths.node_log(node) if node else paths.batch_log if batch else paths.driver_log
+    if node and not path.exists():
+        have = sorted(p.name.removeprefix("node-").removesuffix(".log") for p in paths.logs.glob("node-*.log"))
+        if have:
+            raise UsageError(f"job {job_id} has no log of node {node!r}; its nodes: {', '.join(have)}")
     if not follow:
         if not path.exists():
             raise UsageError(f"job {job_id}: {path} does not exist yet (the job may not have started)")
         click.echo(path.read_text(), nl=False)
         return
+    gentle = GentleState(paths, job_id, client)
     try:
-        follow_file(path, GentleState(paths, job_id, client).poll)
+        follow_file(path, gentle.poll)
     except KeyboardInterrupt:
         _still_running(job_id)
+        return
+    click.echo(end_line(summarize(paths, gentle.state)), err=True)
 
 
 @click.command(context_settings=CONTEXT)
@@ -89,20 +101,18 @@ def logs(job_id: int, node: str | None, batch: bool, follow: bool, spec_flag: st
 def plot(job: str, spec_flag: str | None) -> None:
     """Draw a job's pictures into its job dir: metrics.png (every metric the driver logged with
     slurm_rl.MetricsLog, per step) and timeline.png (submit, nodes up, driver connected, steps,
-    requeues). JOB is a SLURM job id or a job dir (a local run's, say)."""
+    requeues). JOB is a SLURM job id, a local run's id or a job dir."""
     from pathlib import Path
 
     from ..core.paths import JobPaths
     from ..core.slurm import SlurmClient
-    from .jobs import find_job_dir
+    from .lookup import find_job_dir, parse_job_id
     from .plots import plot_job
 
     if Path(job).is_dir():
         paths = JobPaths(Path(job))
-    elif job.isdigit():
-        paths = find_job_dir(int(job), current_user(), SlurmClient(), load_spec(spec_flag))
     else:
-        raise UsageError(f"JOB {job!r} is neither a job id nor a job directory; pass the id `slurm-rl list` shows")
+        paths = find_job_dir(parse_job_id(job), current_user(), SlurmClient(), load_spec(spec_flag))
     made = plot_job(paths.job_dir)
     if not made:
         raise UsageError(
@@ -130,9 +140,16 @@ def attach(job_id: int, command: tuple[str, ...], dashboard: bool, spec_flag: st
     """
     from ..core.events import read_json
     from ..core.slurm import SlurmClient
-    from .jobs import find_job_dir
+    from .lookup import find_job_dir
 
-    paths = find_job_dir(job_id, current_user(), SlurmClient(), load_spec(spec_flag))
+    client = SlurmClient()
+    paths = find_job_dir(job_id, current_user(), client, load_spec(spec_flag))
+    state = client.job_state(job_id)
+    if state.finished or state.state == "UNKNOWN":
+        raise UsageError(
+            f"job {job_id} has ended ({state.state}); attach works while a job runs. "
+            f"Its logs: `slurm-rl logs {job_id}`; a new cluster: `slurm-rl submit SPEC -N 2`"
+        )
     cluster = read_json(paths.cluster)
     if not cluster:
         raise UsageError(

@@ -24,7 +24,7 @@ def index_path() -> Path:
     return Path(state) / "slurm_rl" / "jobs.jsonl"
 
 
-def record(job_id: int, paths: JobPaths, cluster: str) -> None:
+def record(job_id: int | str, paths: JobPaths, cluster: str) -> None:
     path = index_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -54,19 +54,19 @@ def entries() -> list[dict[str, object]]:
         lines = index_path().read_text().splitlines()
     except OSError:
         return []
-    seen: dict[int, dict[str, object]] = {}
+    seen: dict[str, dict[str, object]] = {}
     for line in lines:
         try:
             item = json.loads(line)
-            seen[int(item["job_id"])] = item
+            seen[str(item["job_id"])] = item
         except (ValueError, KeyError, TypeError):
             continue
     alive = [e for e in seen.values() if JobPaths(Path(str(e["job_dir"]))).manifest.exists()]
     return sorted(alive, key=lambda e: float(str(e.get("submitted") or 0)), reverse=True)
 
 
-def lookup(job_id: int) -> JobPaths | None:
+def lookup(job_id: int | str) -> JobPaths | None:
     for e in entries():
-        if e["job_id"] == job_id:
+        if str(e["job_id"]) == str(job_id):
             return JobPaths(Path(str(e["job_dir"])))
     return None

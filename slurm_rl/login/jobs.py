@@ -3,9 +3,8 @@ it while it runs (rich progress on stderr), print tables, follow a log."""
 
 from __future__ import annotations
 
-import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -13,14 +12,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..core.errors import JobError, UnknownJobError
+from ..core.errors import JobError
 from ..core.events import read_events
 from ..core.exits import read_exit
+from ..core.fields import time_minutes
 from ..core.manifest import load_manifest
 from ..core.paths import JobPaths
 from ..core.slurm import JobState, SlurmClient
 from ..core.spec import ClusterSpec
-from . import index
+from .follow import LogFollower, last_traceback
+from .lookup import JobId, find_job_dir, job_state_for, parse_job_id
 
 PHASES = [
     "submitted",
@@ -35,42 +36,9 @@ PHASES = [
 ]
 
 
-def find_job_dir(
-    job_id: int, user: str, client: SlurmClient | None = None, spec: ClusterSpec | None = None
-) -> JobPaths:
-    """A job's dir from its id alone: the per-user index, else SLURM's record of the job's
-    output path (<job dir>/logs/batch.log), else the spec's fileroot. No --spec needed."""
-    found = index.lookup(job_id)
-    if found is None and client is not None:
-        out = client.job_output_path(job_id)
-        candidate = JobPaths(Path(out).parent.parent) if out else None
-        if candidate is not None and candidate.manifest.exists() and candidate.job_id == str(job_id):
-            found = candidate
-    if found is None and spec is not None:
-        matches = sorted((Path(spec.fileroot) / user).glob(f"*/{job_id}"))
-        found = JobPaths(matches[0]) if matches else None
-    if found is None:
-        raise UnknownJobError(
-            f"job {job_id}: no slurm-rl job dir found (not in {index.index_path()}, not known to "
-            f"SLURM with a slurm-rl log path{'' if spec is None else f', not under {spec.fileroot}/{user}'}); "
-            f"is it your job? (`slurm-rl list` shows yours)"
-        )
-    return found
-
-
-def all_job_dirs(user: str, spec: ClusterSpec | None = None) -> list[JobPaths]:
-    """Your jobs of every spec (the index), plus any under ``spec``'s fileroot; newest first."""
-    dirs = {e["job_dir"]: JobPaths(Path(str(e["job_dir"]))) for e in index.entries()}
-    if spec is not None:
-        for p in (Path(spec.fileroot) / user).glob("*/*"):
-            if p.is_dir() and p.name.isdigit() and JobPaths(p).manifest.exists():
-                dirs.setdefault(str(p), JobPaths(p))
-    return sorted(dirs.values(), key=lambda p: int(p.job_id), reverse=True)
-
-
 @dataclass(frozen=True)
 class JobSummary:
-    job_id: int
+    job_id: JobId
     paths: JobPaths
     state: str
     phase: str
@@ -99,6 +67,24 @@ def _requested_nodes(paths: JobPaths) -> int:
         return 0
 
 
+def human_time_limit(time_limit: str | None) -> str:
+    """A SLURM time as people say it: ``1`` -> ``1 min``, ``2:00:00`` -> ``2 h``."""
+    if not time_limit:
+        return "the partition's limit"
+    minutes = time_minutes(time_limit)
+    if minutes < 1:
+        return f"{minutes * 60:g} s"
+    return f"{minutes:g} min" if minutes < 120 else f"{minutes / 60:g} h"
+
+
+def _time_limit_reason(paths: JobPaths) -> str:
+    try:
+        limit = load_manifest(paths.manifest).time
+    except JobError:
+        limit = None
+    return f"hit the time limit ({human_time_limit(limit)})"
+
+
 def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
     events = read_events(paths.events)
     phase = "submitted"
@@ -113,11 +99,16 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
     slurm_state = state.state if state else "UNKNOWN"
     if slurm_state == "UNKNOWN" and exit_code is not None:
         slurm_state = "COMPLETED" if exit_code == 0 else "FAILED"
-    return JobSummary(int(paths.job_id), paths, slurm_state, phase, up, _requested_nodes(paths), exit_code, exit_reason)
+    if slurm_state == "TIMEOUT":  # SLURM's SIGTERM/SIGKILL at the limit is no crash, whatever killed the driver
+        exit_reason = _time_limit_reason(paths)
+    return JobSummary(
+        parse_job_id(paths.job_id), paths, slurm_state, phase, up, _requested_nodes(paths), exit_code, exit_reason
+    )
 
 
-def job_summary(job_id: int, user: str, client: SlurmClient, spec: ClusterSpec | None = None) -> JobSummary:
-    return summarize(find_job_dir(job_id, user, client, spec), client.job_state(job_id))
+def job_summary(job_id: JobId, user: str, client: SlurmClient, spec: ClusterSpec | None = None) -> JobSummary:
+    paths = find_job_dir(job_id, user, client, spec)
+    return summarize(paths, job_state_for(paths, client))
 
 
 # ---- following a job ----------------------------------------------------------------------------
@@ -130,9 +121,9 @@ class GentleState:
     2 s at first, backing off to every 15 s, and once more when the job dir says the job ended
     (finalize's ``job_end``; a job that dies before slurm-rl starts is seen by SLURM alone)."""
 
-    def __init__(self, paths: JobPaths, job_id: int, client: SlurmClient) -> None:
+    def __init__(self, paths: JobPaths, job_id: JobId, client: SlurmClient) -> None:
         self.paths, self.job_id, self.client = paths, job_id, client
-        self.state = client.job_state(job_id)
+        self.state = job_state_for(paths, client)
         self.ended_here = False
         self._interval = SLURM_POLL_MIN_S
         self._next_ask = time.monotonic() + SLURM_POLL_MIN_S
@@ -141,7 +132,7 @@ class GentleState:
         """Refresh (a job-dir read; SLURM only when due); True once the job has ended."""
         self.ended_here = any(e.get("event") == "job_end" for e in read_events(self.paths.events))
         if self.ended_here or time.monotonic() >= self._next_ask:
-            self.state = self.client.job_state(self.job_id)
+            self.state = job_state_for(self.paths, self.client)
             self._interval = min(self._interval * 2, SLURM_POLL_MAX_S)
             self._next_ask = time.monotonic() + self._interval
         return self.state.finished or self.state.state == "UNKNOWN" or self.ended_here
@@ -157,14 +148,18 @@ def wait_for_job(
     console = Console(stderr=True)
     last = None
     gentle = GentleState(paths, job_id, client)
+    driver = LogFollower(paths.driver_log)
     with console.status(f"job {job_id}: submitted", spinner="dots") as st:
         while True:
             ended = gentle.poll()
             summary = summarize(paths, gentle.state)
             text = f"job {job_id}: {summary.state}, {summary.phase}, {summary.nodes_up}/{summary.nodes} nodes up"
-            if text != last and not quiet:
-                st.update(text)
-                last = text
+            if not quiet:
+                for line in driver.new_lines():  # the driver's output, above the spinner
+                    console.print(line, markup=False, highlight=False, soft_wrap=True)
+                if text != last:
+                    st.update(text)
+                    last = text
             if ended:
                 break
             time.sleep(poll_s)
@@ -177,10 +172,42 @@ def wait_for_job(
     if not state.finished and summary.exit_code is not None:  # SLURM has not caught up yet
         summary = replace(summary, state="COMPLETED" if summary.exit_code == 0 else "FAILED")
     if not quiet:
-        reason = summary.exit_reason or _batch_log_reason(paths.batch_log)
-        console.print(f"job {job_id}: {summary.state}, exit code {summary.exit_code}: {reason}")
-        console.print(f"  driver log: {paths.driver_log}")
+        for line in driver.new_lines():
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print(end_line(summary), markup=False, highlight=False, soft_wrap=True)
     return summary
+
+
+def end_line(summary: JobSummary) -> str:
+    """How a job ended, for people: state, exit code and reason; on a failure the last lines of
+    the driver's traceback; where the driver log is."""
+    paths = summary.paths
+    reason = summary.exit_reason or _batch_log_reason(paths.batch_log)
+    lines = [f"job {summary.job_id}: {summary.state}, exit code {summary.exit_code}: {reason}"]
+    error = last_traceback(paths.driver_log) if summary.exit_code not in (0, None) else []
+    if error:
+        lines.append("  the driver's error (last lines of its traceback):")
+        lines += [f"    {line}" for line in error]
+    lines.append(f"  driver log: {paths.driver_log}")
+    return "\n".join(lines)
+
+
+def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
+    """`slurm-rl list`: id, name, state, when submitted, job dir; a header; 80 columns fit."""
+    table = Table(box=None, pad_edge=False)
+    table.add_column("job", no_wrap=True)
+    table.add_column("name", overflow="ellipsis", max_width=16, no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("submitted", no_wrap=True)
+    table.add_column("job dir", overflow="fold")
+    for p in dirs:
+        state = job_state_for(p, client).state
+        exit_code, _ = read_exit(p)
+        if state == "UNKNOWN" and exit_code is not None:
+            state = "COMPLETED" if exit_code == 0 else "FAILED"
+        when = time.strftime("%m-%d %H:%M", time.localtime(p.manifest.stat().st_mtime))
+        table.add_row(p.job_id, p.name_dir.name, state.split()[0], when, str(p.job_dir))
+    Console().print(table)
 
 
 def _batch_log_reason(batch_log: Path) -> str:
@@ -215,21 +242,3 @@ def print_table(rows: Iterable[JobSummary]) -> None:
             "" if r.exit_code is None else str(r.exit_code),
         )
     Console().print(table)
-
-
-def follow_file(path: Path, done: Callable[[], bool], poll_s: float = 0.5) -> None:
-    """Print a file as it grows until ``done()``; then print what is left."""
-    pos = 0
-    while True:
-        finished = done()
-        if path.exists():
-            with open(path, "rb") as f:
-                f.seek(pos)
-                chunk = f.read()
-                pos += len(chunk)
-            if chunk:
-                sys.stdout.write(chunk.decode(errors="replace"))
-                sys.stdout.flush()
-        if finished:
-            return
-        time.sleep(poll_s)

@@ -19,13 +19,17 @@ import sys
 import time
 from pathlib import Path
 
+from .. import __version__
 from ..core.errors import UsageError
 from ..core.events import append_event
 from ..core.exits import describe_returncode, record_exit, shell_exit_code
 from ..core.job_env import EXTERNAL_RAY_ENV, JOB_DIR_ENV
+from ..core.manifest import JobManifest
 from ..core.paths import JobPaths
 from ..core.procs import MARKER_ENV, stop_job_processes
 from ..core.spec import ClusterSpec
+from . import index
+from .submit import write_token
 
 
 def external_ray_env(spec: ClusterSpec, ray_address: str | None, environ: dict[str, str]) -> dict[str, str]:
@@ -66,13 +70,35 @@ def run_local(
     paths = JobPaths.for_job(spec.fileroot, user, name or exp.stem, run_id)
     paths.logs.mkdir(parents=True, exist_ok=True)
     shutil.copy2(exp, paths.experiment)
+    # A job like any other: its manifest and an index line, so status, logs, plot and list know it
+    manifest = JobManifest(
+        slurm_rl_version=__version__,
+        cluster_name=spec.cluster_name,
+        experiment=str(exp.resolve()),
+        experiment_args=tuple(args),
+        user=user,
+        workdir=os.getcwd(),
+        python=sys.executable,
+        name=paths.name_dir.name,
+        experiment_src_dir=str(exp.resolve().parent),
+    )
+    manifest.write(paths.manifest)
+    index.record(run_id, paths, spec.cluster_name)
+    append_event(paths.events, "submitted", job_id=run_id, nodes=1)
     env = dict(os.environ)
     env.pop("RAY_ADDRESS", None)
     env.update(external)
+    if not external and "RAY_AUTH_MODE" not in env:  # the run's own token: Ray neither makes one nor says so
+        write_token(paths.ray_auth_token)
+        env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(paths.ray_auth_token)})
     env[MARKER_ENV] = run_id
     env[JOB_DIR_ENV] = str(paths.job_dir)
     where = f"on the Ray cluster at {external[EXTERNAL_RAY_ENV]}" if external else "on an embedded local Ray"
-    print(f"slurm-rl: local run {run_id} {where}; job dir {paths.job_dir}", file=sys.stderr)
+    print(
+        f"slurm-rl: local run {run_id} {where}; job dir {paths.job_dir}\n"
+        f"  later: slurm-rl logs {run_id}  (or status, plot)",
+        file=sys.stderr,
+    )
     append_event(paths.events, "driver_start", argv=[sys.executable, str(exp), *args])
     with open(paths.driver_log, "wb") as log:
         proc = subprocess.Popen(

@@ -15,11 +15,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..core.errors import UsageError
-from ..core.fields import FieldProblem
-from ..core.options import JobOptions, flag_of, spec_fields
+from ..core.fields import FieldProblem, time_minutes
+from ..core.options import JobOptions, flag_of, spec_fields, warning_for
 from ..core.spec import ClusterSpec
 
 __all__ = ["JobOptions", "resolve_options"]
+
+
+NODE_LOCAL = ("/tmp", "/dev/shm", "/run", "/var/run")  # never shared between nodes
 
 
 def _usage_error(exc: ValidationError) -> UsageError:
@@ -34,13 +37,20 @@ def _usage_error(exc: ValidationError) -> UsageError:
     return UsageError(f"{flag_of(field)} {shown}: {msg}")
 
 
+def time_minutes_or_none(value: object) -> float | None:
+    """Minutes of a SLURM time, or None when it is not one (the model then says so)."""
+    try:
+        return time_minutes(str(value))
+    except ValueError:
+        return None
+
+
 def resolve_options(
     spec: ClusterSpec,
     experiment: str | None,
     *,
     experiment_args: tuple[str, ...] = (),
     user: str,
-    workdir: str | None = None,
     **flags: Any,
 ) -> JobOptions:
     """Validate flags (exit-2 errors name the flag) and merge them with the spec.
@@ -60,15 +70,26 @@ def resolve_options(
         if name not in values and getattr(spec, name, None) is not None:
             values[name] = getattr(spec, name)
     values.setdefault("python", sys.executable)
+    if "signal" not in values and values.get("time") and time_minutes_or_none(values["time"]):
+        # the default warning (120 s before the limit) must come before a short limit: half of it
+        values["signal"] = f"B:USR2@{max(1, warning_for(values['time']))}"
     values.setdefault("name", exp.stem if exp else "interactive")
     if values.get("container_image") is not None and spec.container_runtime == "none":
         raise UsageError('--container-image: the spec\'s container_runtime is "none"; set it to pyxis or apptainer')
+    workdir = str(Path(values.pop("workdir", None) or os.getcwd()).resolve())
+    local = next((p for p in NODE_LOCAL if workdir == p or workdir.startswith(p + "/")), None)
+    if spec.cluster_type == "slurm" and local:
+        raise UsageError(
+            f"--workdir {workdir}: {local} is node-local (each node has its own), so the nodes cannot run the "
+            f"driver there; submit from a shared directory (your home, or under the fileroot {spec.fileroot}), "
+            f"or pass --workdir DIR"
+        )
     try:
         return JobOptions(
             experiment=str(exp.resolve()) if exp else "",
             experiment_args=tuple(experiment_args),
             user=user,
-            workdir=str(Path(workdir or os.getcwd()).resolve()),
+            workdir=workdir,
             **values,
         )
     except ValidationError as exc:

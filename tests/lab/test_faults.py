@@ -3,11 +3,12 @@ left on any node, the job dir holds the logs and an exit_reason, and other jobs 
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
 
-from tests.conftest import LAB
+from tests.conftest import LAB, run_cli
 from tests.lab.helpers import (
     assert_no_leftovers,
     exit_reason,
@@ -71,7 +72,9 @@ def test_time_limit(lab: list[str]) -> None:
     state = subprocess.run(["scontrol", "show", "job", str(data["job_id"])], capture_output=True, text=True).stdout
     assert "JobState=TIMEOUT" in state
     assert_no_leftovers(lab, data["job_id"])
-    assert "SIGTERM" in exit_reason(data)
+    assert "SIGTERM" in exit_reason(data)  # what the nodes saw ...
+    status = run_cli("status", str(data["job_id"]), "--json")  # ... and what the user is told
+    assert json.loads(status.stdout)["exit_reason"] == "hit the time limit (20 s)", status.stdout
 
 
 def test_ray_actor_killed(lab: list[str]) -> None:

@@ -14,7 +14,7 @@ from slurm_rl.core.paths import JobPaths
 from slurm_rl.core.slurm import Completed, SlurmClient
 from slurm_rl.core.spec import parse_spec
 from slurm_rl.login import index
-from slurm_rl.login.jobs import all_job_dirs, find_job_dir
+from slurm_rl.login.lookup import all_job_dirs, find_job_dir
 from slurm_rl.login.options import JobOptions, resolve_options
 from slurm_rl.login.render import render_job
 from slurm_rl.login.submit import stage_job_dir

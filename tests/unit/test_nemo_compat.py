@@ -389,7 +389,10 @@ def test_a_worker_that_fails_to_build_names_index_node_and_traceback(many_gpu_ra
         with pytest.raises(WorkerBuildError) as err:
             RayWorkerGroup(cluster, worker, name_prefix="broken")
         msg = str(err.value)
-        assert msg.startswith("worker 0 (broken-0-0) on node ") and needle in msg and "Traceback" in msg
+        headline = msg.splitlines()[0]  # leads with the cause, then the worker's own traceback, once
+        assert headline.startswith("worker 0 (broken-0-0) on node ") and needle in headline, msg
+        root = headline.split("failed to build: ", 1)[1]
+        assert 'File "' in msg and msg.count(root) == 1, msg
         assert _gone("broken-0-0") and _gone("broken-0-1")  # nothing left behind
     finally:
         assert cluster.shutdown() is True

@@ -104,3 +104,12 @@ def test_the_cli_starts_without_torch_ray_or_matplotlib() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_forgetting_init_ray_says_what_to_call() -> None:
+    code = (
+        "from slurm_rl.distributed import RayVirtualCluster\n"
+        "try:\n    RayVirtualCluster([1], use_gpus=False)\nexcept RuntimeError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "call slurm_rl.distributed.init_ray() first" in out.stdout and "not ray.init()" in out.stdout, out

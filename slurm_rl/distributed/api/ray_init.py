@@ -16,6 +16,9 @@ from ..worker_env.hygiene import setup_hook, worker_env_vars
 logger = logging.getLogger(__name__)
 
 SLURM_MANAGED_RESOURCE = "slurm_managed_ray_cluster"
+# Ray's INFO lines ("Connecting to existing Ray cluster at ...") open every driver log; its
+# warnings and errors still show. init_ray's own INFO lines are on the "slurm_rl" logger.
+RAY_LOG_LEVEL = logging.WARNING
 LOCAL_TAG_PREFIX = "nrl"  # NeMo RL's: either tool reuses a local cluster the other started
 
 
@@ -149,7 +152,7 @@ def _connect_external(address: str, runtime_env: dict[str, object]) -> None:
                 f"HOST:PORT its GCS address (what `ray start --head` printed)?"
             ) from None
     try:
-        ray.init(address=address, log_to_driver=True, runtime_env=runtime_env)
+        ray.init(address=address, log_to_driver=True, runtime_env=runtime_env, logging_level=RAY_LOG_LEVEL)
     except ConnectionError as exc:
         raise ConnectionError(
             f"init_ray: could not attach to the Ray cluster at {address}: {exc}. A Ray driver runs on a node of "
@@ -185,7 +188,7 @@ def init_ray(log_dir: str | None = None) -> str:
     try:
         if not _auto_address_usable():
             raise ConnectionError("no usable running Ray cluster")
-        ray.init(address="auto", log_to_driver=True, runtime_env=runtime_env())
+        ray.init(address="auto", log_to_driver=True, runtime_env=runtime_env(), logging_level=RAY_LOG_LEVEL)
         resources = ray.cluster_resources()
         if SLURM_MANAGED_RESOURCE in resources:
             _check_same_job(resources)
@@ -205,6 +208,7 @@ def init_ray(log_dir: str | None = None) -> str:
         address="local",
         log_to_driver=True,
         include_dashboard=False,
+        logging_level=RAY_LOG_LEVEL,
         runtime_env=runtime_env(),
         resources={tag: 1},
         **kwargs,  # type: ignore[arg-type]

@@ -22,6 +22,11 @@ class ResourceInsufficientError(Exception):
     """The Ray cluster has fewer CPUs/GPUs than the virtual cluster asks for."""
 
 
+NOT_STARTED = (
+    "RayVirtualCluster: this process is not connected to Ray; call slurm_rl.distributed.init_ray() first "
+    "(in a slurm-rl job it attaches to the job's Ray cluster, elsewhere it starts a local one), "
+    "not ray.init(), which would start a separate cluster outside the job"
+)
 MAX_RETRIES_ENV = "NRL_VIRTUAL_CLUSTER_MAX_RETRIES"
 MAX_RETRIES_ENV_TWIN = "SLURM_RL_VIRTUAL_CLUSTER_MAX_RETRIES"
 PLACEMENT_GROUP_TIMEOUT_S = 180.0
@@ -135,6 +140,8 @@ class RayVirtualCluster:
         import ray
         from ray.util.placement_group import placement_group, remove_placement_group
 
+        if not ray.is_initialized():
+            raise RuntimeError(NOT_STARTED)
         self._check_resources()
         bundle = self._bundle()
         pgs = [

@@ -9,6 +9,7 @@ creates them and waits until each is up, or removes them all and raises WorkerBu
 
 from __future__ import annotations
 
+import re
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,8 +191,24 @@ class WorkerBuildError(RuntimeError):
 
     def __init__(self, index: int, name: str, node: str, cause: BaseException) -> None:
         self.index, self.node, self.cause = index, node, cause
-        remote = str(cause) if "Traceback" in str(cause) else "".join(traceback.format_exception(cause))
-        super().__init__(f"worker {index} ({name}) on {node} failed to build: {type(cause).__name__}\n{remote}")
+        detail, root = explain_cause(cause)
+        super().__init__(f"worker {index} ({name}) on {node} failed to build: {root}\n{detail}")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_ROOT = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b.*")
+
+
+def explain_cause(cause: BaseException) -> tuple[str, str]:
+    """(the worker's own traceback, its last error line). A Ray error carries the remote
+    traceback in its text: that is shown (without Ray's caret lines and colours), not the
+    driver's frames inside ray.get; the root error (``ModuleNotFoundError: No module named
+    'torchh'``) is what the message leads with."""
+    text = str(cause) if "File " in str(cause) else "".join(traceback.format_exception(cause))
+    lines = [ln for ln in _ANSI.sub("", text).splitlines() if ln.strip() and set(ln.strip()) != {"^"}]
+    roots = [ln for ln in lines if _ROOT.match(ln)]
+    root = roots[-1] if roots else f"{type(cause).__name__}: {lines[0] if lines else cause!r}"
+    return "\n".join(ln for ln in lines if ln is not roots[-1]) if roots else "\n".join(lines), root
 
 
 class WorkerBuildValueError(WorkerBuildError, ValueError):

@@ -16,13 +16,29 @@ def _cell(key: str, value: Any) -> str:
     return str(value)
 
 
+# Short headers: the tables land in driver logs that people read with `logs -f` at 80 columns.
+HEADERS = {
+    "current_call": "call",
+    "running_s": "for s",
+    "restarts": "rst",
+    "cpu_percent": "cpu %",
+    "rss_bytes": "rss",
+    "gpu_memory_bytes": "gpu mem",
+    "worker": "#",
+}
+WIDTH = 80
+
+
 def table(title: str, rows: list[dict[str, Any]]) -> Any:
+    from rich import box
     from rich.table import Table
 
-    out = Table(title=title)
+    out = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
     keys = list(rows[0]) if rows else []
     for key in keys:
-        out.add_column(key.replace("_bytes", "").replace("_", " "), justify="right" if key != "node" else "left")
+        header = HEADERS.get(key, key.replace("_", " "))
+        left = key in ("node", "name", "current_call", "state")
+        out.add_column(header, justify="left" if left else "right", overflow="fold")
     for row in rows:
         out.add_row(*(_cell(k, row.get(k)) for k in keys))
     return out
@@ -33,5 +49,5 @@ def print_table(title: str, rows: list[dict[str, Any]]) -> None:
 
     from rich.console import Console
 
-    # a driver log is no terminal: give the table room instead of rich's 80 columns
-    Console(width=None if sys.stdout.isatty() else 140).print(table(title, rows))
+    # a driver log is no terminal: 80 columns, as `slurm-rl logs -f` shows it
+    Console(width=None if sys.stdout.isatty() else WIDTH).print(table(title, rows))

@@ -27,10 +27,16 @@ def is_launcher_var(name: str) -> bool:
     return name.startswith(LAUNCHER_PREFIXES) or name in INHERITED_RAY_VARS
 
 
+# Defaults the user's environment may override: torch's C++ warnings (c10d's "hostname could
+# not be resolved" lines from gloo on every rendezvous) would open every worker's output.
+WORKER_ENV_DEFAULTS = {"TORCH_CPP_LOG_LEVEL": "ERROR"}
+
+
 def worker_env_vars(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The user's environment for workers, minus launcher variables."""
+    """The user's environment for workers, minus launcher variables, over quiet defaults."""
     env = os.environ if environ is None else environ
-    return {k: v for k, v in env.items() if not is_launcher_var(k) and k != RAY_SETUP_HOOK_VAR}
+    mine = {k: v for k, v in env.items() if not is_launcher_var(k) and k != RAY_SETUP_HOOK_VAR}
+    return {**WORKER_ENV_DEFAULTS, **mine}
 
 
 def scrub_launcher_env() -> None:

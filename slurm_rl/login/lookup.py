@@ -1,0 +1,74 @@
+"""Finding jobs: a job id (a SLURM job id, or a local run's ``local-...`` id) -> its job dir,
+every job of yours newest first, and a job's state (SLURM's, or a local run's from its files).
+Local runs are jobs like any other for every command that reads jobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.errors import UnknownJobError, UsageError
+from ..core.exits import read_exit
+from ..core.paths import JobPaths
+from ..core.slurm import JobState, SlurmClient
+from ..core.spec import ClusterSpec
+from . import index
+
+JobId = int | str  # a SLURM job id, or a local run's "local-YYYYmmdd-HHMMSS-PID"
+LOCAL_PREFIX = "local-"
+
+
+def parse_job_id(text: str | int) -> JobId:
+    """``1234`` -> 1234, ``local-...`` -> itself; anything else is a usage error."""
+    value = str(text).strip()
+    if value.isdigit():
+        return int(value)
+    if value.startswith(LOCAL_PREFIX) and len(value) > len(LOCAL_PREFIX):
+        return value
+    raise UsageError(f"job {value!r}: not a job id; use the SLURM job id or a local run's id (`slurm-rl list`)")
+
+
+def is_local(job_id: JobId) -> bool:
+    return isinstance(job_id, str) and job_id.startswith(LOCAL_PREFIX)
+
+
+def find_job_dir(
+    job_id: JobId, user: str, client: SlurmClient | None = None, spec: ClusterSpec | None = None
+) -> JobPaths:
+    """A job's dir from its id alone: the per-user index, else SLURM's record of the job's
+    output path (<job dir>/logs/batch.log), else the spec's fileroot. No --spec needed."""
+    found = index.lookup(job_id)
+    if found is None and client is not None and not is_local(job_id):
+        out = client.job_output_path(int(job_id))
+        candidate = JobPaths(Path(out).parent.parent) if out else None
+        if candidate is not None and candidate.manifest.exists() and candidate.job_id == str(job_id):
+            found = candidate
+    if found is None and spec is not None:
+        matches = sorted((Path(spec.fileroot) / user).glob(f"*/{job_id}"))
+        found = JobPaths(matches[0]) if matches else None
+    if found is None:
+        raise UnknownJobError(
+            f"job {job_id}: no slurm-rl job dir found (not in {index.index_path()}, not known to "
+            f"SLURM with a slurm-rl log path{'' if spec is None else f', not under {spec.fileroot}/{user}'}); "
+            f"is it your job? (`slurm-rl list` shows yours)"
+        )
+    return found
+
+
+def all_job_dirs(user: str, spec: ClusterSpec | None = None) -> list[JobPaths]:
+    """Your jobs and local runs of every spec (the index), plus any under ``spec``'s fileroot;
+    newest first. Only directories with a slurm-rl manifest count."""
+    dirs = {e["job_dir"]: JobPaths(Path(str(e["job_dir"]))) for e in index.entries()}
+    if spec is not None:
+        for p in (Path(spec.fileroot) / user).glob("*/*"):
+            if p.is_dir() and (p.name.isdigit() or p.name.startswith(LOCAL_PREFIX)) and JobPaths(p).manifest.exists():
+                dirs.setdefault(str(p), JobPaths(p))
+    return sorted(dirs.values(), key=lambda p: p.manifest.stat().st_mtime, reverse=True)
+
+
+def job_state_for(paths: JobPaths, client: SlurmClient) -> JobState:
+    """SLURM's state of a submitted job; a local run's from its exit files (RUNNING until then)."""
+    if not paths.job_id.startswith(LOCAL_PREFIX):
+        return client.job_state(int(paths.job_id))
+    rc, _ = read_exit(paths)
+    state = "RUNNING" if rc is None else "COMPLETED" if rc == 0 else "FAILED"
+    return JobState(0, state, "localhost", rc, "local run")
