@@ -131,8 +131,10 @@ class PolicyWorker:
         loss = -torch.min(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean()
         self.opt.zero_grad()
         loss.backward()  # DDP all-reduces the gradients across the policy ranks
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), float("inf"))
         self.opt.step()
-        return {"loss": float(loss.detach())}
+        entropy = -(torch.softmax(logits, -1) * torch.log_softmax(logits, -1)).sum(-1).mean()
+        return {"loss": float(loss.detach()), "grad_norm": float(grad_norm), "entropy": float(entropy.detach())}
 
     def save(self, path: str, extra: dict[str, Any]) -> None:
         """Model, optimizer and RNG states plus ``extra``, written to a temp file then renamed."""
@@ -248,7 +250,10 @@ def main(argv: list[str] | None = None) -> None:
                     step=step,
                     reward=reward,
                     accuracy=accuracy,
-                    loss=sum(m["loss"] for m in losses) / len(losses),
+                    # The clipped loss of an on-policy step is -mean(advantage), ~0 by construction
+                    # (advantages are normalized per group): log what moves as the policy learns.
+                    entropy=sum(m["entropy"] for m in losses) / len(losses),
+                    grad_norm=sum(m["grad_norm"] for m in losses) / len(losses),
                     step_s=seconds,
                 )
                 bar.update(task, advance=1, description=f"GRPO step {step} reward {reward:.3f} acc {accuracy:.2f}")

@@ -90,10 +90,23 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
       slurm-rl submit cluster_specs/lab.json examples/hello.py --nodes 3 --wait -- --steps 5
     """
     from ..core.slurm import SlurmClient
-    from .render import render_sbatch
+    from .render import render_job, render_sbatch
     from .submit import submit as do_submit
 
     s, opts = _resolve(kw)
+    if dry_run and as_json:  # what would be submitted, for scripts: the script and the manifest
+        job = render_job(s, opts)
+        click.echo(
+            json.dumps(
+                {
+                    "script": job.script,
+                    "manifest": json.loads(job.manifest.to_json()),
+                    "nodes": opts.total_nodes,
+                    "submitted": False,
+                }
+            )
+        )
+        return
     if dry_run:
         click.echo(render_sbatch(s, opts), nl=False)
         return
@@ -130,8 +143,10 @@ def _after_submit(res: Any, opts: Any, client: Any, wait: bool, as_json: bool) -
         )
     if wait:
         from .jobs import wait_for_job
+        from .plots import redraw_after_end
 
         summary = wait_for_job(res.paths, res.job_id, client, quiet=as_json)
+        redraw_after_end(res.paths)
         if as_json:  # slurm_calls: every SLURM command this submit ran, the wait included
             click.echo(json.dumps({**summary.as_dict(), "nodes": opts.total_nodes, "slurm_calls": client.calls}))
         sys.exit(summary.exit_code if summary.exit_code is not None else 1)

@@ -118,4 +118,7 @@ def run_local(
     killed = stop_job_processes(run_id, None, grace_s=1.0)
     append_event(paths.events, "node_cleaned", killed=len(killed))
     record_exit(paths, shell_exit_code(rc), describe_returncode(rc), keep_existing=False)
+    from .plots import redraw_after_end
+
+    redraw_after_end(paths)
     return shell_exit_code(rc)

@@ -26,7 +26,7 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot_metrics(rows: list[dict[str, Any]], out: Path) -> Path | None:
+def plot_metrics(rows: list[dict[str, Any]], out: Path, title: str = "") -> Path | None:
     keys = [
         k
         for k in dict.fromkeys(k for r in rows for k in r)
@@ -48,13 +48,14 @@ def plot_metrics(rows: list[dict[str, Any]], out: Path) -> Path | None:
         ax.grid(alpha=0.3)
     axes[0, 0].legend(loc="best", fontsize="small")
     axes[-1, 0].set_xlabel("step")
+    axes[0, 0].set_title(f"{title}: metrics per step" if title else "metrics per step")
     fig.tight_layout()
     fig.savefig(out, dpi=90)
     plt.close(fig)
     return out
 
 
-def plot_timeline(events: list[dict[str, Any]], rows: list[dict[str, Any]], out: Path) -> Path | None:
+def plot_timeline(events: list[dict[str, Any]], rows: list[dict[str, Any]], out: Path, title: str = "") -> Path | None:
     stamped = [e for e in events if isinstance(e.get("t"), (int, float))]
     if not stamped:
         return None
@@ -74,6 +75,7 @@ def plot_timeline(events: list[dict[str, Any]], rows: list[dict[str, Any]], out:
             ax.barh(lane("steps"), r["step_s"], left=r["t"] - r["step_s"] - t0, height=0.5, color="tab:green")
     ax.set_yticks(list(lanes.values()), list(lanes.keys()), fontsize="small")
     ax.set_xlabel("seconds since the first event")
+    ax.set_title(f"{title}: timeline" if title else "timeline")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=90)
@@ -81,10 +83,25 @@ def plot_timeline(events: list[dict[str, Any]], rows: list[dict[str, Any]], out:
     return out
 
 
+def redraw_after_end(paths: JobPaths) -> list[Path]:
+    """After a job ended (``submit --wait``, ``run``): redraw the pictures a job logged metrics
+    for, so its timeline has the end events (a driver that drew them could not)."""
+    if not paths.metrics.exists():
+        return []
+    try:
+        return plot_job(paths.job_dir)
+    except Exception:  # noqa: BLE001 - pictures are a bonus: never fail a finished job over them
+        return []
+
+
 def plot_job(job_dir: str | Path) -> list[Path]:
     """Write metrics.png and timeline.png into the job dir (what there is data for)."""
     paths = JobPaths(Path(job_dir))
     rows = read_metrics(paths.metrics)
     events = read_events(paths.events) if paths.events.exists() else []
-    made = [plot_metrics(rows, paths.plot("metrics")), plot_timeline(events, rows, paths.plot("timeline"))]
+    title = f"{paths.name_dir.name}, job {paths.job_id}"
+    made = [
+        plot_metrics(rows, paths.plot("metrics"), title),
+        plot_timeline(events, rows, paths.plot("timeline"), title),
+    ]
     return [p for p in made if p is not None]

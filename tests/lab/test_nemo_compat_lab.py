@@ -20,6 +20,7 @@ def test_nemo_rl_style_workers_on_three_nodes(lab: list[str]) -> None:
     out = json.loads((job_dir(data) / "nemo_compat.json").read_text())
     ranks, nodes = out["decorated"]
     assert ranks == ["0", "1", "2"] and sorted(nodes) == ["node1", "node2", "node3"]  # one per node
+    assert nodes[0] == "node1"  # rank 0 on the head, where the driver runs
     assert out["decorated_options"] == [["yes"] * 3, ["configure-runtime-env"] * 3, ["from-configure"] * 3]
     for env in ("system_env", "isolated_env"):  # every node, the job's last node (node3) included
         hosts, launcher_vars = out[env]

@@ -144,11 +144,16 @@ class RayVirtualCluster:
             raise RuntimeError(NOT_STARTED)
         self._check_resources()
         bundle = self._bundle()
+        strategy = strategy or self.placement_group_strategy
+        # Logical node 0 (rank 0 of every group) goes to the driver's node when it has room: the
+        # head, where the driver and its logs are (a soft hint; STRICT_PACK groups only).
+        head = {"_soft_target_node_id": ray.get_runtime_context().get_node_id()} if strategy == "STRICT_PACK" else {}
         pgs = [
             placement_group(
                 [dict(bundle) for _ in range(n)],
-                strategy=strategy or self.placement_group_strategy,
+                strategy=strategy,
                 name=f"{self.name}-node{i}" if self.name else "",
+                **(head if i == 0 else {}),
             )
             for i, n in enumerate(self._bundle_ct_per_node_list)
             if n > 0
