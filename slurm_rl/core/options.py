@@ -166,9 +166,16 @@ class JobOptions(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _head_of_its_own_partition(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("head_partition"):
+    def _derived_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if data.get("head_partition"):
             data = {**data, "head_node": "cpu"}  # a head of its own partition is a CPU-only head
+        if data.get("signal") is None and isinstance(data.get("time"), str):
+            try:  # the default warning comes 120 s before the limit, or halfway through a shorter one
+                data = {**data, "signal": f"B:USR2@{max(1, warning_for(data['time']))}"}
+            except ValueError:
+                pass  # not a SLURM time: the time field's own check says so
         return data
 
     @model_validator(mode="after")

@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..core.errors import UsageError
-from ..core.fields import FieldProblem, time_minutes
-from ..core.options import JobOptions, flag_of, spec_fields, warning_for
+from ..core.fields import FieldProblem
+from ..core.options import JobOptions, flag_of, spec_fields
 from ..core.spec import ClusterSpec
 
 __all__ = ["JobOptions", "resolve_options"]
@@ -35,14 +35,6 @@ def _usage_error(exc: ValidationError) -> UsageError:
     value = err.get("input")
     shown = value if isinstance(value, (int, float)) and not isinstance(value, bool) else repr(value)
     return UsageError(f"{flag_of(field)} {shown}: {msg}")
-
-
-def time_minutes_or_none(value: object) -> float | None:
-    """Minutes of a SLURM time, or None when it is not one (the model then says so)."""
-    try:
-        return time_minutes(str(value))
-    except ValueError:
-        return None
 
 
 def resolve_options(
@@ -70,9 +62,6 @@ def resolve_options(
         if name not in values and getattr(spec, name, None) is not None:
             values[name] = getattr(spec, name)
     values.setdefault("python", sys.executable)
-    if "signal" not in values and values.get("time") and time_minutes_or_none(values["time"]):
-        # the default warning (120 s before the limit) must come before a short limit: half of it
-        values["signal"] = f"B:USR2@{max(1, warning_for(values['time']))}"
     values.setdefault("name", exp.stem if exp else "interactive")
     if values.get("container_image") is not None and spec.container_runtime == "none":
         raise UsageError('--container-image: the spec\'s container_runtime is "none"; set it to pyxis or apptainer')

@@ -1,0 +1,190 @@
+"""A new team's first hour: each mistake or failure explains itself where the user looks (the
+text, the exit code), local runs are jobs like any other, and tables fit 80 columns."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from slurm_rl.core.events import append_event
+from slurm_rl.core.exits import record_exit
+from slurm_rl.core.manifest import JobManifest
+from slurm_rl.core.paths import JobPaths
+from slurm_rl.core.slurm import JobState
+from slurm_rl.distributed.api.worker_plan import explain_cause
+from slurm_rl.distributed.reliability.tables import print_table
+from slurm_rl.job.node import describe_error
+from slurm_rl.login.jobs import summarize, wait_for_job
+from tests.conftest import REPO, run_cli
+
+LAB_SPEC = str(REPO / "cluster_specs" / "lab.json")
+TRACEBACK = [
+    "step 1",
+    "Traceback (most recent call last):",
+    '  File "/shared/exp.py", line 9, in <module>',
+    "    train(lr=-1)",
+    "ValueError: the learning rate is negative",
+]
+
+
+class FakeSlurm:
+    """What SLURM says about one job, no SLURM needed."""
+
+    def __init__(self, state: str) -> None:
+        self.state = state
+
+    def job_state(self, job_id: int) -> JobState:
+        return JobState(job_id, self.state, "node[1-2]", 0, "")
+
+
+def _job(tmp_path: Path, *, time: str | None = None, exit_code: int | None = None) -> JobPaths:
+    paths = JobPaths(tmp_path / "alice" / "exp" / "4242")
+    paths.logs.mkdir(parents=True)
+    JobManifest(slurm_rl_version="0", cluster_name="lab", nodes=2, time=time).write(paths.manifest)
+    paths.driver_log.write_text("\n".join(TRACEBACK) + "\n")
+    append_event(paths.events, "submitted", job_id=4242)
+    if exit_code is not None:
+        record_exit(paths, exit_code, f"driver exited {exit_code}")
+        append_event(paths.events, "job_end", exit_code=exit_code)
+    return paths
+
+
+def test_a_bare_submit_shows_usage() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CLUSTER_SPEC_PATH"}
+    res = run_cli("submit", env=env)
+    assert res.returncode == 2 and "Usage: slurm-rl submit" in res.stderr and "SPEC.json EXPERIMENT" in res.stderr
+
+
+def test_a_spec_after_the_experiment_is_refused(tmp_path: Path) -> None:
+    exp = tmp_path / "tiny.py"
+    exp.write_text("print(1)\n")
+    res = run_cli("submit", str(exp), LAB_SPEC, "--dry-run", cwd=REPO)
+    assert res.returncode == 2 and res.stdout == ""
+    assert f"put the spec first: slurm-rl submit {LAB_SPEC} {exp}" in res.stderr
+
+
+def test_a_node_local_working_directory_is_refused_at_submit(tmp_path: Path) -> None:
+    exp = tmp_path / "tiny.py"
+    exp.write_text("print(1)\n")
+    res = run_cli("submit", LAB_SPEC, str(exp), "--dry-run", cwd=tmp_path)  # under /tmp: each node has its own
+    assert res.returncode == 2 and "/tmp is node-local" in res.stderr and "--workdir DIR" in res.stderr
+    ok = run_cli("submit", LAB_SPEC, str(exp), "--dry-run", "--workdir", str(REPO), cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_a_warning_signal_must_come_before_the_time_limit() -> None:
+    res = run_cli("submit", LAB_SPEC, "--time", "1", "--signal", "B:USR2@120", "--dry-run", cwd=REPO)
+    assert res.returncode == 2 and "--signal 'B:USR2@120': warns 120 s before a time limit of 1" in res.stderr
+    short = run_cli("submit", LAB_SPEC, "--time", "1", "--dry-run", cwd=REPO)  # the default adapts
+    assert short.returncode == 0 and "#SBATCH --signal=B:USR2@30" in short.stdout
+
+
+def test_dry_run_json_is_json() -> None:
+    res = run_cli("submit", LAB_SPEC, "examples/hello.py", "-N", "2", "--dry-run", "--json", cwd=REPO)
+    data = json.loads(res.stdout)
+    assert data["submitted"] is False and data["nodes"] == 2 and data["script"].startswith("#!")
+    assert data["manifest"]["nodes"] == 2 and data["manifest"]["cluster_name"] == "slurmlab"
+
+
+@pytest.mark.parametrize(
+    ("time", "said"), [("1", "1 min"), ("0:20", "20 s"), ("4:00:00", "4 h"), (None, "the partition's limit")]
+)
+def test_running_out_of_time_is_no_crash(tmp_path: Path, time: str | None, said: str) -> None:
+    paths = _job(tmp_path, time=time)
+    record_exit(paths, 139, "driver killed by signal SIGSEGV")  # what Ray's handlers make of SLURM's SIGTERM
+    summary = summarize(paths, FakeSlurm("TIMEOUT").job_state(4242))
+    assert summary.state == "TIMEOUT" and summary.exit_reason == f"hit the time limit ({said})"
+
+
+def test_wait_shows_the_driver_output_and_ends_with_its_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = _job(tmp_path, exit_code=1)
+    summary = wait_for_job(paths, 4242, FakeSlurm("FAILED"), poll_s=0.01)  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    assert summary.exit_code == 1
+    assert "step 1" in err  # the driver's own output, while following
+    ending = err[err.index("job 4242: FAILED, exit code 1: driver exited 1") :]
+    assert "the driver's error (last lines of its traceback)" in ending
+    assert "ValueError: the learning rate is negative" in ending and f"driver log: {paths.driver_log}" in ending
+
+
+def test_a_bootstrap_error_names_the_missing_path() -> None:
+    try:
+        os.chdir("/nonexistent/workdir")
+    except OSError as exc:
+        said = describe_error(exc)
+    assert "FileNotFoundError" in said and "'/nonexistent/workdir' does not exist" in said
+
+
+def test_a_build_error_leads_with_its_cause_once() -> None:
+    ray_text = (
+        "The actor died because of an error raised in its creation task, \x1b[36mray::w-0-0:Bad.__init__()\x1b[39m\n"
+        "           ^^^^^^^^^^^^^^^\n"
+        '  File "/shared/bad.py", line 3, in __init__\n'
+        "    import torchh\n"
+        "ModuleNotFoundError: No module named 'torchh'\n"
+    )
+    detail, root = explain_cause(RuntimeError(ray_text))
+    assert root == "ModuleNotFoundError: No module named 'torchh'"
+    assert (
+        "torchh'" not in detail and 'File "/shared/bad.py"' in detail and "^^^" not in detail and "\x1b" not in detail
+    )
+
+
+def test_local_runs_are_jobs_for_status_logs_list_and_plot(tmp_path: Path) -> None:
+    exp = tmp_path / "tiny.py"
+    exp.write_text(
+        "import os, json\n"
+        "from slurm_rl import MetricsLog\n"
+        "log = MetricsLog(os.environ['SLURM_RL_JOB_DIR'])\n"
+        "[log.log(step=s, reward=s / 10) for s in range(3)]\n"
+        "print('tiny ran')\n"
+    )
+    env = {"SLURM_RL_INDEX": str(tmp_path / "index.jsonl"), "HOME": str(tmp_path), "COLUMNS": "80"}
+    run = run_cli("run", str(exp), env=env, cwd=tmp_path)
+    assert run.returncode == 0 and "tiny ran" in run.stdout, run.stderr
+    run_id = json.loads((tmp_path / "index.jsonl").read_text().splitlines()[-1])["job_id"]
+    assert run_id.startswith("local-") and f"slurm-rl logs {run_id}" in run.stderr
+    listed = run_cli("list", env=env)
+    assert listed.returncode == 0 and run_id in listed.stdout and "state" in listed.stdout.splitlines()[0]
+    assert "COMPLETED" in listed.stdout and max(len(line) for line in listed.stdout.splitlines()) <= 80
+    status = run_cli("status", run_id, "--json", env=env)
+    assert json.loads(status.stdout)["state"] == "COMPLETED"
+    assert "tiny ran" in run_cli("logs", run_id, env=env).stdout
+    plotted = run_cli("plot", run_id, env=env, timeout=120)
+    assert plotted.returncode == 0 and plotted.stdout.split()[0].endswith("metrics.png"), plotted.stderr
+
+
+def test_logs_of_a_node_the_job_never_had_lists_its_nodes(tmp_path: Path) -> None:
+    paths = _job(tmp_path, exit_code=0)
+    for node in ("node1", "node2"):
+        paths.node_log(node).write_text("up\n")
+    index = tmp_path / "index.jsonl"
+    index.write_text(
+        json.dumps({"job_id": 4242, "job_dir": str(paths.job_dir), "cluster": "lab", "submitted": 1}) + "\n"
+    )
+    res = run_cli("logs", "4242", "--node", "node9", env={"SLURM_RL_INDEX": str(index)})
+    assert res.returncode == 2 and "no log of node 'node9'; its nodes: node1, node2" in res.stderr
+
+
+def test_worker_tables_fit_80_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [
+        {
+            "worker": w,
+            "name": f"policyworker0-{w}-0",
+            "state": "alive",
+            "node": "node2 (10.77.0.12)",
+            "pid": 123456,
+            "restarts": 0,
+            "current_call": "train_step",
+            "running_s": 12.5,
+        }
+        for w in range(3)
+    ]
+    print_table("worker status", rows)
+    out = capsys.readouterr().out
+    assert "train_step" in out and max(len(line) for line in out.splitlines()) <= 80
