@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 from tests.lab.helpers import SPEC, job_dir, start, wait_gone, wait_ready
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
@@ -38,7 +38,19 @@ def test_commands_on_a_live_job(lab: list[str]) -> None:
         (job_dir(data) / "release").touch()
     follow = run_cli("logs", jid, "-f", "--spec", SPEC, timeout=120)  # returns once the job has ended
     assert follow.returncode == 0 and "driver ready" in follow.stdout
+    assert f"job {jid}: " in follow.stderr and "exit code 0" in follow.stderr  # ... and says how it ended
     wait_gone(data["job_id"])
+    gone = run_cli("attach", jid, "--spec", SPEC, "--", "true")  # nothing to attach to any more
+    assert gone.returncode == 2 and f"job {jid} has ended" in gone.stderr and "expired" not in gone.stderr
+    missing = run_cli("logs", jid, "--node", "node9", "--spec", SPEC)
+    assert missing.returncode == 2 and "its nodes: node1, node2" in missing.stderr
+
+
+def test_wait_prints_the_driver_output_then_how_it_ended(lab: list[str]) -> None:
+    res = run_cli("submit", SPEC, "examples/hello.py", "-N", "2", "--wait", cwd=REPO, timeout=180)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "hello from node1" in res.stderr and "hello from node2" in res.stderr  # followed as it came
+    assert "COMPLETED, exit code 0: driver exited 0" in res.stderr
 
 
 def test_logs_of_unknown_job_exit_2(lab: list[str]) -> None:
