@@ -40,7 +40,65 @@ def _regex_table(v: dict[str, str]) -> dict[str, str]:
     return v
 
 
+def _pattern(regex: str, problem: str) -> Any:
+    compiled = re.compile(regex)
+
+    def check(v: str) -> str:
+        if not compiled.fullmatch(v):
+            raise ValueError(problem)
+        return v
+
+    return AfterValidator(check)
+
+
+def _hostlist(v: str) -> str:
+    from .errors import UsageError
+    from .nodelist import expand_hostlist
+
+    try:
+        expand_hostlist(v)
+    except UsageError as exc:
+        raise ValueError(str(exc)) from None
+    return v
+
+
+MAIL_TYPES = {
+    "NONE",
+    "BEGIN",
+    "END",
+    "FAIL",
+    "REQUEUE",
+    "ALL",
+    "INVALID_DEPEND",
+    "STAGE_OUT",
+    "TIME_LIMIT",
+    "TIME_LIMIT_90",
+    "TIME_LIMIT_80",
+    "TIME_LIMIT_50",
+    "ARRAY_TASKS",
+}
+
+
+def _mail_types(v: str) -> str:
+    bad = [t for t in v.split(",") if t.upper() not in MAIL_TYPES]
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not a mail type; use {', '.join(sorted(MAIL_TYPES))}")
+    return v
+
+
 SlurmName = Annotated[str, AfterValidator(_sbatch_name)]
+SlurmMemory = Annotated[str, _pattern(r"\d+[KMGT]?", "is not a SLURM memory size; use e.g. 64G, 500M or 2000 (MB)")]
+HostList = Annotated[str, AfterValidator(_hostlist)]
+Constraint = Annotated[
+    str, _pattern(r"[A-Za-z0-9_.\-&|,\[\]*:()!]+", "is not a node feature expression; use e.g. a100, a100&ib or [a|b]")
+]
+Gres = Annotated[str, _pattern(r"[A-Za-z0-9_.:,\-]+", "is not a GRES list; use e.g. gpu:8 or gpu:a100:4")]
+Dependency = Annotated[
+    str, _pattern(r"[A-Za-z_]+(:[0-9_+]+)*([,?][A-Za-z_]+(:[0-9_+]+)*)*", "is not a dependency; use e.g. afterok:1234")
+]
+MailTypes = Annotated[str, AfterValidator(_mail_types)]
+MailUser = Annotated[str, _pattern(r"[^\s'\"]+", "is not a mail address")]
+OneLine = Annotated[str, _pattern(r"[^\n\r]*", "must be one line")]
 SlurmTime = Annotated[str, AfterValidator(_slurm_time)]
 RegexTable = Annotated[dict[str, str], AfterValidator(_regex_table)]
 

@@ -9,17 +9,39 @@ same names and values the login node resolved. A new option is one field here.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .fields import FieldProblem, SlurmName, SlurmTime, time_minutes
-from .ports import BLOCK_SIZE
-
-DEFAULT_SIGNAL = "B:USR2@120"
-_SIGNAL = re.compile(r"^(B:|R:|RB:)?((?:SIG)?[A-Z0-9]+)@(\d+)$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+from .fields import (
+    Constraint,
+    Dependency,
+    FieldProblem,
+    Gres,
+    HostList,
+    MailTypes,
+    MailUser,
+    OneLine,
+    SlurmMemory,
+    SlurmName,
+    SlurmTime,
+    time_minutes,
+)
+from .nodelist import expand_hostlist
+from .option_rules import (
+    DEFAULT_SIGNAL,
+    AtLeast0,
+    AtLeast1,
+    JobName,
+    PortBase,
+    Requeues,
+    SbatchArgs,
+    Seconds,
+    SrunArgs,
+    WarningSignal,
+    signal_seconds,
+    warning_for,
+)
 
 
 def option(default: Any, *flags: str, help: str, metavar: str | None = None, spec: bool = False) -> Any:
@@ -48,9 +70,9 @@ class JobOptions(BaseModel):
         help="The driver's working directory on the nodes (a shared path; default: where you submit from).",
     )
     python: str = spec_default("python3")  # the interpreter on the nodes (login: spec.python or the submitter's)
-    nodes: int = option(1, "-N", "--nodes", help="Nodes: one Ray node on each.")
-    gpus_per_node: int = option(0, "--gpus-per-node", spec=True, help="GPUs per node.")
-    cpus_per_node: int | None = option(
+    nodes: AtLeast1 = option(1, "-N", "--nodes", help="Nodes: one Ray node on each.")
+    gpus_per_node: AtLeast0 = option(0, "--gpus-per-node", spec=True, help="GPUs per node.")
+    cpus_per_node: AtLeast1 | None = option(
         None, "--cpus-per-node", spec=True, help="CPUs per node for Ray (unset: what SLURM gives)."
     )
     time: SlurmTime | None = option(
@@ -58,31 +80,31 @@ class JobOptions(BaseModel):
     )
     partition: SlurmName | None = option(None, "-p", "--partition", spec=True, help="Partition.")
     account: SlurmName | None = option(None, "-A", "--account", spec=True, help="Account.")
-    name: str = option(
+    name: JobName = option(
         "", "-J", "--name", help="Job name, also the job dir's parent (default: the experiment's file name)."
     )
     container_image: str | None = option(
         None, "--container-image", metavar="IMAGE", help="Override the spec's cpu_image/gpu_image."
     )
-    port_base: int | None = option(
+    port_base: PortBase | None = option(
         None,
         "--port-base",
         metavar="PORT",
         help="Pin the Ray daemons' ports to PORT..PORT+9 (unset: free ports picked on each node at start).",
     )
-    ready_timeout_s: float = option(
+    ready_timeout_s: Seconds = option(
         180.0, "--ready-timeout", metavar="SECONDS", help="Seconds for all nodes to join before the job fails."
     )
     oversubscribe: bool = option(
         False, "--oversubscribe", help="Let other jobs share this job's nodes (sbatch --oversubscribe)."
     )
-    signal: str = option(
+    signal: WarningSignal = option(
         DEFAULT_SIGNAL,
         "--signal",
         help="Warning signal before the time limit; the driver gets it via "
         "slurm_rl.on_preempt(callback). Never USR1 (NCCL's).",
     )
-    requeue: int = option(
+    requeue: Requeues = option(
         0, "--requeue", metavar="N", help="Requeue a failed job (driver exit != 0, lost node) up to N times."
     )
     min_nodes: int | None = option(
@@ -101,69 +123,38 @@ class JobOptions(BaseModel):
         help="The CPU head's partition: one heterogeneous job, head + --nodes workers.",
     )
 
+    # ---- what sites require, spelled as sbatch spells it (the spec may set site defaults) --------
+    qos: SlurmName | None = option(None, "-q", "--qos", spec=True, help="Quality of service.")
+    constraint: Constraint | None = option(
+        None, "-C", "--constraint", spec=True, metavar="FEATURES", help="Node features, e.g. a100&ib."
+    )
+    exclusive: bool = option(False, "--exclusive", spec=True, help="Whole nodes, shared with no other job.")
+    mem: SlurmMemory | None = option(None, "--mem", spec=True, metavar="SIZE", help="Memory per node, e.g. 64G.")
+    mem_per_cpu: SlurmMemory | None = option(
+        None, "--mem-per-cpu", spec=True, metavar="SIZE", help="Memory per CPU (not with --mem)."
+    )
+    gres: Gres | None = option(None, "--gres", spec=True, metavar="LIST", help="Generic resources, e.g. gpu:8.")
+    reservation: SlurmName | None = option(None, "--reservation", spec=True, help="Run in this reservation.")
+    exclude: HostList | None = option(None, "-x", "--exclude", metavar="NODES", help="Never these nodes.")
+    nodelist: HostList | None = option(None, "-w", "--nodelist", metavar="NODES", help="Exactly these nodes.")
+    dependency: Dependency | None = option(None, "-d", "--dependency", help="Start after, e.g. afterok:1234.")
+    mail_type: MailTypes | None = option(
+        None, "--mail-type", spec=True, metavar="TYPES", help="Mail on, e.g. END,FAIL."
+    )
+    mail_user: MailUser | None = option(None, "--mail-user", spec=True, metavar="ADDRESS", help="Mail to.")
+    comment: OneLine | None = option(None, "--comment", help="A comment SLURM keeps with the job.")
+    sbatch_args: SbatchArgs = option(
+        (),
+        "--sbatch-arg",
+        spec=True,
+        metavar="ARG",
+        help="Any other sbatch option, e.g. --sbatch-arg=--licenses=fs:1 (repeatable; added to the spec's).",
+    )
+    srun_args: SrunArgs = option(
+        (), "--srun-arg", spec=True, metavar="ARG", help="Any other option of the node step's srun (repeatable)."
+    )
+
     # ---- checks: each names what is wrong; login/options.py puts the flag in front -------------
-    @field_validator("nodes")
-    @classmethod
-    def _nodes(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError("must be >= 1")
-        return v
-
-    @field_validator("gpus_per_node")
-    @classmethod
-    def _gpus(cls, v: int) -> int:
-        if v < 0:
-            raise ValueError("must be >= 0")
-        return v
-
-    @field_validator("cpus_per_node")
-    @classmethod
-    def _cpus(cls, v: int | None) -> int | None:
-        if v is not None and v < 1:
-            raise ValueError("must be >= 1")
-        return v
-
-    @field_validator("signal")
-    @classmethod
-    def _signal(cls, v: str) -> str:
-        m = _SIGNAL.match(v)
-        if not m:
-            raise ValueError("use [B:]SIG@SECONDS, e.g. B:USR2@120")
-        if m.group(2) in ("USR1", "SIGUSR1", "10"):
-            raise ValueError("USR1 is taken by NCCL's own handler; use USR2, e.g. B:USR2@120")
-        return v
-
-    @field_validator("requeue")
-    @classmethod
-    def _requeue(cls, v: int) -> int:
-        if v < 0:
-            raise ValueError("must be >= 0 (the number of automatic requeues)")
-        return v
-
-    @field_validator("port_base")
-    @classmethod
-    def _port_base(cls, v: int | None) -> int | None:
-        if v is not None and not 1024 <= v <= 65535 - BLOCK_SIZE:
-            raise ValueError(
-                f"must be 1024..{65535 - BLOCK_SIZE}; it pins {BLOCK_SIZE} ports from there "
-                f"(or leave it out: slurm-rl picks free ports on each node)"
-            )
-        return v
-
-    @field_validator("ready_timeout_s")
-    @classmethod
-    def _ready_timeout(cls, v: float) -> float:
-        if v <= 0:
-            raise ValueError("must be > 0 seconds")
-        return float(v)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if v and not _NAME.match(v):
-            raise ValueError("use up to 64 letters, digits, '.', '_' or '-'")
-        return v
-
     @model_validator(mode="before")
     @classmethod
     def _derived_defaults(cls, data: Any) -> Any:
@@ -187,6 +178,23 @@ class JobOptions(BaseModel):
                 f"warns {signal_seconds(self.signal)} s before a time limit of {self.time} "
                 f"({time_minutes(self.time) * 60:g} s); warn sooner, e.g. --signal B:USR2@{warning_for(self.time)}",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _site_options_agree(self) -> JobOptions:
+        if self.mem and self.mem_per_cpu:
+            raise FieldProblem("mem_per_cpu", self.mem_per_cpu, "contradicts --mem (SLURM takes one of the two)")
+        if self.exclusive and self.oversubscribe:
+            raise FieldProblem("oversubscribe", True, "contradicts --exclusive")
+        if self.nodelist:
+            named = set(expand_hostlist(self.nodelist))
+            if len(named) > self.nodes:
+                raise FieldProblem(
+                    "nodelist", repr(self.nodelist), f"names {len(named)} nodes but --nodes is {self.nodes}"
+                )
+            both = sorted(named & set(expand_hostlist(self.exclude or "")))
+            if both:
+                raise FieldProblem("nodelist", repr(self.nodelist), f"and --exclude both name {', '.join(both)}")
         return self
 
     @model_validator(mode="after")
@@ -214,16 +222,6 @@ class JobOptions(BaseModel):
     def heterogeneous(self) -> bool:
         """Head and workers are two components of one SLURM hetjob."""
         return bool(self.head_partition)
-
-
-def signal_seconds(signal: str) -> int:
-    """Seconds before the limit at which ``--signal`` warns (``B:USR2@120`` -> 120)."""
-    return int(signal.rpartition("@")[2])
-
-
-def warning_for(time_limit: str) -> int:
-    """The default warning for a time limit: 120 s, or half the limit when that is shorter."""
-    return int(min(signal_seconds(DEFAULT_SIGNAL), time_minutes(time_limit) * 30))
 
 
 def flag_fields() -> dict[str, dict[str, Any]]:

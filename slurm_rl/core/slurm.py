@@ -181,6 +181,22 @@ class SlurmClient:
         chosen = partition or default
         return (chosen, counts[chosen]) if chosen is not None and chosen in counts else None
 
+    def partition_capacity(self, partition: str | None) -> tuple[int, int, int] | None:
+        """(CPUs, memory in MB, GPUs) of the largest node of a partition (the default one when
+        None), from sinfo; None when SLURM does not say."""
+        argv = ["sinfo", "-h", "-N", "-o", "%c|%m|%G", *(["-p", partition] if partition else [])]
+        res = self.run(argv, check=False)
+        best: tuple[int, int, int] | None = None
+        for line in res.stdout.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) != 3 or not parts[0].rstrip("+").isdigit():
+                continue
+            gpus = sum(int(m.group(1)) for m in re.finditer(r"gpu(?::[\w.-]+)?:(\d+)", parts[2]))
+            mem = int(parts[1].rstrip("+")) if parts[1].rstrip("+").isdigit() else 0
+            node = (int(parts[0].rstrip("+")), mem, gpus)
+            best = node if best is None else (max(best[0], node[0]), max(best[1], node[1]), max(best[2], node[2]))
+        return best
+
     def job_owner(self, job_id: int) -> str | None:
         """The user name owning a job SLURM still knows, else None."""
         res = self.run(["squeue", "-h", "-j", str(job_id), "-o", "%u"], check=False)

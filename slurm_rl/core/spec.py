@@ -8,7 +8,6 @@ fileroot is ``~/.cache/slurm_rl``. ``load_spec`` returns a frozen ``ClusterSpec`
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -18,38 +17,25 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import SpecError
-from .fields import FieldProblem, RegexTable, SlurmName, first_match
+from .fields import (
+    Constraint,
+    FieldProblem,
+    Gres,
+    MailTypes,
+    MailUser,
+    RegexTable,
+    SlurmMemory,
+    SlurmName,
+    first_match,
+)
+from .option_rules import SbatchArgList, SrunArgList
+from .spec_errors import one_line
 
 SPEC_ENV_VAR = "CLUSTER_SPEC_PATH"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # Variables of the spec's env whose values must never be written into the batch script
 SECRET_NAME = re.compile(r"TOKEN|KEY|PASSWORD|SECRET|PASSWD|CREDENTIAL", re.IGNORECASE)
-
-# What to tell the user for each field when its value is wrong.
-FIXES: dict[str, str] = {
-    "cluster_type": 'use "slurm", "local" or "ray" (an existing Ray cluster: also set ray_head_node_address)',
-    "ray_head_node_address": 'use "HOST:PORT" of the Ray head\'s GCS (what `ray start --head` printed), '
-    'with cluster_type "ray"',
-    "ray_auth_token_file": "use the path of a file holding the cluster's Ray token (RAY_AUTH_TOKEN_PATH), or null",
-    "cluster_name": "use letters, digits, '.', '_' or '-', e.g. \"my-cluster\"",
-    "fileroot": 'use an absolute path on the shared filesystem, e.g. "/lustre/$USER/slurm_rl"',
-    "default_mount": 'use comma-separated "/src:/dst[:ro]" entries with absolute paths',
-    "node_type_from_node_name": 'use an object of {"regex": "type"}, e.g. {"gpu\\\\d+": "gpu"}',
-    "gpu_type_from_node_name": 'use an object of {"regex": "gpu type"}, e.g. {"gpu\\\\d+": "h100"}',
-    "cpu_image": 'set a container image for CPU nodes, or container_runtime "none"',
-    "gpu_image": 'set a container image for GPU nodes, or container_runtime "none"',
-    "node_name_prefix": 'use the prefix of your node names, e.g. "NODE"',
-    "partition": "use a partition name from `sinfo -s`, or null",
-    "head_partition": "use a CPU partition for a dedicated Ray head (a heterogeneous job), or null",
-    "account": "use an account name from `sacctmgr show assoc user=$USER`, or null",
-    "gpus_per_node": "use an integer >= 0",
-    "cpus_per_node": "use an integer >= 1, or null to use what SLURM allocates",
-    "container_runtime": 'use "pyxis", "apptainer" or "none"',
-    "python": 'use the python on the nodes, e.g. "/shared/venv/bin/python", or null',
-    "setup": "use a list of shell lines",
-    "env": 'use an object of {"NAME": "value"} with string values',
-}
 
 
 class ClusterSpec(BaseModel):
@@ -69,6 +55,18 @@ class ClusterSpec(BaseModel):
     partition: SlurmName | None = None
     head_partition: SlurmName | None = None
     account: SlurmName | None = None
+    # site defaults of the job options of the same names (a flag overrides each)
+    qos: SlurmName | None = None
+    constraint: Constraint | None = None
+    exclusive: bool = False
+    mem: SlurmMemory | None = None
+    mem_per_cpu: SlurmMemory | None = None
+    gres: Gres | None = None
+    reservation: SlurmName | None = None
+    mail_type: MailTypes | None = None
+    mail_user: MailUser | None = None
+    sbatch_args: SbatchArgList = Field(default_factory=list)
+    srun_args: SrunArgList = Field(default_factory=list)
     gpus_per_node: int = Field(default=0, ge=0)
     cpus_per_node: int | None = Field(default=None, ge=1)
     container_runtime: Literal["pyxis", "apptainer", "none"] = "none"
@@ -215,50 +213,6 @@ def default_local_spec() -> ClusterSpec:
     return ClusterSpec(cluster_type="local", cluster_name="local", fileroot=str(Path.home() / ".cache" / "slurm_rl"))
 
 
-def _describe(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _one_line(exc: ValidationError, data: dict[str, Any], source: str) -> str:
-    err = exc.errors()[0]
-    loc = [str(p) for p in err["loc"]]
-    ctx_error = (err.get("ctx") or {}).get("error")
-    if isinstance(ctx_error, FieldProblem):
-        field = ctx_error.field
-        return f"{source}: {field}: {ctx_error.problem}; {FIXES.get(field, '')}".rstrip("; ")
-    if err["type"] == "extra_forbidden":
-        key = loc[0]
-        close = difflib.get_close_matches(key, list(ClusterSpec.model_fields), n=1)
-        hint = f"did you mean {close[0]!r}?" if close else "valid keys: " + ", ".join(ClusterSpec.model_fields)
-        return f"{source}: unknown key {key!r}; {hint}"
-    field = loc[0] if loc else "?"
-    if err["type"] == "missing":
-        return f"{source}: {field}: is required; {FIXES.get(field, 'add it')}"
-    where = ".".join(loc)
-    value = data.get(field) if len(loc) == 1 else err.get("input")
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] in (
-        "string_type",
-        "int_type",
-        "dict_type",
-        "list_type",
-        "literal_error",
-        "bool_type",
-        "int_parsing",
-        "greater_than_equal",
-    ):
-        msg = {
-            "string_type": "must be a string",
-            "int_type": "must be an integer",
-            "dict_type": "must be an object",
-            "list_type": "must be a list",
-            "int_parsing": "must be an integer",
-            "bool_type": "must be a boolean",
-        }.get(err["type"], msg)
-    return f"{source}: {where}: {msg} (got {_describe(value)}); {FIXES.get(field, '')}".rstrip("; ")
-
-
 def parse_spec(data: Any, source: str = "spec") -> ClusterSpec:
     """Validate a decoded JSON object into a ClusterSpec, or raise a one-line SpecError."""
     if not isinstance(data, dict):
@@ -266,7 +220,7 @@ def parse_spec(data: Any, source: str = "spec") -> ClusterSpec:
     try:
         return ClusterSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(_one_line(exc, data, source)) from None
+        raise SpecError(one_line(exc, data, source, list(ClusterSpec.model_fields))) from None
 
 
 def load_spec_file(path: str | os.PathLike[str]) -> ClusterSpec:

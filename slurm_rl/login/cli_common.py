@@ -63,6 +63,10 @@ def _with(decorators: list[Callable[..., Any]], f: Callable[..., Any]) -> Callab
 
 def _click_type(annotation: Any) -> Any:
     """The click type of an option field: int, float, str, or a choice for a Literal."""
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) is tuple:
+        return tuple
     args = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
     inner = args[0]
     if typing.get_origin(inner) is typing.Literal:
@@ -82,11 +86,13 @@ def option_flags() -> list[Callable[..., Any]]:
         annotation = JobOptions.model_fields[name].annotation
         ctype = _click_type(annotation)
         default = meta["default"]
-        shown = "" if default in (None, "", False) else f" [default: {default}]"
+        shown = "" if default in (None, "", False, ()) else f" [default: {default}]"
         spec_note = " [default: the spec's, if set]" if meta["spec"] and default in (None, 0) else ""
         kwargs: dict[str, Any] = {"default": None, "help": f"{meta['help']}{shown or spec_note}"}
         if ctype is bool:
             kwargs["is_flag"] = True
+        elif ctype is tuple:  # repeatable: --sbatch-arg A --sbatch-arg B
+            kwargs.update(multiple=True, type=str, metavar=meta["metavar"])
         else:
             kwargs["type"] = ctype
             if meta["metavar"]:

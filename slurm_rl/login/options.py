@@ -22,7 +22,28 @@ from ..core.spec import ClusterSpec
 __all__ = ["JobOptions", "resolve_options"]
 
 
+ADDITIVE = ("sbatch_args", "srun_args")
 NODE_LOCAL = ("/tmp", "/dev/shm", "/run", "/var/run")  # never shared between nodes
+
+
+def check_before_the_queue(spec: ClusterSpec, exp: Path | None, python: str) -> None:
+    """What would fail on the nodes after the queue wait and can be known here: a driver that
+    does not compile, an interpreter on a node-local path (without a container)."""
+    if exp is not None:
+        try:
+            compile(exp.read_bytes(), str(exp), "exec")
+        except SyntaxError as exc:
+            raise UsageError(
+                f"experiment {exp}: line {exc.lineno}: {exc.msg}; it would fail on the nodes after the queue wait"
+            ) from None
+        except ValueError as exc:  # null bytes: not a Python file
+            raise UsageError(f"experiment {exp}: not a Python script ({exc})") from None
+    local = next((p for p in NODE_LOCAL if python.startswith(p + "/")), None)
+    if spec.cluster_type == "slurm" and spec.container_runtime == "none" and local:
+        raise UsageError(
+            f"python {python}: {local} is node-local, the nodes have no such interpreter; set the spec's "
+            f"python to an interpreter on a shared path (or install slurm-rl in a shared venv)"
+        )
 
 
 def _usage_error(exc: ValidationError) -> UsageError:
@@ -57,12 +78,16 @@ def resolve_options(
         raise UsageError(
             f"experiment {experiment!r} does not exist or is not a file; pass the path of your driver script"
         )
-    values = {k: v for k, v in flags.items() if v is not None}
+    values = {k: v for k, v in flags.items() if v is not None and v != ()}
     for name in spec_fields():
-        if name not in values and getattr(spec, name, None) is not None:
-            values[name] = getattr(spec, name)
+        site = getattr(spec, name, None)
+        if name in ADDITIVE:  # the spec's escape-hatch arguments, then the command line's
+            values[name] = (*(site or ()), *values.get(name, ()))
+        elif name not in values and site is not None:
+            values[name] = site
     values.setdefault("python", sys.executable)
     values.setdefault("name", exp.stem if exp else "interactive")
+    check_before_the_queue(spec, exp, str(values["python"]))
     if values.get("container_image") is not None and spec.container_runtime == "none":
         raise UsageError('--container-image: the spec\'s container_runtime is "none"; set it to pyxis or apptainer')
     workdir = str(Path(values.pop("workdir", None) or os.getcwd()).resolve())

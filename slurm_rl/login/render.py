@@ -56,32 +56,57 @@ def _quoted(d: dict[str, str | None]) -> list[str]:
 
 
 def sbatch_directives(opts: JobOptions, name_dir: Path) -> list[str]:
-    """``#SBATCH`` values, sorted within each component so the script is stable, shell-quoted.
-    With a head partition: one heterogeneous job, the head's component, ``hetjob``, the
-    workers' component (job-level options go with the first component, as SLURM wants)."""
+    """``#SBATCH`` values, sorted within each component so the script is stable, shell-quoted,
+    then the escape-hatch arguments as given. With a head partition: one heterogeneous job, the
+    head's component, ``hetjob``, the workers' component (job-level options go with the first
+    component, as SLURM wants; node options such as --constraint, --gres and --mem with the
+    workers, whose nodes they describe)."""
     job: dict[str, str | None] = {
         "--job-name": opts.name,
         "--output": f"{name_dir}/%j/logs/batch.log",
         "--open-mode": "append",
         "--account": opts.account,
         "--signal": opts.signal or None,
+        "--qos": opts.qos,
+        "--reservation": opts.reservation,
+        "--dependency": opts.dependency,
+        "--mail-type": opts.mail_type,
+        "--mail-user": opts.mail_user,
+        "--comment": opts.comment,
     }
     flags = (["--oversubscribe"] if opts.oversubscribe else []) + ["--requeue" if opts.requeue > 0 else "--no-requeue"]
+    extra = [shlex.join([a]) for a in opts.sbatch_args]
 
-    def component(partition: str | None, nodes: int, gpus: bool) -> dict[str, str | None]:
-        return {
+    def component(partition: str | None, nodes: int, workers: bool) -> dict[str, str | None]:
+        out = {
             "--nodes": str(nodes),
             "--ntasks-per-node": "1",
             "--partition": partition,
             "--time": opts.time,
             "--cpus-per-task": str(opts.cpus_per_node) if opts.cpus_per_node else None,
-            "--gpus-per-node": str(opts.gpus_per_node) if opts.gpus_per_node and gpus else None,
+            "--gpus-per-node": str(opts.gpus_per_node) if opts.gpus_per_node and workers else None,
         }
+        if workers:
+            out.update(
+                {
+                    "--constraint": opts.constraint,
+                    "--mem": opts.mem,
+                    "--mem-per-cpu": opts.mem_per_cpu,
+                    "--gres": opts.gres,
+                    "--exclude": opts.exclude,
+                    "--nodelist": opts.nodelist,
+                }
+            )
+        return out
 
+    exclusive = ["--exclusive"] if opts.exclusive else []
     if not opts.head_partition:
-        return sorted(_quoted({**job, **component(opts.partition, opts.total_nodes, True)}) + flags)
+        return [
+            *sorted(_quoted({**job, **component(opts.partition, opts.total_nodes, True)}) + flags + exclusive),
+            *extra,
+        ]
     head = sorted(_quoted({**job, **component(opts.head_partition, 1, False)}) + flags)
-    return [*head, "hetjob", *sorted(_quoted(component(opts.partition, opts.nodes, True)))]
+    return [*head, *extra, "hetjob", *sorted(_quoted(component(opts.partition, opts.nodes, True)) + exclusive)]
 
 
 def container_for(spec: ClusterSpec, opts: JobOptions) -> Container:
@@ -132,6 +157,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
     name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir
     container = container_for(spec, opts)
     srun_flags, prefix = container.launch(JOB_ID_PLACEHOLDER)
+    srun_flags = [*srun_flags, *opts.srun_args]
     python = shlex.quote(opts.python)
     context = dict(
         version=__version__,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.errors import UsageError
+from ..core.errors import SlurmCommandError, SlurmRlError, UsageError
 from ..core.events import append_event, write_atomic
 from ..core.paths import JobPaths
 from ..core.slurm import SlurmClient
@@ -81,6 +81,38 @@ def check_partition_size(opts: JobOptions, client: SlurmClient) -> None:
             )
 
 
+def check_node_capacity(opts: JobOptions, client: SlurmClient) -> None:
+    """Refuse what no node of the partition has (it would pend forever, or fail after the wait):
+    more CPUs, GPUs or memory per node than its largest node."""
+    capacity = client.partition_capacity(opts.partition)
+    if capacity is None:
+        return
+    cpus, mem_mb, gpus = capacity
+    where = f"partition {opts.partition or '(default)'}'s largest node"
+    if opts.cpus_per_node and opts.cpus_per_node > cpus:
+        raise UsageError(f"--cpus-per-node {opts.cpus_per_node}: {where} has {cpus} CPUs; ask for at most {cpus}")
+    if opts.gpus_per_node and opts.gpus_per_node > gpus:
+        raise UsageError(f"--gpus-per-node {opts.gpus_per_node}: {where} has {gpus} GPUs; ask for at most {gpus}")
+    if opts.mem and mem_mb and memory_mb(opts.mem) > mem_mb:
+        raise UsageError(f"--mem {opts.mem}: {where} has {mem_mb} MB; ask for at most {mem_mb}M")
+
+
+def memory_mb(size: str) -> float:
+    """A SLURM memory size (default unit MB) in MB."""
+    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}
+    return float(size[:-1]) * units[size[-1]] if size[-1] in units else float(size)
+
+
+def sbatch_refusal(exc: SlurmCommandError) -> SlurmRlError:
+    """sbatch's own reason on one line, exit 2, when it refused the job (bad QOS, account,
+    constraint, ...); a controller that does not answer stays an error of its own (exit 1)."""
+    lines = [ln for ln in exc.stderr.strip().splitlines() if ln.strip()]
+    reason = lines[-1].removeprefix("sbatch: error: ").strip() if lines else ""
+    if exc.returncode is None or not reason or "contact slurm controller" in reason or "timed out" in reason:
+        return exc
+    return UsageError(f"sbatch refused the job: {reason}; nothing was submitted")
+
+
 def submit(
     spec: ClusterSpec,
     opts: JobOptions,
@@ -95,6 +127,7 @@ def submit(
             f"`slurm-rl run --spec SPEC EXPERIMENT`, or submit with a SLURM spec"
         )
     check_partition_size(opts, client)
+    check_node_capacity(opts, client)
     job = render_job(spec, opts)
     name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir
     try:
@@ -109,6 +142,9 @@ def submit(
         if stage_extra is not None:
             stage_extra(stage)
         job_id = client.sbatch(str(stage.sbatch_script), hold=True)
+    except SlurmCommandError as exc:
+        shutil.rmtree(stage.job_dir, ignore_errors=True)
+        raise sbatch_refusal(exc) from None
     except BaseException:
         shutil.rmtree(stage.job_dir, ignore_errors=True)
         raise

@@ -115,7 +115,7 @@ def teardown(
     report = TeardownReport(job_id, cancelled, state.state, nodes)
     if nodes and started:
         flags, argv = cleanup_command(paths, job_id, grace_s)
-        res = client.run_on_nodes(None, nodes, argv, srun_flags=flags)
+        res = client.run_on_nodes(None, nodes, argv, srun_flags=[*site_flags(paths), *flags])
         report.per_node = merge_reports(forced, parse_reports(res.stdout))
         missing = set(nodes) - {n.get("node") for n in report.per_node}
         if missing:
@@ -129,6 +129,17 @@ def teardown(
     report.seconds = time.monotonic() - t0
     append_event(paths.events, "teardown_done", killed=report.killed_total, seconds=round(report.seconds, 3))
     return report
+
+
+def site_flags(paths: JobPaths) -> list[str]:
+    """The account, partition, QOS and reservation the job was submitted with: a cleanup step
+    outside the job's allocation needs them where the site enforces them."""
+    try:
+        m = load_manifest(paths.manifest)
+    except JobError:
+        return []
+    pairs = (("--account", m.account), ("--partition", m.partition), ("--qos", m.qos), ("--reservation", m.reservation))
+    return [f"{flag}={value}" for flag, value in pairs if value]
 
 
 def cleanup_command(paths: JobPaths, job_id: int, grace_s: float) -> tuple[list[str], list[str]]:

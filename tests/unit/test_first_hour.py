@@ -154,6 +154,8 @@ def test_local_runs_are_jobs_for_status_logs_list_and_plot(tmp_path: Path) -> No
     assert "COMPLETED" in listed.stdout and max(len(line) for line in listed.stdout.splitlines()) <= 80
     status = run_cli("status", run_id, "--json", env=env)
     assert json.loads(status.stdout)["state"] == "COMPLETED"
+    table = run_cli("status", env=env).stdout
+    assert run_id in table and max(len(line) for line in table.splitlines()) <= 80, table
     assert "tiny ran" in run_cli("logs", run_id, env=env).stdout
     plotted = run_cli("plot", run_id, env=env, timeout=120)
     assert plotted.returncode == 0 and plotted.stdout.split()[0].endswith("metrics.png"), plotted.stderr

@@ -29,7 +29,7 @@ def test_every_option_field_is_a_flag_with_the_models_default(command: str) -> N
         assert name in params, f"JobOptions.{name} has no --flag on `slurm-rl {command}`"
         assert params[name].opts[-1] == meta["flags"][-1]
         assert params[name].default is None  # unset: the spec, then the model, decide
-        if meta["default"] not in (None, "", False, 0):
+        if meta["default"] not in (None, "", False, 0, ()):
             assert f"[default: {meta['default']}]" in (params[name].help or "")
     help_text = CliRunner().invoke(cli, [command, "--help"], terminal_width=200).output
     assert all(meta["flags"][-1] in help_text for meta in flag_fields().values())

@@ -34,15 +34,18 @@ def test_a_taken_preferred_port_is_replaced_by_a_free_one() -> None:
 def test_port_base_override_is_pinned_and_checked() -> None:
     import socket
 
-    pinned = choose_ports(5, 40000, head=True)
-    assert (pinned.gcs, pinned.dashboard, pinned.node_manager) == (40000, 40001, 40003)
+    # a block that is free right now, below the kernel's ephemeral range (a busy machine's
+    # outgoing connections take ports there at random)
+    base = next(b for b in range(20000, 30000, BLOCK_SIZE) if all(port_free(b + i) for i in range(BLOCK_SIZE)))
+    pinned = choose_ports(5, base, head=True)
+    assert (pinned.gcs, pinned.dashboard, pinned.node_manager) == (base, base + 1, base + 3)
     assert len({v for v in pinned.as_dict().values() if v}) == BLOCK_SIZE - 2
     with pytest.raises(UsageError, match="--port-base"):
         check_port_base(80)
     with socket.socket() as s:
-        s.bind(("", 40003))
-        with pytest.raises(PortsBusy, match=r"port 40003 \(node_manager\) is already in use"):
-            choose_ports(5, 40000, head=False)
+        s.bind(("", base + 3))
+        with pytest.raises(PortsBusy, match=rf"port {base + 3} \(node_manager\) is already in use"):
+            choose_ports(5, base, head=False)
 
 
 def test_node_temp_dir_leaves_room_for_ray_sockets() -> None:

@@ -67,7 +67,7 @@ def test_metrics_log_and_pictures_and_the_plot_command(tmp_path: Path, monkeypat
     res = CliRunner().invoke(cli, ["plot", str(empty)])
     assert res.exit_code == 2 and "nothing to draw yet" in res.output
     res = CliRunner().invoke(cli, ["plot", "no-such-job"])
-    assert res.exit_code == 2 and "neither a job id nor a job directory" in res.output
+    assert res.exit_code == 2 and "'no-such-job': not a job id" in res.output
 
 
 def test_requeue_request_inside_and_outside_a_slurm_job(

@@ -1,0 +1,146 @@
+"""The sbatch options sites require, an escape hatch for the rest, and mistakes refused before
+the queue wait (exit 2, one line, nothing submitted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurm_rl.core.errors import SlurmCommandError, UsageError
+from slurm_rl.core.manifest import JobManifest
+from slurm_rl.core.paths import JobPaths
+from slurm_rl.core.spec import parse_spec
+from slurm_rl.login.options import resolve_options
+from slurm_rl.login.render import render_sbatch
+from slurm_rl.login.submit import submit
+from slurm_rl.login.teardown import site_flags
+from tests.conftest import REPO, run_cli
+
+SPEC = {"cluster_name": "site", "fileroot": "/shared/srl", "partition": "gpu", "account": "proj"}
+SITE = [
+    "--qos", "high", "-C", "a100&ib", "--exclusive", "--mem", "64G", "--gres", "gpu:8", "--reservation", "r1",
+    "-x", "gpu9", "-w", "gpu[1-2]", "-d", "afterok:12", "--mail-type", "END,FAIL", "--mail-user", "a@b.c",
+    "--comment", "my run", "--sbatch-arg=--licenses=fs:1", "--srun-arg=--mpi=none",
+]  # fmt: skip
+
+
+def _opts(tmp_path: Path, spec: dict | None = None, **flags: object):  # type: ignore[no-untyped-def]
+    exp = tmp_path / "exp.py"
+    exp.write_text("print('hi')\n")
+    return resolve_options(parse_spec({**SPEC, **(spec or {})}), str(exp), user="u", workdir=str(REPO), **flags)
+
+
+def test_site_options_reach_the_script_spelled_as_sbatch_spells_them(tmp_path: Path) -> None:
+    spec = tmp_path / "site.json"
+    spec.write_text('{"cluster_name": "site", "fileroot": "/shared/srl", "partition": "gpu"}')
+    res = run_cli("render", str(spec), "examples/hello.py", "-N", "2", *SITE, cwd=REPO)
+    assert res.returncode == 0, res.stderr
+    for line in ("--qos=high", "--constraint='a100&ib'", "--exclusive", "--mem=64G", "--gres=gpu:8",
+                 "--reservation=r1", "--exclude=gpu9", "--nodelist='gpu[1-2]'", "--dependency=afterok:12",
+                 "--mail-type=END,FAIL", "--mail-user=a@b.c", "--comment='my run'", "--licenses=fs:1"):  # fmt: skip
+        assert f"#SBATCH {line}\n" in res.stdout, line
+    assert "    --mpi=none \\\n" in res.stdout  # the node step's srun
+
+
+def test_with_a_cpu_head_node_options_go_to_the_workers_and_job_options_to_the_job(tmp_path: Path) -> None:
+    opts = _opts(tmp_path, nodes=2, head_partition="cpu", constraint="a100", mem="64G", qos="high", exclusive=True)
+    script = render_sbatch(parse_spec(SPEC), opts)
+    head, workers = script.split("#SBATCH hetjob\n")
+    assert "--qos=high" in head and "--constraint" not in head and "--mem=" not in head
+    assert "--constraint=a100" in workers and "--mem=64G" in workers and "--exclusive" in workers
+
+
+def test_the_spec_sets_site_defaults_and_escape_hatch_arguments_add_up(tmp_path: Path) -> None:
+    opts = _opts(tmp_path, {"qos": "normal", "sbatch_args": ["--licenses=fs:1"]}, sbatch_args=("--power=low",))
+    assert opts.qos == "normal" and opts.sbatch_args == ("--licenses=fs:1", "--power=low")
+    assert _opts(tmp_path, {"qos": "normal"}, qos="high").qos == "high"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"sbatch_args": ("--ntasks-per-node=4",)}, "slurm-rl runs one task per node"),
+        ({"sbatch_args": ("--output=/tmp/x",)}, "logs go to the job dir's logs/"),
+        ({"sbatch_args": ("--qos=high",)}, "it has a flag of its own"),
+        ({"sbatch_args": ("licenses=fs:1",)}, "must start with '-'"),
+        ({"srun_args": ("--ntasks=8",)}, "one task on every node"),
+        ({"mem": "64G", "mem_per_cpu": "4G"}, "--mem-per-cpu 4G: contradicts --mem"),
+        ({"exclusive": True, "oversubscribe": True}, "--oversubscribe True: contradicts --exclusive"),
+        ({"nodelist": "gpu[1-3]", "nodes": 2}, "names 3 nodes but --nodes is 2"),
+        ({"nodelist": "gpu[1-2]", "exclude": "gpu2", "nodes": 2}, "and --exclude both name gpu2"),
+        ({"mem": "lots"}, "--mem 'lots': is not a SLURM memory size"),
+        ({"mail_type": "SOMETIMES"}, "'SOMETIMES' is not a mail type"),
+        ({"nodelist": "gpu[1-"}, "--nodelist 'gpu[1-'"),
+    ],
+)
+def test_bad_site_options_are_one_line_naming_the_flag(tmp_path: Path, flags: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=None) as err:
+        _opts(tmp_path, **flags)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_experiment_that_cannot_compile_is_refused_before_the_queue(tmp_path: Path) -> None:
+    exp = tmp_path / "broken.py"
+    exp.write_text("def main(:\n    pass\n")
+    with pytest.raises(UsageError, match=r"broken.py: line 1: .* after the queue wait"):
+        resolve_options(parse_spec(SPEC), str(exp), user="u", workdir=str(REPO))
+
+
+def test_an_interpreter_on_a_node_local_path_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="python /tmp/venv/bin/python: /tmp is node-local"):
+        _opts(tmp_path, {"python": "/tmp/venv/bin/python"})
+
+
+class FakeSite:
+    """sbatch refuses (as an enforcing site does) or nodes are smaller than asked."""
+
+    def __init__(self, stderr: str = "", capacity: tuple[int, int, int] | None = (8, 64000, 4)) -> None:
+        self.stderr, self.capacity, self.sbatched = stderr, capacity, 0
+
+    def partition_nodes(self, partition: str | None) -> tuple[str, int]:
+        return (partition or "gpu", 8)
+
+    def partition_capacity(self, partition: str | None) -> tuple[int, int, int] | None:
+        return self.capacity
+
+    def sbatch(self, script: str, hold: bool = False) -> int:
+        self.sbatched += 1
+        raise SlurmCommandError(["sbatch", script], 1, "", self.stderr)
+
+
+def test_sbatch_refusing_is_its_reason_on_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    spec = parse_spec({**SPEC, "fileroot": str(tmp_path / "root")})
+    site = FakeSite("sbatch: error: Batch job submission failed: Invalid qos specification\n")
+    with pytest.raises(UsageError) as err:
+        submit(spec, _opts(tmp_path, qos="nope"), site)  # type: ignore[arg-type]
+    assert str(err.value) == "sbatch refused the job: Batch job submission failed: Invalid qos specification; " \
+                             "nothing was submitted"  # fmt: skip
+    assert err.value.exit_code == 2 and site.sbatched == 1
+    assert not [p for p in (tmp_path / "root").rglob("*") if p.is_file()]  # no job dir that looks like a job
+    down = FakeSite("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)")
+    with pytest.raises(SlurmCommandError):  # not the user's mistake: exit 1, SLURM's own words
+        submit(spec, _opts(tmp_path), down)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"cpus_per_node": 16}, "--cpus-per-node 16: partition gpu's largest node has 8 CPUs"),
+        ({"gpus_per_node": 8}, "--gpus-per-node 8: partition gpu's largest node has 4 GPUs"),
+        ({"mem": "128G"}, "--mem 128G: partition gpu's largest node has 64000 MB"),
+    ],
+)
+def test_more_per_node_than_the_partition_has_is_refused(tmp_path: Path, flags: dict, message: str) -> None:
+    site = FakeSite()
+    with pytest.raises(UsageError, match=message):
+        submit(parse_spec({**SPEC, "fileroot": str(tmp_path)}), _opts(tmp_path, **flags), site)  # type: ignore[arg-type]
+    assert site.sbatched == 0
+
+
+def test_cleanup_outside_the_allocation_carries_account_partition_qos_reservation(tmp_path: Path) -> None:
+    paths = JobPaths(tmp_path / "7")
+    paths.job_dir.mkdir()
+    opts = _opts(tmp_path, qos="high", reservation="r1")
+    JobManifest(**opts.model_dump(), slurm_rl_version="0", cluster_name="site").write(paths.manifest)
+    assert site_flags(paths) == ["--account=proj", "--partition=gpu", "--qos=high", "--reservation=r1"]
