@@ -24,6 +24,7 @@ import psutil
 
 from ..core.events import write_atomic
 from ..core.exits import STOPPED_RC, describe_returncode, record_exit, shell_exit_code
+from ..core.job_env import JobEnvironment
 from ..core.manifest import load_manifest
 from ..core.paths import JobPaths
 from ..core.procs import MARKER_ENV, stop_job_processes
@@ -203,7 +204,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    if "SLURM_JOB_ID" not in os.environ:
+    if not JobEnvironment.current().in_slurm_job:
         print("slurm_rl.job.node runs inside a SLURM job step (started by the sbatch script)", file=sys.stderr)
         return 2
     try:  # orphaned Ray daemons re-parent to us, so they stay in this job step's process tree
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     # title (Ray's "ray::..." workers) overwrite the start of /proc/PID/environ.
     os.environ.pop(MARKER_ENV, None)
     os.environ[MARKER_ENV] = paths.job_id  # the job dir's id (a hetjob component has its own SLURM_JOB_ID)
-    node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
+    node = JobEnvironment.current().node
     log = open(paths.node_log(node), "a", buffering=1)  # noqa: SIM115 - lives as long as the process
     ctx = NodeContext.from_environ(dict(os.environ), paths, manifest, log)
     failed = (args.failed_setup_line, args.failed_setup_rc or 1) if args.failed_setup_line is not None else None
