@@ -97,6 +97,12 @@ def driver_env(ctx: NodeContext, address: str, environ: dict[str, str]) -> dict[
 
 
 def run_driver(ctx: NodeContext, address: str) -> int:
+    workdir = ctx.manifest.workdir
+    if not os.path.isdir(workdir):  # e.g. submitted from the login node's /tmp, which no node has
+        raise NodeFailure(
+            f"the working directory {workdir} does not exist on {ctx.node}; submit from a directory the nodes "
+            f"share (your home, or under the fileroot {ctx.paths.name_dir.parent.parent}), or pass --workdir DIR"
+        )
     argv = [sys.executable, str(ctx.paths.experiment), *ctx.manifest.experiment_args]
     ctx.event("driver_start", argv=argv)
     with open(ctx.paths.driver_log, "ab") as out:

@@ -23,12 +23,12 @@ __all__ = ["JobOptions", "resolve_options"]
 
 
 ADDITIVE = ("sbatch_args", "srun_args")
-NODE_LOCAL = ("/tmp", "/dev/shm", "/run", "/var/run")  # never shared between nodes
 
 
-def check_before_the_queue(spec: ClusterSpec, exp: Path | None, python: str) -> None:
+def check_before_the_queue(exp: Path | None) -> None:
     """What would fail on the nodes after the queue wait and can be known here: a driver that
-    does not compile, an interpreter on a node-local path (without a container)."""
+    does not compile. (Whether a path exists on the nodes cannot be known here: a site, or the
+    lab, may share parts of /tmp; the node bootstrap names a missing working directory.)"""
     if exp is not None:
         try:
             compile(exp.read_bytes(), str(exp), "exec")
@@ -38,12 +38,6 @@ def check_before_the_queue(spec: ClusterSpec, exp: Path | None, python: str) -> 
             ) from None
         except ValueError as exc:  # null bytes: not a Python file
             raise UsageError(f"experiment {exp}: not a Python script ({exc})") from None
-    local = next((p for p in NODE_LOCAL if python.startswith(p + "/")), None)
-    if spec.cluster_type == "slurm" and spec.container_runtime == "none" and local:
-        raise UsageError(
-            f"python {python}: {local} is node-local, the nodes have no such interpreter; set the spec's "
-            f"python to an interpreter on a shared path (or install slurm-rl in a shared venv)"
-        )
 
 
 def _usage_error(exc: ValidationError) -> UsageError:
@@ -87,17 +81,10 @@ def resolve_options(
             values[name] = site
     values.setdefault("python", sys.executable)
     values.setdefault("name", exp.stem if exp else "interactive")
-    check_before_the_queue(spec, exp, str(values["python"]))
+    check_before_the_queue(exp)
     if values.get("container_image") is not None and spec.container_runtime == "none":
         raise UsageError('--container-image: the spec\'s container_runtime is "none"; set it to pyxis or apptainer')
     workdir = str(Path(values.pop("workdir", None) or os.getcwd()).resolve())
-    local = next((p for p in NODE_LOCAL if workdir == p or workdir.startswith(p + "/")), None)
-    if spec.cluster_type == "slurm" and local:
-        raise UsageError(
-            f"--workdir {workdir}: {local} is node-local (each node has its own), so the nodes cannot run the "
-            f"driver there; submit from a shared directory (your home, or under the fileroot {spec.fileroot}), "
-            f"or pass --workdir DIR"
-        )
     try:
         return JobOptions(
             experiment=str(exp.resolve()) if exp else "",

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.conftest import REPO, run_cli
-from tests.lab.helpers import SPEC, job_dir, start, wait_gone, wait_ready
+from tests.lab.helpers import SPEC, assert_no_leftovers, job_dir, start, wait_gone, wait_ready
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
 
@@ -57,3 +57,14 @@ def test_logs_of_unknown_job_exit_2(lab: list[str]) -> None:
     res = run_cli("logs", "999999998", "--spec", SPEC)
     assert res.returncode == 2
     assert "999999998" in res.stderr
+
+
+def test_a_working_directory_the_nodes_lack_is_named_with_the_fix(lab: list[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # pytest's tmp_path is under the submit host's /tmp, which no lab node shares
+    res = run_cli("submit", SPEC, str(REPO / "examples" / "hello.py"), "-N", "1", "--wait", "--json", cwd=tmp_path,
+                  timeout=180)  # fmt: skip
+    data = json.loads(res.stdout.splitlines()[-1])
+    assert res.returncode != 0 and data["state"] == "FAILED", res.stderr[-2000:]
+    assert f"the working directory {tmp_path} does not exist on node1" in data["exit_reason"], data
+    assert "--workdir DIR" in data["exit_reason"]
+    assert_no_leftovers(lab, data["job_id"])

@@ -66,13 +66,11 @@ def test_a_spec_after_the_experiment_is_refused(tmp_path: Path) -> None:
     assert f"put the spec first: slurm-rl submit {LAB_SPEC} {exp}" in res.stderr
 
 
-def test_a_node_local_working_directory_is_refused_at_submit(tmp_path: Path) -> None:
+def test_workdir_is_a_flag_and_resolved(tmp_path: Path) -> None:
     exp = tmp_path / "tiny.py"
     exp.write_text("print(1)\n")
-    res = run_cli("submit", LAB_SPEC, str(exp), "--dry-run", cwd=tmp_path)  # under /tmp: each node has its own
-    assert res.returncode == 2 and "/tmp is node-local" in res.stderr and "--workdir DIR" in res.stderr
-    ok = run_cli("submit", LAB_SPEC, str(exp), "--dry-run", "--workdir", str(REPO), cwd=tmp_path)
-    assert ok.returncode == 0, ok.stderr
+    res = run_cli("submit", LAB_SPEC, str(exp), "--dry-run", "--json", "--workdir", str(REPO), cwd=tmp_path)
+    assert res.returncode == 0 and json.loads(res.stdout)["manifest"]["workdir"] == str(REPO), res.stderr
 
 
 def test_a_warning_signal_must_come_before_the_time_limit() -> None:

@@ -87,11 +87,6 @@ def test_an_experiment_that_cannot_compile_is_refused_before_the_queue(tmp_path:
         resolve_options(parse_spec(SPEC), str(exp), user="u", workdir=str(REPO))
 
 
-def test_an_interpreter_on_a_node_local_path_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="python /tmp/venv/bin/python: /tmp is node-local"):
-        _opts(tmp_path, {"python": "/tmp/venv/bin/python"})
-
-
 class FakeSite:
     """sbatch refuses (as an enforcing site does) or nodes are smaller than asked."""
 
