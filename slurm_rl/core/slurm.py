@@ -62,6 +62,16 @@ FINISHED_STATES = {
 
 
 @dataclass(frozen=True)
+class PartitionInfo:
+    name: str
+    nodes: int
+    cpus: int  # of its largest node, as are memory and GPUs
+    mem_mb: int
+    gpus: int
+    default: bool
+
+
+@dataclass(frozen=True)
 class JobState:
     job_id: int
     state: str  # e.g. PENDING, RUNNING, COMPLETED; "UNKNOWN" if SLURM forgot it
@@ -96,6 +106,7 @@ class SlurmClient:
         self.runner = runner
         self.timeout_s = timeout_s
         self.calls = 0
+        self._partitions: dict[str, PartitionInfo] | None = None
 
     def run(self, argv: Sequence[str], timeout_s: float | None = None, check: bool = True, hint: str = "") -> Completed:
         self.calls += 1  # every SLURM command this client ran (slurmctld load: sites police it)
@@ -166,36 +177,49 @@ class SlurmClient:
         m = re.search(r"\bStdOut=(\S+)", res.stdout) if res.returncode == 0 else None
         return m.group(1) if m else None
 
+    def partitions(self) -> dict[str, PartitionInfo]:
+        """Every partition: node count, its largest node's CPUs, memory (MB) and GPUs, and which
+        is the default; one sinfo call per client (a submit asks once)."""
+        if self._partitions is None:
+            res = self.run(["sinfo", "-h", "-N", "-o", "%P|%n|%c|%m|%G"], check=False)
+            nodes: dict[str, set[str]] = {}
+            out: dict[str, PartitionInfo] = {}
+            for line in res.stdout.splitlines():
+                parts = line.strip().split("|")
+                if len(parts) != 5 or not parts[2].rstrip("+").isdigit():
+                    continue
+                name, default = parts[0].rstrip("*"), parts[0].endswith("*")
+                nodes.setdefault(name, set()).add(parts[1])
+                mem = int(parts[3].rstrip("+")) if parts[3].rstrip("+").isdigit() else 0
+                gpus = sum(int(m.group(1)) for m in re.finditer(r"gpu(?::[\w.-]+)?:(\d+)", parts[4]))
+                prev = out.get(name, PartitionInfo(name, 0, 0, 0, 0, default))
+                out[name] = PartitionInfo(
+                    name,
+                    len(nodes[name]),
+                    max(prev.cpus, int(parts[2].rstrip("+"))),
+                    max(prev.mem_mb, mem),
+                    max(prev.gpus, gpus),
+                    default or prev.default,
+                )
+            self._partitions = out
+        return self._partitions
+
+    def partition(self, partition: str | None) -> PartitionInfo | None:
+        """One partition (the default one when None); None if SLURM does not know it."""
+        table = self.partitions()
+        if partition is None:
+            return next((p for p in table.values() if p.default), None)
+        return table.get(partition)
+
     def partition_nodes(self, partition: str | None) -> tuple[str, int] | None:
         """(partition, its node count); the default partition when None; None if unknown."""
-        res = self.run(["sinfo", "-h", "-o", "%P %D"], check=False)
-        counts: dict[str, int] = {}
-        default = None
-        for line in res.stdout.splitlines():
-            parts = line.split()
-            if len(parts) == 2 and parts[1].isdigit():
-                name = parts[0].rstrip("*")
-                counts[name] = counts.get(name, 0) + int(parts[1])
-                if parts[0].endswith("*"):
-                    default = name
-        chosen = partition or default
-        return (chosen, counts[chosen]) if chosen is not None and chosen in counts else None
+        found = self.partition(partition)
+        return (found.name, found.nodes) if found else None
 
     def partition_capacity(self, partition: str | None) -> tuple[int, int, int] | None:
-        """(CPUs, memory in MB, GPUs) of the largest node of a partition (the default one when
-        None), from sinfo; None when SLURM does not say."""
-        argv = ["sinfo", "-h", "-N", "-o", "%c|%m|%G", *(["-p", partition] if partition else [])]
-        res = self.run(argv, check=False)
-        best: tuple[int, int, int] | None = None
-        for line in res.stdout.splitlines():
-            parts = line.strip().split("|")
-            if len(parts) != 3 or not parts[0].rstrip("+").isdigit():
-                continue
-            gpus = sum(int(m.group(1)) for m in re.finditer(r"gpu(?::[\w.-]+)?:(\d+)", parts[2]))
-            mem = int(parts[1].rstrip("+")) if parts[1].rstrip("+").isdigit() else 0
-            node = (int(parts[0].rstrip("+")), mem, gpus)
-            best = node if best is None else (max(best[0], node[0]), max(best[1], node[1]), max(best[2], node[2]))
-        return best
+        """(CPUs, memory in MB, GPUs) of the largest node of a partition; None if unknown."""
+        found = self.partition(partition)
+        return (found.cpus, found.mem_mb, found.gpus) if found else None
 
     def job_owner(self, job_id: int) -> str | None:
         """The user name owning a job SLURM still knows, else None."""

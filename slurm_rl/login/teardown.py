@@ -132,13 +132,14 @@ def teardown(
 
 
 def site_flags(paths: JobPaths) -> list[str]:
-    """The account, partition, QOS and reservation the job was submitted with: a cleanup step
-    outside the job's allocation needs them where the site enforces them."""
+    """The account, QOS and reservation the job was submitted with: a cleanup step outside the
+    job's allocation needs them where the site enforces them. (Not the partition: a job with a
+    CPU head spans two, and one step cannot; the nodes are named explicitly.)"""
     try:
         m = load_manifest(paths.manifest)
     except JobError:
         return []
-    pairs = (("--account", m.account), ("--partition", m.partition), ("--qos", m.qos), ("--reservation", m.reservation))
+    pairs = (("--account", m.account), ("--qos", m.qos), ("--reservation", m.reservation))
     return [f"{flag}={value}" for flag, value in pairs if value]
 
 

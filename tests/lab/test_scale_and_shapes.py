@@ -80,7 +80,7 @@ def test_status_logs_teardown_by_job_id_from_anywhere(lab: list[str], tmp_path: 
     assert st.returncode == 0, st.stderr
     assert "RUNNING" in st.stdout and ("driver_start" in st.stdout or "driver_connected" in st.stdout), st.stdout
     assert max(len(line) for line in st.stdout.splitlines()) <= 80, st.stdout
-    assert str(data["job_id"]) in run("list").stdout.splitlines()[0]  # newest first, every spec
+    assert str(data["job_id"]) in run("list").stdout.splitlines()[1]  # under the header: newest first, every spec
     assert run("logs", str(data["job_id"])).returncode == 0
     td = run("teardown", str(data["job_id"]))
     assert td.returncode == 0 and "cancelled" in td.stdout, td.stderr

@@ -116,12 +116,19 @@ def test_flags_that_would_reach_sbatch_are_checked(tmp_path: Path) -> None:
     assert resolve_options(spec, None, user="alice").experiment == ""  # no experiment: interactive
 
 
-def test_partition_size_is_read_from_sinfo() -> None:
-    out = "lab* 3\ngpu 2\ngpu 2\n"
+def test_partitions_are_read_from_one_sinfo_call() -> None:
+    # `sinfo -h -N -o %P|%n|%c|%m|%G` as SLURM 22.05 prints it: a line per node and partition
+    out = (
+        "lab*|node1|2|1|(null)\nlab*|node2|2|1|(null)\nlab*|node3|2|1|(null)\n"
+        "gpu|g1|64|512000|gpu:a100:8(S:0-1)\ngpu|g2|64|512000|gpu:a100:8(S:0-1)\n"
+        "gpu|g3|32|256000|gpu:4\ngpu|g4|32|256000+|gpu:4\n"
+    )
     client = SlurmClient(lambda argv, t: Completed(0, out, ""))
     assert client.partition_nodes(None) == ("lab", 3)
     assert client.partition_nodes("gpu") == ("gpu", 4)
     assert client.partition_nodes("nope") is None
+    assert client.partition_capacity("gpu") == (64, 512000, 8) and client.partition_capacity(None) == (2, 1, 0)
+    assert client.calls == 1
 
 
 def test_node_and_gpu_types_become_ray_resources() -> None:

@@ -29,7 +29,7 @@ def test_local_tag_ignores_device_order() -> None:
     assert local_tag({"CUDA_VISIBLE_DEVICES": "3,1"}) == local_tag({"CUDA_VISIBLE_DEVICES": "1,3"}) == "nrl_tag_1_3"
     assert worker_env_vars(
         {"SLURM_JOB_ID": "1", "PMIX_X": "1", "OMPI_Y": "1", "MPI_Z": "1", "PMI_RANK": "0", "KEEP": "1"}
-    ) == {"KEEP": "1"}
+    ) == {"KEEP": "1", "TORCH_CPP_LOG_LEVEL": "ERROR"}  # a quiet default the user's environment may override
 
 
 def test_long_log_dir_is_refused_before_ray_starts() -> None:

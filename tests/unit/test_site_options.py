@@ -133,9 +133,9 @@ def test_more_per_node_than_the_partition_has_is_refused(tmp_path: Path, flags: 
     assert site.sbatched == 0
 
 
-def test_cleanup_outside_the_allocation_carries_account_partition_qos_reservation(tmp_path: Path) -> None:
+def test_cleanup_outside_the_allocation_carries_account_qos_reservation(tmp_path: Path) -> None:
     paths = JobPaths(tmp_path / "7")
     paths.job_dir.mkdir()
     opts = _opts(tmp_path, qos="high", reservation="r1")
     JobManifest(**opts.model_dump(), slurm_rl_version="0", cluster_name="site").write(paths.manifest)
-    assert site_flags(paths) == ["--account=proj", "--partition=gpu", "--qos=high", "--reservation=r1"]
+    assert site_flags(paths) == ["--account=proj", "--qos=high", "--reservation=r1"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -31,6 +32,10 @@ def test_wheel_ships_templates_and_renders(tmp_path: Path) -> None:
     # system site packages give the dependencies; the wheel's own slurm_rl must win over the checkout
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
+    # ... and this interpreter's own site-packages (a venv's packages are not "system" ones)
+    site = subprocess.run([str(py), "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True,
+                          text=True, check=True, timeout=60).stdout.strip()  # fmt: skip
+    Path(site, "parent-env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run(
         [str(py), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(wheel)],
         check=True,
