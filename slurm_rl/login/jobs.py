@@ -16,7 +16,7 @@ from ..core.errors import JobError
 from ..core.events import read_events
 from ..core.exits import read_exit
 from ..core.fields import time_minutes
-from ..core.manifest import load_manifest
+from ..core.manifest import JobManifest, load_manifest
 from ..core.paths import JobPaths
 from ..core.slurm import JobState, SlurmClient
 from ..core.spec import ClusterSpec
@@ -60,11 +60,11 @@ class JobSummary:
         }
 
 
-def _requested_nodes(paths: JobPaths) -> int:
+def _manifest_or_none(paths: JobPaths) -> JobManifest | None:
     try:
-        return load_manifest(paths.manifest).total_nodes
+        return load_manifest(paths.manifest)
     except JobError:
-        return 0
+        return None
 
 
 def human_time_limit(time_limit: str | None) -> str:
@@ -75,14 +75,6 @@ def human_time_limit(time_limit: str | None) -> str:
     if minutes < 1:
         return f"{minutes * 60:g} s"
     return f"{minutes:g} min" if minutes < 120 else f"{minutes / 60:g} h"
-
-
-def _time_limit_reason(paths: JobPaths) -> str:
-    try:
-        limit = load_manifest(paths.manifest).time
-    except JobError:
-        limit = None
-    return f"hit the time limit ({human_time_limit(limit)})"
 
 
 def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
@@ -99,11 +91,11 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
     slurm_state = state.state if state else "UNKNOWN"
     if slurm_state == "UNKNOWN" and exit_code is not None:
         slurm_state = "COMPLETED" if exit_code == 0 else "FAILED"
+    manifest = _manifest_or_none(paths)
     if slurm_state == "TIMEOUT":  # SLURM's SIGTERM/SIGKILL at the limit is no crash, whatever killed the driver
-        exit_reason = _time_limit_reason(paths)
-    return JobSummary(
-        parse_job_id(paths.job_id), paths, slurm_state, phase, up, _requested_nodes(paths), exit_code, exit_reason
-    )
+        exit_reason = f"hit the time limit ({human_time_limit(manifest.time if manifest else None)})"
+    nodes = manifest.total_nodes if manifest else 0
+    return JobSummary(parse_job_id(paths.job_id), paths, slurm_state, phase, up, nodes, exit_code, exit_reason)
 
 
 def job_summary(job_id: JobId, user: str, client: SlurmClient, spec: ClusterSpec | None = None) -> JobSummary:
@@ -201,10 +193,7 @@ def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
     table.add_column("submitted", no_wrap=True)
     table.add_column("job dir", overflow="fold")
     for p in dirs:
-        state = job_state_for(p, client).state
-        exit_code, _ = read_exit(p)
-        if state == "UNKNOWN" and exit_code is not None:
-            state = "COMPLETED" if exit_code == 0 else "FAILED"
+        state = summarize(p, job_state_for(p, client)).state
         when = time.strftime("%m-%d %H:%M", time.localtime(p.manifest.stat().st_mtime))
         table.add_row(p.job_id, p.name_dir.name, state.split()[0], when, str(p.job_dir))
     Console().print(table)
