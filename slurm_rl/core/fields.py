@@ -40,15 +40,21 @@ def _regex_table(v: dict[str, str]) -> dict[str, str]:
     return v
 
 
-def _pattern(regex: str, problem: str) -> Any:
-    compiled = re.compile(regex)
+def rule(check: Any) -> Any:
+    """A pydantic validator from ``check(value) -> problem or None`` (the problem is the message)."""
 
-    def check(v: str) -> str:
-        if not compiled.fullmatch(v):
+    def validate(v: Any) -> Any:
+        problem = check(v)
+        if problem:
             raise ValueError(problem)
         return v
 
-    return AfterValidator(check)
+    return AfterValidator(validate)
+
+
+def _pattern(regex: str, problem: str) -> Any:
+    compiled = re.compile(regex)
+    return rule(lambda v: None if compiled.fullmatch(v) else problem)
 
 
 def _hostlist(v: str) -> str:

@@ -7,9 +7,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator
-
-from .fields import time_minutes
+from .fields import rule, time_minutes
 from .ports import BLOCK_SIZE
 
 DEFAULT_SIGNAL = "B:USR2@120"
@@ -70,16 +68,6 @@ SRUN_OWNED = {
 }
 
 
-def _rule(check: Any) -> Any:
-    def validate(v: Any) -> Any:
-        problem = check(v)
-        if problem:
-            raise ValueError(problem)
-        return v
-
-    return AfterValidator(validate)
-
-
 def _signal_problem(v: str) -> str | None:
     m = _SIGNAL.match(v)
     if not m:
@@ -98,16 +86,16 @@ def _escape_hatch(owned: dict[str, str]) -> Any:
                 return f"{arg!r} would break slurm-rl's own contract; {owned[arg.split('=', 1)[0]]}"
         return None
 
-    return _rule(problem)
+    return rule(problem)
 
 
-AtLeast0 = Annotated[int, _rule(lambda v: "must be >= 0" if v < 0 else None)]
-AtLeast1 = Annotated[int, _rule(lambda v: "must be >= 1" if v < 1 else None)]
-Requeues = Annotated[int, _rule(lambda v: "must be >= 0 (the number of automatic requeues)" if v < 0 else None)]
-Seconds = Annotated[float, _rule(lambda v: "must be > 0 seconds" if v <= 0 else None)]
+AtLeast0 = Annotated[int, rule(lambda v: "must be >= 0" if v < 0 else None)]
+AtLeast1 = Annotated[int, rule(lambda v: "must be >= 1" if v < 1 else None)]
+Requeues = Annotated[int, rule(lambda v: "must be >= 0 (the number of automatic requeues)" if v < 0 else None)]
+Seconds = Annotated[float, rule(lambda v: "must be > 0 seconds" if v <= 0 else None)]
 PortBase = Annotated[
     int,
-    _rule(
+    rule(
         lambda v: (
             None
             if 1024 <= v <= 65535 - BLOCK_SIZE
@@ -117,9 +105,9 @@ PortBase = Annotated[
     ),
 ]
 JobName = Annotated[
-    str, _rule(lambda v: "use up to 64 letters, digits, '.', '_' or '-'" if v and not _NAME.match(v) else None)
+    str, rule(lambda v: "use up to 64 letters, digits, '.', '_' or '-'" if v and not _NAME.match(v) else None)
 ]
-WarningSignal = Annotated[str, _rule(_signal_problem)]
+WarningSignal = Annotated[str, rule(_signal_problem)]
 SbatchArgs = Annotated[tuple[str, ...], _escape_hatch(SBATCH_OWNED)]
 SrunArgs = Annotated[tuple[str, ...], _escape_hatch(SRUN_OWNED)]
 SbatchArgList = Annotated[list[str], _escape_hatch(SBATCH_OWNED)]  # the spec's (a JSON list)
