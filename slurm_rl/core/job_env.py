@@ -16,6 +16,7 @@ from .nodelist import expand_hostlist
 
 JOB_DIR_ENV = "SLURM_RL_JOB_DIR"  # set by the batch script, local runs and the driver's env
 EXTERNAL_RAY_ENV = "SLURM_RL_EXTERNAL_RAY"  # a run on a Ray cluster slurm-rl did not start
+TEMP_DIR_ENV = "SLURM_RL_TEMP_DIR"
 
 
 def _int(raw: str | None, default: int = 0) -> int:
@@ -38,6 +39,7 @@ class JobEnvironment:
     cpus_on_node: int  # SLURM_CPUS_ON_NODE
     gpus_on_node: int  # SLURM_GPUS_ON_NODE
     external_ray: str | None  # HOST:PORT of a Ray cluster slurm-rl did not start (cluster_type "ray")
+    temp_dir: str | None  # SLURM_RL_TEMP_DIR: the job's node-local dir (the bootstrap exports it)
     environ: Mapping[str, str]  # the variables read, for what only a few callers need
 
     @classmethod
@@ -54,6 +56,7 @@ class JobEnvironment:
             cpus_on_node=_int(env.get("SLURM_CPUS_ON_NODE"), 1),
             gpus_on_node=_int(env.get("SLURM_GPUS_ON_NODE")),
             external_ray=env.get(EXTERNAL_RAY_ENV) or None,
+            temp_dir=env.get(TEMP_DIR_ENV) or None,
             environ=dict(env),
         )
 

@@ -36,24 +36,30 @@ class Container(BaseModel):
     runtime: Literal["none", "pyxis", "apptainer"] = "none"
     image: str | None = None
     mounts: tuple[str, ...] = ()
-    workdir: str = "/"
+    workdir: str = ""  # "": the job dir (on the fileroot, which is always mounted)
     gpus: bool = False
 
-    def launch(self, job_id: str) -> tuple[list[str], list[str]]:
-        """(extra srun flags, command prefix) as argv items, unquoted."""
+    def launch(self, job_dir: str) -> tuple[list[str], list[str]]:
+        """(extra srun flags, command prefix) of the job's node step, as argv items, unquoted.
+
+        Pyxis: an unnamed container, so pyxis removes it when the step ends however it ends
+        (a named one outlives the job under pyxis' default container_scope=global). Nothing
+        else of the job starts the image again: attach joins the running container
+        (``enroot exec``), and the batch script's finalize and the cleanup after a cancel
+        are plain shell."""
+        workdir = self.workdir or job_dir
         if self.runtime == "pyxis":
             return (
                 [
                     f"--container-image={self.image}",
                     f"--container-mounts={','.join(self.mounts)}",
-                    f"--container-name=slurm-rl-{job_id}",
                     "--no-container-mount-home",
-                    f"--container-workdir={self.workdir}",
+                    f"--container-workdir={workdir}",
                 ],
                 [],
             )
         if self.runtime == "apptainer":
-            prefix = ["apptainer", "exec", "--containall", "--pwd", self.workdir]
+            prefix = ["apptainer", "exec", "--containall", f"--pwd={workdir}"]
             for m in self.mounts:
                 prefix += ["--bind", m]
             if self.gpus:
@@ -79,6 +85,7 @@ class JobManifest(JobOptions):
     setup: tuple[str, ...] = ()
     setup_first_line: int = 0  # line of setup[0] in the node script (blames a failing line)
     container: Container = Container()
+    node_local_dir: str = "/tmp"  # the spec's: the job's Ray temp dir is <node_local_dir>/srl-<id>
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"

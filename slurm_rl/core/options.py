@@ -67,7 +67,10 @@ class JobOptions(BaseModel):
         "-D",
         "--workdir",
         metavar="DIR",
-        help="The driver's working directory on the nodes (a shared path; default: where you submit from).",
+        help=(
+            "The driver's working directory on the nodes (a shared path; default: where you submit "
+            "from; in a container: the job dir)."
+        ),
     )
     python: str = spec_default("python3")  # the interpreter on the nodes (login: spec.python or the submitter's)
     nodes: AtLeast1 = option(1, "-N", "--nodes", help="Nodes: one Ray node on each.")

@@ -13,14 +13,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-NODE_TMP_ROOT = "/tmp"
+NODE_TMP_ROOT = "/tmp"  # the spec's node_local_dir by default
 MARKERS_DIR = "nodes"
 SECRETS_FILE = "secrets.env"
 
 
-def node_temp_dir(job_id: int | str) -> str:
-    """Node-local Ray temp dir of a job; short so Ray's socket paths fit in 107 bytes."""
-    return f"{NODE_TMP_ROOT}/srl-{job_id}"
+def node_temp_dir(job_id: int | str, root: str = NODE_TMP_ROOT) -> str:
+    """Node-local Ray temp dir of a job under ``root`` (the spec's node_local_dir); short so
+    Ray's socket paths fit in 107 bytes."""
+    return f"{root}/srl-{job_id}"
 
 
 def warned_marker_name(attempt: int | str) -> str:

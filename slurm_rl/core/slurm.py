@@ -165,10 +165,18 @@ class SlurmClient:
         return JobState(job_id, "UNKNOWN")
 
     @staticmethod
-    def attach_argv(job_id: int, node: str, command: list[str] | None = None) -> list[str]:
-        """argv for a shell (or ``command``) inside a running job, on ``node``."""
+    def attach_argv(
+        job_id: int, node: str, command: list[str] | None = None, join: tuple[int, list[str]] | None = None
+    ) -> list[str]:
+        """argv for a shell (or ``command``) inside a running job, on ``node``. ``join``:
+        (pid, variables) to run inside the container of process ``pid`` (``enroot exec``: its
+        mounts and environment, plus these variables from ours) instead of on the bare node."""
         base = ["srun", "--overlap", f"--jobid={job_id}", f"--nodelist={node}", "--nodes=1", "--ntasks=1"]
-        return [*base, *command] if command else [*base, "--pty", "bash", "-l"]
+        run = command or ["bash", "-l"]
+        if join is not None:
+            pid, variables = join
+            run = ["enroot", "exec", *(a for v in variables for a in ("--env", v)), str(pid), *run]
+        return [*base, *run] if command else [*base, "--pty", *run]
 
     def job_output_path(self, job_id: int) -> str | None:
         """The StdOut path SLURM recorded for a job it still knows (slurm-rl's is

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +34,8 @@ from .spec_errors import one_line
 
 SPEC_ENV_VAR = "CLUSTER_SPEC_PATH"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Ray nests <dir>/srl-<job>/session_<date>_<pid>/sockets/raylet (about 70 characters) below it
+NODE_LOCAL_DIR_MAX = 32
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # Variables of the spec's env whose values must never be written into the batch script
 SECRET_NAME = re.compile(r"TOKEN|KEY|PASSWORD|SECRET|PASSWD|CREDENTIAL", re.IGNORECASE)
@@ -71,6 +74,9 @@ class ClusterSpec(BaseModel):
     cpus_per_node: int | None = Field(default=None, ge=1)
     container_runtime: Literal["pyxis", "apptainer", "none"] = "none"
     python: str | None = None
+    # node-local disk (not RAM) for each job's Ray temp dir, logs and object spilling; mounted
+    # into containers at the same path (enroot's /tmp is a tmpfs)
+    node_local_dir: str = "/tmp"
     setup: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     ray_head_node_address: str | None = None  # cluster_type "ray": NeMo Gym's name for it
@@ -128,6 +134,19 @@ class ClusterSpec(BaseModel):
             raise ValueError("is empty")
         return v
 
+    @field_validator("node_local_dir")
+    @classmethod
+    def _node_local_dir(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError("is a relative path")
+        v = os.path.normpath(v)
+        if len(v) > NODE_LOCAL_DIR_MAX:
+            raise ValueError(
+                f"is {len(v)} characters; Ray's socket paths below it must fit in 107 bytes, "
+                f"so use a path of at most {NODE_LOCAL_DIR_MAX}"
+            )
+        return v
+
     @field_validator("env")
     @classmethod
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
@@ -146,6 +165,13 @@ class ClusterSpec(BaseModel):
 
     @model_validator(mode="after")
     def _images(self) -> ClusterSpec:
+        if self.container_runtime != "none" and self.python is None:
+            raise FieldProblem(
+                "python",
+                None,
+                f"is required with container_runtime {self.container_runtime!r}: the interpreter inside the "
+                f'image (e.g. "python3"), not this machine\'s {sys.executable}',
+            )
         if self.container_runtime != "none":
             if not self.cpu_image:
                 raise FieldProblem("cpu_image", None, f"is required with container_runtime {self.container_runtime!r}")

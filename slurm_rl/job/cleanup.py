@@ -33,9 +33,9 @@ def _ancestors() -> set[int]:
     return pids
 
 
-def clean_node(job_id: str, grace_s: float) -> dict[str, object]:
+def clean_node(job_id: str, grace_s: float, temp_dir: str | None = None) -> dict[str, object]:
     t0 = time.monotonic()
-    temp_dir = node_temp_dir(job_id)
+    temp_dir = temp_dir or node_temp_dir(job_id)
     killed = stop_job_processes(job_id, temp_dir, grace_s=grace_s, exclude=_ancestors())
     existed = os.path.isdir(temp_dir)
     shutil.rmtree(temp_dir, ignore_errors=True)
@@ -51,8 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m slurm_rl.job.cleanup", description=__doc__)
     p.add_argument("--job-id", required=True)
     p.add_argument("--grace-s", type=float, default=1.0)
+    p.add_argument("--temp-dir", help="the job's node-local dir (default: /tmp/srl-JOB_ID)")
     args = p.parse_args(argv)
-    print(json.dumps(clean_node(args.job_id, args.grace_s)), flush=True)
+    print(json.dumps(clean_node(args.job_id, args.grace_s, args.temp_dir)), flush=True)
     return 0
 
 

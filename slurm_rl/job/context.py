@@ -7,6 +7,7 @@ Kept light on imports: ray is imported only where `ray start` runs.
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import threading
@@ -92,7 +93,7 @@ class NodeContext:
 
     @property
     def temp_dir(self) -> str:
-        return node_temp_dir(self.job_id)
+        return node_temp_dir(self.job_id, self.manifest.node_local_dir)
 
     @property
     def stop_flag(self):
@@ -123,15 +124,22 @@ class NodeContext:
 
     def ray_start(self, extra: list[str]) -> None:
         """`ray start` in this process, its daemons our children (we are their subreaper)."""
-        from .ray_start import start_in_process
+        from .ray_start import object_store_size, start_in_process
 
         resources = {
             "slurm_managed_ray_cluster": 1,
             f"slurm_job_{self.job_id}": 1,
             **self.manifest.type_resources(self.node, self.gpus),
         }
+        import psutil
+
+        store, warning = object_store_size(psutil.virtual_memory().available, shutil.disk_usage("/dev/shm").free)
+        if warning:
+            self.say(f"warning: {warning}")
+            self.event("node_warning", warning=warning)
         argv = [
             f"--node-ip-address={self.node_ip(self.node)}",
+            f"--object-store-memory={store}",
             f"--num-cpus={self.cpus}",
             f"--num-gpus={self.gpus}",
             f"--resources={json.dumps(resources)}",

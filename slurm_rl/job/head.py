@@ -97,7 +97,7 @@ def driver_env(ctx: NodeContext, address: str, environ: dict[str, str]) -> dict[
 
 
 def run_driver(ctx: NodeContext, address: str) -> int:
-    workdir = ctx.manifest.workdir
+    workdir = ctx.manifest.workdir or str(ctx.paths.job_dir)  # "": the job dir (container jobs)
     if not os.path.isdir(workdir):  # e.g. submitted from the login node's /tmp, which no node has
         raise NodeFailure(
             f"the working directory {workdir} does not exist on {ctx.node}; submit from a directory the nodes "
@@ -110,7 +110,7 @@ def run_driver(ctx: NodeContext, address: str) -> int:
         # included; SIGUSR2 arrives ignored (inherited from us) unless on_preempt hooks it
         ctx.driver = subprocess.Popen(
             argv,
-            cwd=ctx.manifest.workdir,
+            cwd=workdir,
             env=driver_env(ctx, address, dict(os.environ)),
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -24,9 +24,9 @@ import psutil
 
 from ..core.events import write_atomic
 from ..core.exits import STOPPED_RC, describe_returncode, record_exit, shell_exit_code
-from ..core.job_env import JobEnvironment
+from ..core.job_env import TEMP_DIR_ENV, JobEnvironment
 from ..core.manifest import load_manifest
-from ..core.paths import JobPaths
+from ..core.paths import JobPaths, node_temp_dir
 from ..core.procs import MARKER_ENV, stop_job_processes
 from .context import POLL_S, NodeContext, NodeFailure, Stopped
 from .head import run_head
@@ -77,7 +77,8 @@ class Lifecycle:
             raise NodeFailure(
                 f"setup[{index}] {text} exited {rc} (spec field 'setup'; its output is in {ctx.paths.batch_log})"
             )
-        ctx.event("node_start", ip=ctx.node_ip(ctx.node), cpus=ctx.cpus, gpus=ctx.gpus)
+        # pid: `slurm-rl attach` joins this process's container (enroot exec PID)
+        ctx.event("node_start", ip=ctx.node_ip(ctx.node), cpus=ctx.cpus, gpus=ctx.gpus, pid=os.getpid())
         return run_head(ctx) if ctx.rank == 0 else run_worker(ctx)
 
     def run(self) -> int:
@@ -221,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     # A lost node is declared dead within NODE_LOST_WINDOW_S (its actors' callers get the error).
     for key, value in HEALTH_CHECK_ENV.items():
         os.environ.setdefault(key, value)
+    # Where this job keeps node-local files (Ray's temp dir; uv environments of worker groups).
+    os.environ[TEMP_DIR_ENV] = node_temp_dir(paths.job_id, manifest.node_local_dir)
     # The marker goes last in the environment children inherit: processes that rewrite their
     # title (Ray's "ray::..." workers) overwrite the start of /proc/PID/environ.
     os.environ.pop(MARKER_ENV, None)

@@ -26,3 +26,26 @@ def start_in_process(argv: list[str]) -> None:
     if not any(a.startswith("--ray-client-server-port") for a in argv):
         scripts.get_ray_client_dependency_error = lambda: "disabled by slurm-rl"  # type: ignore[assignment,return-value]
     scripts.start.main(args=argv, prog_name="ray start", standalone_mode=False)
+
+
+# Ray's defaults: 30% of the node's available memory, at most 200 GB, at least 75 MiB.
+OBJECT_STORE_PROPORTION = 0.3
+OBJECT_STORE_MAX = 200 * 10**9
+OBJECT_STORE_MIN = 75 * 2**20
+
+
+def object_store_size(available_memory: int, shm_free: int) -> tuple[int, str | None]:
+    """(bytes for --object-store-memory, a warning or None). Ray's own default, but never more
+    than 95% of the free ``/dev/shm``: where /dev/shm is small (containers, where the runtime
+    sets it), Ray would otherwise put the store in its temp dir on disk, or fail to allocate."""
+    default = min(int(available_memory * OBJECT_STORE_PROPORTION), OBJECT_STORE_MAX)
+    fits = int(shm_free * 0.95)
+    if fits >= default:
+        return max(default, OBJECT_STORE_MIN), None
+    size = max(fits, OBJECT_STORE_MIN)
+    mib = 2**20
+    return size, (
+        f"/dev/shm has {shm_free // mib} MiB free, less than the {default // mib} MiB object store Ray would use: "
+        f"the object store is {size // mib} MiB (objects beyond it spill to disk); ask for a larger /dev/shm "
+        f"(e.g. a site's enroot/apptainer shm setting) if the job moves large tensors through Ray"
+    )

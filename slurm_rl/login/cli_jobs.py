@@ -129,7 +129,8 @@ def plot(job: str, spec_flag: str | None) -> None:
 @click.option("--dashboard", is_flag=True, help="Print the ssh port-forward that reaches the job's Ray dashboard.")
 @spec_option()
 def attach(job_id: int, command: tuple[str, ...], dashboard: bool, spec_flag: str | None) -> None:
-    """A shell (or COMMAND) on the job's head node, inside the job, attached to its Ray.
+    """A shell (or COMMAND) on the job's head node, inside the job (and inside its container
+    under pyxis), attached to its Ray.
 
     \b
     Examples:
@@ -139,6 +140,7 @@ def attach(job_id: int, command: tuple[str, ...], dashboard: bool, spec_flag: st
       slurm-rl attach 1234 --dashboard           # the ssh command for the dashboard
     """
     from ..core.events import read_json
+    from ..core.manifest import load_manifest
     from ..core.slurm import SlurmClient
     from .lookup import find_job_dir
 
@@ -158,11 +160,30 @@ def attach(job_id: int, command: tuple[str, ...], dashboard: bool, spec_flag: st
     if dashboard:
         click.echo(_dashboard_forward(job_id, paths, cluster))
         return
-    argv = SlurmClient.attach_argv(job_id, cluster["head_node"], list(command))
-    os.environ["RAY_ADDRESS"] = cluster["address"]
-    os.environ["RAY_AUTH_MODE"] = "token"
-    os.environ["RAY_AUTH_TOKEN_PATH"] = str(paths.ray_auth_token)
+    ray_env = {
+        "RAY_ADDRESS": cluster["address"],
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN_PATH": str(paths.ray_auth_token),
+    }
+    join = None
+    if load_manifest(paths.manifest).container.runtime == "pyxis":  # into the running container
+        pid = _bootstrap_pid(paths, cluster["head_node"])
+        if pid is None:
+            raise UsageError(
+                f"job {job_id}: no node_start event from {cluster['head_node']} yet; try again in a moment"
+            )
+        join = (pid, sorted(ray_env))
+    argv = SlurmClient.attach_argv(job_id, cluster["head_node"], list(command), join)
+    os.environ.update(ray_env)
     os.execvp(argv[0], argv)
+
+
+def _bootstrap_pid(paths: Any, node: str) -> int | None:
+    """The pid of the latest bootstrap on ``node`` (its node_start event)."""
+    from ..core.events import read_events
+
+    starts = [e for e in read_events(paths.events) if e.get("event") == "node_start" and e.get("node") == node]
+    return int(starts[-1]["pid"]) if starts and "pid" in starts[-1] else None
 
 
 def _dashboard_forward(job_id: int, paths: Any, cluster: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ from ..core.errors import UsageError
 from ..core.fields import FieldProblem
 from ..core.options import JobOptions, flag_of, spec_fields
 from ..core.spec import ClusterSpec
+from .render import container_mounts
 
 __all__ = ["JobOptions", "resolve_options"]
 
@@ -84,7 +85,7 @@ def resolve_options(
     check_before_the_queue(exp)
     if values.get("container_image") is not None and spec.container_runtime == "none":
         raise UsageError('--container-image: the spec\'s container_runtime is "none"; set it to pyxis or apptainer')
-    workdir = str(Path(values.pop("workdir", None) or os.getcwd()).resolve())
+    workdir = container_workdir(spec, values.pop("workdir", None))
     try:
         return JobOptions(
             experiment=str(exp.resolve()) if exp else "",
@@ -95,3 +96,23 @@ def resolve_options(
         )
     except ValidationError as exc:
         raise _usage_error(exc) from None
+
+
+def container_workdir(spec: ClusterSpec, asked: str | None) -> str:
+    """The driver's working directory. Bare nodes: --workdir, else where you submit from. In a
+    container: "" (the job dir, on the always-mounted fileroot) unless --workdir names a
+    directory one of the container's mounts provides; anything else is refused here, before
+    the queue (pyxis would fail every node's step with "couldn't chdir")."""
+    if spec.container_runtime == "none":
+        return str(Path(asked or os.getcwd()).resolve())
+    if not asked:
+        return ""
+    workdir = os.path.normpath(os.path.abspath(asked))
+    targets = [m.split(":")[1] for m in container_mounts(spec)]
+    if not any(workdir == t or workdir.startswith(t.rstrip("/") + "/") for t in targets):
+        raise UsageError(
+            f"--workdir {workdir}: not inside the {spec.container_runtime} container, which mounts only "
+            f"{', '.join(targets)}; choose a directory under one of them (or add a mount to the spec's "
+            f"default_mount), or leave --workdir out to run in the job dir"
+        )
+    return workdir

@@ -13,6 +13,7 @@ from pathlib import Path
 import jinja2
 
 from .. import __version__
+from ..core.exits import REQUESTED_REQUEUE_LIMIT
 from ..core.manifest import JOB_ID_PLACEHOLDER, Container, JobManifest
 from ..core.options import JobOptions
 from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, warned_marker_name
@@ -109,6 +110,18 @@ def sbatch_directives(opts: JobOptions, name_dir: Path) -> list[str]:
     return [*head, *extra, "hetjob", *sorted(_quoted(component(opts.partition, opts.nodes, True)) + exclusive)]
 
 
+def container_mounts(spec: ClusterSpec) -> tuple[str, ...]:
+    """The spec's mounts, then the fileroot (job dirs) and the node-local dir (Ray's temp dir:
+    enroot's /tmp is a tmpfs in RAM), each at the same path, unless a spec mount provides it."""
+    mounts = list(spec.mounts)
+    targets = {m.split(":")[1] for m in mounts}
+    for path in (spec.fileroot, spec.node_local_dir):
+        if path not in targets:
+            mounts.append(f"{path}:{path}")
+            targets.add(path)
+    return tuple(mounts)
+
+
 def container_for(spec: ClusterSpec, opts: JobOptions) -> Container:
     image = opts.container_image or (spec.gpu_image if opts.gpus_per_node > 0 else spec.cpu_image)
     return Container(
@@ -116,7 +129,7 @@ def container_for(spec: ClusterSpec, opts: JobOptions) -> Container:
         image=image,
         workdir=opts.workdir,
         gpus=opts.gpus_per_node > 0,
-        mounts=(*spec.mounts, f"{spec.fileroot}:{spec.fileroot}"),
+        mounts=container_mounts(spec) if spec.container_runtime != "none" else (),
     )
 
 
@@ -128,11 +141,11 @@ def shell_words(argv: list[str]) -> list[str]:
     the job id placeholder becomes ``"...$SLURM_JOB_ID"``."""
     out = []
     for item in argv:
-        if JOB_ID_PLACEHOLDER in item:
+        if JOB_ID_PLACEHOLDER in item and _SAFE.fullmatch(item.replace(JOB_ID_PLACEHOLDER, "")):
             flag, _, value = item.partition("=")
-            if not _SAFE.fullmatch(item.replace(JOB_ID_PLACEHOLDER, "")):
-                raise ValueError(f"not a plain --flag=value item: {item!r}")
             out.append(f'{flag}="{value.replace(JOB_ID_PLACEHOLDER, "$SLURM_JOB_ID")}"')
+        elif JOB_ID_PLACEHOLDER in item:  # an awkward path: quote the pieces around the id
+            out.append('"$SLURM_JOB_ID"'.join(shlex.quote(p) if p else "" for p in item.split(JOB_ID_PLACEHOLDER)))
         else:
             out.append(shlex.quote(item))
     return out
@@ -149,14 +162,29 @@ def _manifest(spec: ClusterSpec, opts: JobOptions, setup_first_line: int) -> Job
         gpu_type_from_node_name=dict(spec.gpu_type_from_node_name),
         setup_first_line=setup_first_line,
         container=container_for(spec, opts),
+        node_local_dir=spec.node_local_dir,
     )
+
+
+def finalize_files() -> dict[str, str]:
+    """The job-dir files the batch script's finalize reads and writes, relative to the job dir
+    (``requeue_request`` is a prefix: the attempt number follows)."""
+    paths = JobPaths(Path("/J"))
+    files = {
+        "events": paths.events,
+        "exit_code": paths.exit_code,
+        "exit_reason": paths.exit_reason,
+        "batch_log": paths.batch_log,
+        "requeue_request": paths.requeue_request(""),
+    }
+    return {name: shlex.quote(str(p.relative_to(paths.job_dir))) for name, p in files.items()}
 
 
 def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
     """The sbatch script and the manifest of a job. Pure: no I/O besides reading templates."""
     name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir
     container = container_for(spec, opts)
-    srun_flags, prefix = container.launch(JOB_ID_PLACEHOLDER)
+    srun_flags, prefix = container.launch(f"{name_dir}/{JOB_ID_PLACEHOLDER}")
     srun_flags = [*srun_flags, *opts.srun_args]
     python = shlex.quote(opts.python)
     context = dict(
@@ -169,7 +197,9 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         secrets=sorted(spec.secret_env),
         secrets_file=SECRETS_FILE,
         launch=" ".join([*shell_words(prefix), 'bash -c "$SLURM_RL_NODE_SCRIPT"']),
-        finalize=f"{python} -m slurm_rl.job.finalize",
+        files=finalize_files(),
+        requeue=opts.requeue,
+        requested_limit=REQUESTED_REQUEUE_LIMIT,
         setup=spec.setup,
         het_groups="0,1" if opts.head_partition else "",
         node_command=f'{python} -m slurm_rl.job.node --job-dir "$SLURM_RL_JOB_DIR"',

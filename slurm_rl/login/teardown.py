@@ -12,6 +12,7 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..core.errors import JobError, UnknownJobError, UsageError
@@ -19,7 +20,7 @@ from ..core.events import append_event, read_events, read_json
 from ..core.exits import STOPPED_RC, record_exit
 from ..core.manifest import load_manifest
 from ..core.nodelist import expand_hostlist
-from ..core.paths import JobPaths
+from ..core.paths import JobPaths, node_temp_dir
 from ..core.slurm import SlurmClient
 from ..core.spec import ClusterSpec
 from .jobs import find_job_dir
@@ -101,8 +102,7 @@ def teardown(
     forced: list[dict[str, Any]] = []
     if force and state.state == "RUNNING" and nodes and started:
         # kill first, inside the live allocation (no new allocation, no SIGTERM grace), then cancel
-        flags, argv = cleanup_command(paths, job_id, 0.0)
-        res = client.run_on_nodes(job_id, nodes, argv, srun_flags=flags)
+        res = client.run_on_nodes(job_id, nodes, cleanup_command(paths, job_id, 0.0))
         forced = parse_reports(res.stdout)
     if state.in_queue:
         client.scancel(job_id)
@@ -114,8 +114,8 @@ def teardown(
             time.sleep(0.2)
     report = TeardownReport(job_id, cancelled, state.state, nodes)
     if nodes and started:
-        flags, argv = cleanup_command(paths, job_id, grace_s)
-        res = client.run_on_nodes(None, nodes, argv, srun_flags=[*site_flags(paths), *flags])
+        argv = cleanup_command(paths, job_id, grace_s)
+        res = client.run_on_nodes(None, nodes, argv, srun_flags=site_flags(paths))
         report.per_node = merge_reports(forced, parse_reports(res.stdout))
         missing = set(nodes) - {n.get("node") for n in report.per_node}
         if missing:
@@ -143,16 +143,27 @@ def site_flags(paths: JobPaths) -> list[str]:
     return [f"{flag}={value}" for flag, value in pairs if value]
 
 
-def cleanup_command(paths: JobPaths, job_id: int, grace_s: float) -> tuple[list[str], list[str]]:
-    """(srun flags, argv) of the cleanup step: where the job ran, with the job's python inside
-    its container (the manifest says which); the login node's python for a pre-manifest job."""
+CLEANUP_SHELL = Path(__file__).resolve().parent.parent / "job" / "cleanup_node.sh"
+
+
+def cleanup_command(paths: JobPaths, job_id: int, grace_s: float) -> list[str]:
+    """argv of the cleanup step on the job's nodes. A container job's is plain
+    shell on the bare node (job/cleanup_node.sh): no python there, and starting the image again
+    would unpack it on every node; it also removes container filesystems pyxis left. Other jobs
+    run the job's own python; a pre-manifest job the login node's."""
     try:
         manifest = load_manifest(paths.manifest)
-        flags, prefix = manifest.container.launch(str(job_id))
-        python = manifest.python
     except JobError:
-        flags, prefix, python = [], [], sys.executable
-    return flags, [*prefix, python, "-m", "slurm_rl.job.cleanup", "--job-id", str(job_id), "--grace-s", str(grace_s)]
+        return [sys.executable, "-m", "slurm_rl.job.cleanup", "--job-id", str(job_id), "--grace-s", str(grace_s)]
+    temp_dir = node_temp_dir(job_id, manifest.node_local_dir)
+    if manifest.container.runtime != "none":
+        return ["bash", "-c", CLEANUP_SHELL.read_text(), "cleanup", str(job_id), str(grace_s), temp_dir]
+    return [
+        manifest.python,
+        "-m",
+        "slurm_rl.job.cleanup",
+        *("--job-id", str(job_id), "--grace-s", str(grace_s), "--temp-dir", temp_dir),
+    ]
 
 
 def parse_reports(stdout: str) -> list[dict[str, Any]]:
@@ -172,9 +183,11 @@ def merge_reports(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> 
     by_node: dict[str, dict[str, Any]] = {}
     for item in [*first, *second]:
         cur = by_node.setdefault(
-            item["node"], {"node": item["node"], "killed": [], "temp_dir_removed": False, "seconds": 0.0}
+            item["node"],
+            {"node": item["node"], "killed": [], "temp_dir_removed": False, "containers_removed": [], "seconds": 0.0},
         )
         cur["killed"] += item.get("killed", [])
+        cur["containers_removed"] += item.get("containers_removed", [])
         cur["temp_dir_removed"] = cur["temp_dir_removed"] or item.get("temp_dir_removed", False)
         cur["seconds"] += item.get("seconds", 0.0)
     return [by_node[n] for n in sorted(by_node)]

@@ -32,16 +32,19 @@ BASE_OPTS = JobOptions(
 
 CASES = {
     "lab": (REPO / "cluster_specs" / "lab.json", BASE_OPTS.replace(nodes=3, time="0:10:00")),
-    "pyxis": (REPO / "cluster_specs" / "example-pyxis.json", BASE_OPTS.replace(gpus_per_node=8)),
+    # in a container the driver runs in the job dir unless a mounted --workdir is asked for
+    "pyxis": (REPO / "cluster_specs" / "example-pyxis.json", BASE_OPTS.replace(gpus_per_node=8, workdir="")),
     "apptainer": (
         REPO / "cluster_specs" / "example-apptainer.json",
-        BASE_OPTS.replace(gpus_per_node=4, port_base=20000),
+        BASE_OPTS.replace(gpus_per_node=4, port_base=20000, workdir="/scratch/alice/rl"),
     ),
     "none-setup": (None, BASE_OPTS.replace(oversubscribe=True, account="acct", partition="debug")),
     # a CPU head on its own partition: one heterogeneous job (head component, hetjob, workers)
     "hetjob": (
         REPO / "cluster_specs" / "example-pyxis.json",
-        BASE_OPTS.replace(gpus_per_node=8, nodes=2, time="1:00:00", head_node="cpu", head_partition="cpu"),
+        BASE_OPTS.replace(
+            gpus_per_node=8, nodes=2, time="1:00:00", head_node="cpu", head_partition="cpu", workdir="/lustre/alice"
+        ),
     ),
 }
 
@@ -110,13 +113,18 @@ def test_pyxis_flags(tmp_path: Path) -> None:
     assert "#SBATCH --partition=batch" in text and "#SBATCH --account=my-account" in text
     for flag in (
         "--container-image=nvcr.io/nvidia/pytorch:25.01-py3",
-        "--container-mounts=/lustre:/lustre,/home/datasets:/datasets:ro,/lustre/fsw/slurm_rl:/lustre/fsw/slurm_rl",
-        '--container-name="slurm-rl-$SLURM_JOB_ID"',
+        # the fileroot (job dirs) and the node-local dir (Ray's temp dir: enroot's /tmp is RAM)
+        "--container-mounts=/lustre:/lustre,/home/datasets:/datasets:ro,/lustre/fsw/slurm_rl:/lustre/fsw/slurm_rl,"
+        "/tmp:/tmp",
         "--no-container-mount-home",
-        "--container-workdir=/home/alice/rl",
+        '--container-workdir="/lustre/fsw/slurm_rl/alice/grpo/$SLURM_JOB_ID"',
         "#SBATCH --gpus-per-node=8",
     ):
         assert flag in text
+    # unnamed: pyxis removes it when the step ends (a named one outlives the job under scope=global)
+    assert "--container-name" not in text
+    # nothing runs on the bare node with python: finalize is shell
+    assert "-m slurm_rl.job.finalize" not in text and "slurm_rl_finalize" in text
     # --container-image on the command line wins over the spec's image
     text = render_sbatch(_spec(spec_path), opts.replace(container_image="my/img:1"))
     assert "--container-image=my/img:1" in text

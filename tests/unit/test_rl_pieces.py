@@ -90,34 +90,6 @@ def test_requeue_request_inside_and_outside_a_slurm_job(
     assert read_events(tmp_path / "events.jsonl")[-1]["event"] == "requeue_requested"
 
 
-def test_finalize_requeues_a_requested_attempt_even_without_requeue(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from slurm_rl.core.exits import record_exit
-    from slurm_rl.job import finalize
-
-    calls: list[tuple[int, bool]] = []
-    monkeypatch.setattr(
-        finalize,
-        "SlurmClient",
-        lambda: type(
-            "C", (), {"requeue": lambda self, job, make_requeueable=False: calls.append((job, make_requeueable))}
-        )(),
-    )
-    monkeypatch.setattr(finalize, "load_manifest", lambda path: type("M", (), {"requeue": 0})())
-    monkeypatch.setenv("SLURM_RL_JOB_DIR", str(tmp_path))
-    monkeypatch.setenv("SLURM_JOB_ID", "42")
-    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
-    paths = JobPaths(tmp_path)
-    record_exit(paths, 75, "driver exited 75")
-    assert finalize.main(["--srun-rc", "75"]) == 75 and calls == []  # exit 75 alone is not a request
-    paths.requeue_request(0).parent.mkdir(parents=True, exist_ok=True)
-    paths.requeue_request(0).write_text("warned\n")
-    record_exit(paths, 75, "driver exited 75", keep_existing=False)
-    assert finalize.main(["--srun-rc", "75"]) == 75 and calls == [(42, True)]
-    assert read_events(paths.events)[-1]["requested"] is True
-
-
 def test_external_cluster_env(tmp_path: Path) -> None:
     spec = parse_spec(
         {

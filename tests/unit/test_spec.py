@@ -33,10 +33,14 @@ BAD_SPECS: list[tuple[str, object, str]] = [
     ("gpus_per_node float", {**GOOD, "gpus_per_node": 1.5}, "gpus_per_node"),
     ("cpus_per_node zero", {**GOOD, "cpus_per_node": 0}, "cpus_per_node"),
     ("bad container_runtime", {**GOOD, "container_runtime": "docker"}, "container_runtime"),
-    ("pyxis without cpu_image", {**GOOD, "container_runtime": "pyxis"}, "cpu_image"),
+    ("pyxis without cpu_image", {**GOOD, "container_runtime": "pyxis", "python": "python3"}, "cpu_image"),
+    # the default python is the submitter's path, which the image does not have
+    ("pyxis without python", {**GOOD, "container_runtime": "pyxis", "cpu_image": "i"}, "python"),
+    ("node_local_dir relative", {**GOOD, "node_local_dir": "scratch"}, "node_local_dir"),
+    ("node_local_dir too long for Ray's sockets", {**GOOD, "node_local_dir": "/" + "d" * 40}, "node_local_dir"),
     (
         "apptainer gpu without gpu_image",
-        {**GOOD, "container_runtime": "apptainer", "cpu_image": "c.sif", "gpus_per_node": 4},
+        {**GOOD, "container_runtime": "apptainer", "cpu_image": "c.sif", "gpus_per_node": 4, "python": "python3"},
         "gpu_image",
     ),
     ("bad node type regex", {**GOOD, "node_type_from_node_name": {"gpu[": "gpu"}}, "node_type_from_node_name"),

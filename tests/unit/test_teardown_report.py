@@ -3,6 +3,9 @@ the final pass per node, and building the cleanup step where the job ran (manife
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -60,47 +63,40 @@ def _manifest(container: Container) -> JobManifest:
     )
 
 
-@pytest.mark.parametrize(
-    ("container", "flags", "prefix"),
-    [
-        (Container(), [], []),
-        (
-            Container(runtime="pyxis", image="nvcr.io/x:1", mounts=("/a:/a",), workdir="/w"),
-            [
-                "--container-image=nvcr.io/x:1",
-                "--container-mounts=/a:/a",
-                "--container-name=slurm-rl-42",
-                "--no-container-mount-home",
-                "--container-workdir=/w",
-            ],
-            [],
-        ),
-        (
-            Container(runtime="apptainer", image="/img.sif", mounts=("/a:/a",), workdir="/w", gpus=True),
-            [],
-            ["apptainer", "exec", "--containall", "--pwd", "/w", "--bind", "/a:/a", "--nv", "/img.sif"],
-        ),
-    ],
-)
-def test_cleanup_runs_with_the_jobs_python_inside_its_container(
-    tmp_path: Path, container: Container, flags: list[str], prefix: list[str]
-) -> None:
+def test_cleanup_of_a_bare_job_runs_its_python_with_its_temp_dir(tmp_path: Path) -> None:
     paths = JobPaths(tmp_path)
-    _manifest(container).write(paths.manifest)
-    got_flags, argv = cleanup_command(paths, 42, 0.5)
-    assert got_flags == flags
-    assert argv == [
-        *prefix,
+    _manifest(Container()).model_copy(update={"node_local_dir": "/scratch"}).write(paths.manifest)
+    assert cleanup_command(paths, 42, 0.5) == [
         "/shared/venv/bin/python",
-        "-m",
-        "slurm_rl.job.cleanup",
-        "--job-id",
-        "42",
-        "--grace-s",
-        "0.5",
+        *("-m", "slurm_rl.job.cleanup", "--job-id", "42", "--grace-s", "0.5", "--temp-dir", "/scratch/srl-42"),
     ]
 
 
+@pytest.mark.parametrize("runtime", ["pyxis", "apptainer"])
+def test_cleanup_of_a_container_job_is_plain_shell_on_the_bare_node(tmp_path: Path, runtime: str) -> None:
+    """No python on the bare node, and the image is never started again (a real image takes
+    minutes to unpack on every node): the cleanup is bash, run here for real."""
+    paths = JobPaths(tmp_path)
+    _manifest(Container(runtime=runtime, image="/img", mounts=("/a:/a",))).write(paths.manifest)
+    argv = cleanup_command(paths, 4242, 1.0)
+    assert argv[:2] == ["bash", "-c"] and argv[3:] == ["cleanup", "4242", "1.0", "/tmp/srl-4242"]
+    temp = tmp_path / "srl-4242"
+    temp.mkdir()
+    marked = subprocess.Popen(["sleep", "60"], env={**os.environ, "SLURM_RL_JOB_ID": "4242"})
+    by_path = subprocess.Popen(["bash", "-c", 'trap "" TERM; while :; do sleep 0.1; done', f"{temp}/x"])
+    other = subprocess.Popen(["sleep", "60"], env={**os.environ, "SLURM_RL_JOB_ID": "42421"})
+    try:
+        out = subprocess.run([*argv[:6], str(temp)], capture_output=True, text=True, timeout=30)
+        report = json.loads(out.stdout)
+        killed = {k["pid"]: k["signal"] for k in report["killed"]}
+        assert killed == {marked.pid: "TERM", by_path.pid: "KILL"}, out.stderr
+        assert report["temp_dir_removed"] is True and not temp.exists()
+        assert other.poll() is None  # another job's process (an id with the same prefix) lives
+    finally:
+        for p in (marked, by_path, other):
+            p.kill()
+            p.wait()
+
+
 def test_cleanup_of_a_job_dir_without_manifest_uses_this_python(tmp_path: Path) -> None:
-    flags, argv = cleanup_command(JobPaths(tmp_path), 42, 1.0)
-    assert flags == [] and argv[0] == sys.executable
+    assert cleanup_command(JobPaths(tmp_path), 42, 1.0)[0] == sys.executable

@@ -84,7 +84,7 @@ def env_root() -> str:
     if env.in_slurm_rl_job and env.job_id:
         from ...core.paths import node_temp_dir
 
-        return f"{node_temp_dir(env.job_id)}/venvs"
+        return f"{env.temp_dir or node_temp_dir(env.job_id)}/venvs"
     import ray
 
     node = ray._private.worker._global_node

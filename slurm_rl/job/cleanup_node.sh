@@ -1,0 +1,83 @@
+# Stop job J's processes on this node, remove its node-local temp dir and any container root
+# filesystem of its steps that pyxis left, print one JSON line saying what was done. The plain
+# shell twin of `python -m slurm_rl.job.cleanup` for container jobs: it runs on the bare node
+# (which may have no python) and never starts the job's image again.
+#
+#   bash -c "$(cat cleanup_node.sh)" cleanup JOB_ID GRACE_S TEMP_DIR
+#
+# A process is the job's only on positive evidence, as in core/procs.py: SLURM_RL_JOB_ID=J in
+# its environment, or the job's temp dir in its command line. Containers share the node's PID
+# namespace, so their processes are visible (and killable) from here.
+set -u
+job=$1 grace=$2 temp=$3
+t0=$(date +%s.%N)
+node=${SLURMD_NODENAME:-$(hostname)}
+
+ancestors=" "
+p=$$
+while [ -n "$p" ] && [ "$p" -gt 1 ] 2>/dev/null; do
+  ancestors="$ancestors$p "
+  stat=$(cat "/proc/$p/stat" 2>/dev/null) || break
+  stat=${stat##*) }; stat=${stat#* }; p=${stat%% *}  # field 4, after "pid (comm) state"
+done
+
+# Bash builtins only while scanning, so the scan's own processes never carry the temp dir.
+job_pids() {
+  local d pid item state
+  local -a items
+  for d in /proc/[0-9]*; do
+    pid=${d#/proc/}
+    case "$ancestors$BASHPID " in *" $pid "*) continue;; esac  # us, and this subshell
+    items=()
+    mapfile -d '' items 2>/dev/null <"$d/environ" || continue
+    for item in "${items[@]}"; do
+      [ "$item" = "SLURM_RL_JOB_ID=$job" ] && { echo "$pid"; continue 2; }
+    done
+    items=()
+    mapfile -d '' items 2>/dev/null <"$d/cmdline" || continue
+    for item in "${items[@]}"; do
+      case $item in "$temp" | *"$temp/"*) echo "$pid"; continue 2;; esac
+    done
+  done
+}
+
+alive() {  # a zombie is dead: only its parent's wait is missing
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
+killed=""
+pids=$(job_pids)
+if [ -n "$pids" ]; then
+  declare -A name_of=()
+  for pid in $pids; do name_of[$pid]=$(tr -d '"\\\n' <"/proc/$pid/comm" 2>/dev/null); done
+  kill -TERM $pids 2>/dev/null
+  end=$(awk -v t="$(date +%s.%N)" -v g="$grace" 'BEGIN{printf "%.3f", t + g}')
+  while :; do
+    left=""; for pid in $pids; do alive "$pid" && left="$left $pid"; done
+    [ -z "$left" ] && break
+    awk -v e="$end" -v t="$(date +%s.%N)" 'BEGIN{exit !(t >= e)}' && break
+    sleep 0.1
+  done
+  for pid in $pids; do
+    if alive "$pid"; then kill -KILL "$pid" 2>/dev/null; sig=KILL; else sig=TERM; fi
+    killed="$killed${killed:+, }{\"pid\": $pid, \"name\": \"${name_of[$pid]:-?}\", \"signal\": \"$sig\"}"
+  done
+fi
+
+removed=false
+if [ -d "$temp" ]; then rm -rf "$temp" 2>/dev/null; [ -d "$temp" ] || removed=true; fi
+
+containers=""
+if command -v enroot >/dev/null 2>&1; then
+  # pyxis names a step's container pyxis_<job>.<step> (scope global) or pyxis_<job>_<job>.<step>
+  for c in $(enroot list 2>/dev/null | grep -E "^pyxis_${job}[._]"); do
+    enroot remove -f "$c" >/dev/null 2>&1 && containers="$containers${containers:+, }\"$c\""
+  done
+fi
+
+seconds=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.3f", b - a}')
+printf '{"node": "%s", "killed": [%s], "temp_dir_removed": %s, "containers_removed": [%s], "seconds": %s}\n' \
+  "$node" "$killed" "$removed" "$containers" "$seconds"

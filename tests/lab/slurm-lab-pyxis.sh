@@ -1,0 +1,164 @@
+# Sourced by slurm-lab: NVIDIA Pyxis + enroot in the lab, built from source, and the lab's image.
+#
+# Sources: $SLURM_LAB_PYXIS_SRC / $SLURM_LAB_ENROOT_SRC (a source dir or a .tar.gz each), else
+# pyxis-*.tar.gz and enroot-*.tar.gz in $SLURM_LAB_VENDOR (default: ../shared/vendor beside the
+# checkout). Builds are cached in $CACHE and reused while their inputs are unchanged.
+#
+# Per node, enroot keeps its runtime files under the node's private /tmp and its container root
+# filesystems in $STATE/enroot/<hostname> (not under the /tmp bind: `enroot list` reads the
+# mount table, where a bind shows its source, and pyxis would never find a running container).
+#
+# The image (debootstrap minbase + Debian's python3) carries its own environment at
+# /opt/slurm-rl, a path the bare nodes lack, with slurm-rl and the dependency closure copied from
+# the interpreter that runs the tests: anything slurm-rl still runs outside the container fails.
+
+CACHE=${SLURM_LAB_CACHE:-/var/cache/slurm-lab}
+IMAGE=$CACHE/images/slurm-rl-lab.sqsh
+IMAGE_PYTHON=/opt/slurm-rl/bin/python
+PYXIS_CONF=$CONF_DIR/plugstack.conf.d/pyxis.conf
+ENROOT_CONF=/usr/local/etc/enroot/enroot.conf.d/slurm-lab.conf
+PYXIS_APT="build-essential libslurm-dev libbsd-dev squashfs-tools debootstrap makeself zstd pigz jq"
+# Debian's mirror apt already uses (the lab reaches no other host)
+MIRROR=$(awk '/^URIs:/{print $2; exit} /^deb /{print $2; exit}' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null || true)
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
+
+pyxis_source() {  # $1: pyxis|enroot -> a source dir or tarball, or nothing
+  local name=$1 var vendor top f
+  var=SLURM_LAB_$(echo "$name" | tr a-z A-Z)_SRC
+  if [ -n "${!var:-}" ]; then echo "${!var}"; return; fi
+  top=$(git -C "$SCRIPT_DIR" rev-parse --show-toplevel 2>/dev/null || (cd "$SCRIPT_DIR/../.." && pwd))
+  vendor=${SLURM_LAB_VENDOR:-$top/../shared/vendor}
+  for f in "$vendor/$name"-*.tar.gz; do [ -e "$f" ] && { echo "$f"; return; }; done
+}
+
+# Why Pyxis cannot be set up here (empty when it can): the container tests print this when skipping.
+pyxis_missing() {
+  local p e
+  p=$(pyxis_source pyxis); e=$(pyxis_source enroot)
+  [ -n "$p" ] && [ -n "$e" ] && return 0
+  echo "no Pyxis/enroot sources: set SLURM_LAB_PYXIS_SRC and SLURM_LAB_ENROOT_SRC (a source dir or .tar.gz each) or SLURM_LAB_VENDOR (a folder with pyxis-*.tar.gz and enroot-*.tar.gz)"
+}
+
+unpack_source() {  # $1: dir or tarball, $2: destination dir
+  rm -rf "$2"; mkdir -p "$2"
+  if [ -d "$1" ]; then cp -a "$1/." "$2/"; else tar -xzf "$1" -C "$2" --strip-components=1; fi
+}
+
+source_key() {  # a content hash of a source dir or tarball
+  if [ -d "$1" ]; then (cd "$1" && find . -type f -not -path './.git/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+  else sha256sum <"$1" | cut -c1-16; fi
+}
+
+apt_install() {
+  local missing=() pkg
+  for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+  [ ${#missing[@]} = 0 ] && return 0
+  log "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+install_pyxis() {
+  local psrc esrc key build
+  psrc=$(pyxis_source pyxis); esrc=$(pyxis_source enroot)
+  # shellcheck disable=SC2086
+  apt_install $PYXIS_APT
+  key=$(source_key "$psrc")-$(source_key "$esrc")
+  if [ "$(cat "$CACHE/pyxis-installed" 2>/dev/null)" = "$key" ] && command -v enroot >/dev/null \
+     && [ -f /usr/local/lib/slurm/spank_pyxis.so ]; then
+    return 0
+  fi
+  log "building enroot and pyxis from $esrc and $psrc"
+  build=$CACHE/build
+  unpack_source "$esrc" "$build/enroot"
+  unpack_source "$psrc" "$build/pyxis"
+  # enroot without its git submodules: glibc instead of musl, Debian's makeself and kernel
+  # headers, the in-tree libbsd subset; bookworm's glibc lacks strlcpy (libbsd has it).
+  local eflags=(FORCE_GLIBC=1 prefix=/usr/local "CPPFLAGS=-D_GNU_SOURCE=1 -include bsd/string.h"
+                "LDLIBS=-l:libbsd.a -l:libbsd.so.0")
+  (
+    set -e
+    cd "$build/enroot"
+    make -C deps libbsd FORCE_GLIBC=1
+    mkdir -p deps/dist/makeself/bin deps/makeself deps/linux-headers
+    printf '#!/bin/sh\nexec /usr/bin/makeself "$@"\n' >deps/dist/makeself/bin/enroot-makeself
+    chmod +x deps/dist/makeself/bin/enroot-makeself
+    touch deps/makeself/.stamp deps/linux-headers/.stamp
+    make "${eflags[@]}"
+    make install "${eflags[@]}"
+    cd "$build/pyxis"
+    make
+    make install prefix=/usr/local
+  ) >"$CACHE/build.log" 2>&1 || die "building enroot/pyxis failed (see $CACHE/build.log)"
+  rm -rf "$build"
+  echo "$key" >"$CACHE/pyxis-installed"
+}
+
+# Enable (or, with no scope, disable) the plugin for the lab's slurmds; they load it at start.
+configure_pyxis() {
+  local scope=${1:-}
+  mkdir -p "$(dirname "$PYXIS_CONF")"
+  if [ -z "$scope" ]; then rm -f "$PYXIS_CONF" "$ENROOT_CONF"; return 0; fi
+  echo "required /usr/local/lib/slurm/spank_pyxis.so runtime_path=/tmp/pyxis container_scope=$scope" >"$PYXIS_CONF"
+  mkdir -p "$(dirname "$ENROOT_CONF")" "$STATE/enroot"
+  cat >"$ENROOT_CONF" <<EOF
+# managed by slurm-lab: per-node enroot state (each lab node has its own /tmp and hostname)
+ENROOT_RUNTIME_PATH /tmp/enroot/runtime/user-\$(id -u)
+ENROOT_CACHE_PATH /tmp/enroot/cache/user-\$(id -u)
+ENROOT_TEMP_PATH /tmp
+ENROOT_DATA_PATH $STATE/enroot/\$(hostname)/data/user-\$(id -u)
+EOF
+}
+
+# The inputs of the image: the recipe (this file), the environment's file list and versions, and
+# slurm-rl's own files. The image is rebuilt when any of them changes.
+image_key() {
+  local py=$1 top=$2
+  {
+    md5sum <"${BASH_SOURCE[0]}"
+    "$py" "$SCRIPT_DIR/image_files.py" slurm-rl
+    (cd "$top" && find slurm_rl templates -type f -not -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum)
+  } | sha256sum | cut -c1-16
+}
+
+cmd_image() {
+  need_root
+  local py=${SLURM_LAB_PYTHON:-python3} top key base work site
+  top=$(cd "$SCRIPT_DIR/../.." && pwd)
+  "$py" -c 'import slurm_rl, ray, torch' 2>/dev/null \
+    || die "$py cannot import slurm_rl, ray and torch: run from the project's venv (or set SLURM_LAB_PYTHON)"
+  # shellcheck disable=SC2086
+  apt_install $PYXIS_APT
+  key=$(image_key "$py" "$top")
+  if [ -f "$IMAGE" ] && [ "$(cat "$IMAGE.key" 2>/dev/null)" = "$key" ]; then echo "$IMAGE"; return 0; fi
+  base=$CACHE/base-bookworm-python3
+  if [ ! -x "$base/usr/bin/python3" ] || [ ! -x "$base$IMAGE_PYTHON" ]; then
+    log "building the base image (debootstrap from $MIRROR; about a minute)"
+    rm -rf "$base"
+    debootstrap --variant=minbase --include=python3,python3-venv bookworm "$base" "$MIRROR" \
+      >"$CACHE/debootstrap.log" 2>&1 || die "debootstrap failed (see $CACHE/debootstrap.log)"
+    rm -rf "$base"/var/cache/apt/archives/*.deb "$base"/var/lib/apt/lists/*
+    chroot "$base" python3 -m venv --without-pip /opt/slurm-rl
+  fi
+  log "building the lab image $IMAGE"
+  work=$CACHE/image-rootfs
+  rm -rf "$work"; cp -a "$base" "$work"
+  site=$work/opt/slurm-rl/lib/python3.11/site-packages
+  "$py" "$SCRIPT_DIR/image_files.py" slurm-rl >"$CACHE/image-files.txt"
+  cut -f1 "$CACHE/image-files.txt" | sort -u | while read -r from; do
+    awk -F'\t' -v s="$from" '$1==s{print $2}' "$CACHE/image-files.txt" | tar -C "$from" -cf - -T - | tar -C "$site" -xf -
+  done
+  cp -a "$top/slurm_rl" "$site/slurm_rl"
+  cp -a "$top/templates" "$site/slurm_rl/templates"
+  find "$site/slurm_rl" -name __pycache__ -prune -exec rm -rf {} +
+  chroot "$work" "$IMAGE_PYTHON" -m compileall -q -j 0 /opt/slurm-rl/lib/python3.11/site-packages >/dev/null 2>&1 || true
+  chroot "$work" "$IMAGE_PYTHON" -c 'import slurm_rl.job.node, ray, torch' \
+    || die "the image's python cannot import slurm_rl, ray and torch"
+  mkdir -p "$(dirname "$IMAGE")"
+  mksquashfs "$work" "$IMAGE.tmp" -comp zstd -Xcompression-level 1 -all-root -noappend -quiet -no-progress >/dev/null \
+    || die "mksquashfs failed"
+  mv "$IMAGE.tmp" "$IMAGE"; echo "$key" >"$IMAGE.key"
+  rm -rf "$work"
+  echo "$IMAGE"
+}

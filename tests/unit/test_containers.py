@@ -1,0 +1,87 @@
+"""Container jobs decided before the queue and on the nodes: the working directory, the
+interpreter, attach's way into the running container, the object store against /dev/shm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurm_rl.core.errors import UsageError
+from slurm_rl.core.slurm import SlurmClient
+from slurm_rl.core.spec import parse_spec
+from slurm_rl.job.ray_start import OBJECT_STORE_MIN, object_store_size
+from slurm_rl.login.options import container_workdir
+from slurm_rl.login.render import container_mounts
+
+pytestmark = pytest.mark.unit
+
+GiB = 2**30
+
+
+def _pyxis(tmp_path: Path, **extra: object):  # type: ignore[no-untyped-def]
+    return parse_spec(
+        {
+            "cluster_name": "site",
+            "fileroot": str(tmp_path / "root"),
+            "container_runtime": "pyxis",
+            "cpu_image": "/images/rl.sqsh",
+            "python": "/opt/venv/bin/python",
+            "default_mount": "/lustre:/lustre,/home/data:/data:ro",
+            **extra,
+        },
+        "t",
+    )
+
+
+def test_the_container_mounts_the_fileroot_and_node_local_dir_once(tmp_path: Path) -> None:
+    spec = _pyxis(tmp_path, node_local_dir="/local")
+    assert container_mounts(spec) == (
+        "/lustre:/lustre",
+        "/home/data:/data:ro",
+        f"{tmp_path}/root:{tmp_path}/root",
+        "/local:/local",
+    )
+    # a spec mount that already provides the node-local dir is not doubled
+    spec = _pyxis(tmp_path, default_mount="/tmp:/tmp")
+    assert [m for m in container_mounts(spec) if m.endswith(":/tmp")] == ["/tmp:/tmp"]
+
+
+def test_a_container_runs_in_the_job_dir_or_a_mounted_workdir(tmp_path: Path) -> None:
+    spec = _pyxis(tmp_path)
+    assert container_workdir(spec, None) == ""  # the job dir, on the always-mounted fileroot
+    assert container_workdir(spec, "/lustre/alice/rl") == "/lustre/alice/rl"
+    assert container_workdir(spec, "/data") == "/data"
+    with pytest.raises(UsageError, match=r"^--workdir /home/alice/rl: not inside the pyxis container.*/lustre, /data"):
+        container_workdir(spec, "/home/alice/rl")
+    with pytest.raises(UsageError, match="--workdir /lustrefoo"):  # a prefix is not a parent
+        container_workdir(spec, "/lustrefoo")
+    bare = parse_spec({"cluster_name": "b", "fileroot": str(tmp_path)}, "t")
+    assert container_workdir(bare, None) == str(Path.cwd().resolve())
+
+
+def test_attach_joins_the_running_container_with_the_jobs_ray_variables() -> None:
+    argv = SlurmClient.attach_argv(7, "node1", ["ray", "status"], (4242, ["RAY_ADDRESS", "RAY_AUTH_MODE"]))
+    assert argv == [
+        *("srun", "--overlap", "--jobid=7", "--nodelist=node1", "--nodes=1", "--ntasks=1"),
+        *("enroot", "exec", "--env", "RAY_ADDRESS", "--env", "RAY_AUTH_MODE", "4242", "ray", "status"),
+    ]
+    shell = SlurmClient.attach_argv(7, "node1", [], (4242, []))
+    assert shell[-6:] == ["--pty", "enroot", "exec", "4242", "bash", "-l"]
+    assert SlurmClient.attach_argv(7, "node1", ["hostname"])[-1] == "hostname"  # bare jobs: as before
+
+
+@pytest.mark.parametrize(
+    ("available", "shm", "size", "warns"),
+    [
+        (100 * GiB, 64 * GiB, 30 * GiB, False),  # Ray's default (30%) fits
+        (100 * GiB, 8 * GiB, int(8 * GiB * 0.95), True),  # capped to /dev/shm, said once
+        (100 * GiB, 10 * 2**20, OBJECT_STORE_MIN, True),  # never below Ray's minimum
+        (1000 * GiB, 1000 * GiB, 200 * 10**9, False),  # Ray's 200 GB cap
+    ],
+)
+def test_the_object_store_fits_dev_shm(available: int, shm: int, size: int, warns: bool) -> None:
+    got, warning = object_store_size(available, shm)
+    assert got == size and (warning is not None) == warns
+    if warning:
+        assert warning.startswith("/dev/shm has") and "larger /dev/shm" in warning
