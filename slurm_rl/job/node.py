@@ -77,6 +77,8 @@ class Lifecycle:
             raise NodeFailure(
                 f"setup[{index}] {text} exited {rc} (spec field 'setup'; its output is in {ctx.paths.batch_log})"
             )
+        # the batch script forwards SLURM's warning signal once every node has started
+        write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "started"), ctx.node + "\n")
         # pid: `slurm-rl attach` joins this process's container (enroot exec PID)
         ctx.event("node_start", ip=ctx.node_ip(ctx.node), cpus=ctx.cpus, gpus=ctx.gpus, pid=os.getpid())
         return run_head(ctx) if ctx.rank == 0 else run_worker(ctx)

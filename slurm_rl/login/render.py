@@ -204,6 +204,8 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         het_groups="0,1" if opts.head_partition else "",
         node_command=f'{python} -m slurm_rl.job.node --job-dir "$SLURM_RL_JOB_DIR"',
         warned_marker=shlex.quote(f"{MARKERS_DIR}/") + warned_marker_name('"${SLURM_RESTART_COUNT:-0}"'),
+        started_markers=shlex.quote(f"{MARKERS_DIR}/") + '"${SLURM_RESTART_COUNT:-0}"-*.started',
+        total_nodes=opts.total_nodes,
     )
     env = _env()
     node_script = env.get_template(NODE_TEMPLATE_NAME).render(**context).splitlines()

@@ -1,0 +1,141 @@
+"""Container jobs on the lab's real Pyxis + enroot (`slurm-lab up --pyxis`), with an image whose
+interpreter (/opt/slurm-rl/bin/python) the bare nodes lack: anything slurm-rl still ran outside
+the container would fail here. Every way a job ends leaves 0 processes and 0 containers.
+
+The jobs run side by side (one image unpack per node per job is the cost on 2 cores): a clean
+3-node job submitted from a directory the image lacks, a driver exception, one job attached to
+and torn down, one scancelled, one that hits its time limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LAB, REPO, run_cli
+from tests.lab.helpers import EXPERIMENTS, in_queue, job_leftovers, wait_for, wait_gone, wait_ready
+
+SPEC = str(REPO / "cluster_specs" / "lab-pyxis.json")
+IMAGE_PYTHON = "/opt/slurm-rl/bin/python"
+STATE = Path(os.environ.get("SLURM_LAB_STATE", "/var/lib/slurm-lab"))
+
+
+@pytest.fixture(scope="module")
+def pyxis_lab(lab: list[str]) -> list[str]:
+    mode = (STATE / "run" / "mode").read_text().strip() if (STATE / "run" / "mode").exists() else ""
+    if not mode.startswith("pyxis"):
+        missing = STATE / "run" / "pyxis-missing"
+        why = missing.read_text().strip() if missing.exists() else "the lab runs without Pyxis"
+        pytest.skip(f"{why}; bring it up with `tests/lab/slurm-lab up --nodes 3 --pyxis`")
+    # the image carries slurm-rl itself: rebuilt (seconds) when the code changed since `up`
+    res = subprocess.run([str(LAB), "image"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    return lab
+
+
+def containers(nodes: list[str], job_id: int) -> dict[str, list[str]]:
+    """The job's unpacked container root filesystems per node (`enroot list`: pyxis names them
+    pyxis_<job>.<step>, or pyxis_<job>_<job>.<step> with container_scope=job)."""
+    out = {}
+    for node in nodes:
+        listed = subprocess.run(
+            [str(LAB), "exec", node, "--", "enroot", "list"], capture_output=True, text=True, timeout=30, check=True
+        ).stdout.split()
+        listed = [c for c in listed if c.startswith((f"pyxis_{job_id}.", f"pyxis_{job_id}_"))]
+        if listed:
+            out[node] = listed
+    return out
+
+
+def start(experiment: str, *args: str, nodes: int, extra: tuple[str, ...] = (), cwd: Path | None = None) -> dict:
+    res = run_cli(
+        "submit",
+        SPEC,
+        str(EXPERIMENTS / experiment),
+        *("--nodes", str(nodes), "--oversubscribe", "--json"),
+        *extra,
+        "--",
+        *args,
+        timeout=60,
+        cwd=cwd,
+    )
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.splitlines()[-1])
+
+
+def ended(job_id: int, timeout_s: float) -> dict:
+    """`slurm-rl status --json` once the job has left the queue."""
+    wait_gone(job_id, timeout_s)
+    res = run_cli("status", str(job_id), "--json", timeout=60)
+    return json.loads(res.stdout.splitlines()[-1])
+
+
+def assert_nothing_left(nodes: list[str], job_id: int) -> None:
+    assert wait_for(lambda: not job_leftovers(nodes, job_id) and not containers(nodes, job_id), 15), (
+        job_leftovers(nodes, job_id),
+        containers(nodes, job_id),
+    )
+
+
+def test_every_way_a_container_job_ends_leaves_no_process_and_no_container(pyxis_lab: list[str]) -> None:
+    # a submit directory the image (and /tmp, which the container mounts) lacks
+    outside = Path("/srv") / f"srl-submit-{os.getpid()}"
+    outside.mkdir(parents=True, exist_ok=True)
+    jobs: list[dict] = []
+    try:
+        timed = start("hold.py", "ok", nodes=1, extra=("--time", "1"))
+        clean = start("container_check.py", "3", nodes=3, cwd=outside)
+        crash = start("hold.py", "raise", nodes=1)
+        attached = start("hold.py", "ok", nodes=1)
+        cancelled = start("hold.py", "ok", nodes=1)
+        jobs = [timed, clean, crash, attached, cancelled]
+
+        # attach runs inside the running container: the image's interpreter exists there only
+        wait_ready(attached, timeout_s=240)
+        res = run_cli(
+            "attach", str(attached["job_id"]), "--", IMAGE_PYTHON, "-c",
+            "import os, sys; print(sys.executable, os.environ['RAY_ADDRESS'])",
+            timeout=60,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        python, address = res.stdout.split()[-2:]
+        assert python == IMAGE_PYTHON and address.count(":") == 1
+        t0 = time.monotonic()
+        res = run_cli("teardown", str(attached["job_id"]), timeout=120)
+        teardown_s = time.monotonic() - t0
+        assert res.returncode == 0 and "cancelled" in res.stdout, res.stdout + res.stderr
+        assert teardown_s < 30, f"teardown of a container job took {teardown_s:.1f} s (it must not unpack again)"
+        assert_nothing_left(pyxis_lab, attached["job_id"])
+
+        wait_ready(cancelled, timeout_s=240)
+        subprocess.run(["scancel", str(cancelled["job_id"])], check=True, timeout=30)
+        assert ended(cancelled["job_id"], 120)["state"] in ("CANCELLED", "STOPPED")
+
+        (Path(crash["job_dir"]) / "release").write_text("go\n")
+        assert ended(crash["job_id"], 240)["exit_code"] == 1
+
+        status = ended(clean["job_id"], 300)
+        assert status["exit_code"] == 0, status
+        driver = Path(clean["job_dir"]) / "logs" / "driver.log"
+        report = json.loads([line for line in driver.read_text().splitlines() if line.startswith("{")][-1])
+        assert report["nodes"] == 3 and report["driver_python"] == IMAGE_PYTHON
+        assert report["driver_cwd"] == clean["job_dir"]  # the job dir, not the submit dir
+        assert report["ray_address"]
+        for node in report["per_node"]:
+            assert node["python"] == IMAGE_PYTHON
+            assert node["temp_fs"] != "tmpfs", node  # Ray's temp dir is on node-local disk, not RAM
+            assert node["token"] and node["spec_env"] == "0", node  # the job's token and the spec's env reach it
+
+        assert "time limit" in ended(timed["job_id"], 240)["exit_reason"].lower()
+        for job in (clean, crash, attached, cancelled, timed):
+            assert_nothing_left(pyxis_lab, job["job_id"])
+    finally:
+        outside.rmdir()
+        for job in jobs:
+            if in_queue(job["job_id"]):
+                subprocess.run(["scancel", str(job["job_id"])], timeout=30, check=False)
