@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -41,7 +42,11 @@ def test_sbatch_three_nodes_are_three_machines(lab: list[str]) -> None:
 
 def test_up_again_is_a_no_op(lab: list[str]) -> None:
     before = {n: subprocess.run([str(LAB), "pid", n], capture_output=True, text=True, check=True).stdout for n in lab}
-    res = subprocess.run([str(LAB), "up", "--nodes", str(len(lab))], capture_output=True, text=True, timeout=120)
+    # the same set-up as the running lab (a lab up with --pyxis stays one)
+    mode_file = Path(os.environ.get("SLURM_LAB_STATE", "/var/lib/slurm-lab")) / "run" / "mode"
+    mode = mode_file.read_text().strip() if mode_file.exists() else "plain"
+    same = ["--pyxis", "--pyxis-scope", mode.removeprefix("pyxis-")] if mode.startswith("pyxis-") else []
+    res = subprocess.run([str(LAB), "up", "--nodes", str(len(lab)), *same], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     assert "already up" in res.stderr
     after = {n: subprocess.run([str(LAB), "pid", n], capture_output=True, text=True, check=True).stdout for n in lab}
