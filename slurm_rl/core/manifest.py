@@ -22,6 +22,7 @@ from .errors import JobError
 from .events import write_atomic
 from .fields import first_match
 from .options import JobOptions
+from .paths import node_temp_dir
 
 MANIFEST_FORMAT = 2  # 2: the manifest is JobOptions + additions (nodes: workers; total_nodes)
 JOB_ID_PLACEHOLDER = "\0JOBID\0"  # stands for the job id where it is not known yet (render)
@@ -86,6 +87,10 @@ class JobManifest(JobOptions):
     setup_first_line: int = 0  # line of setup[0] in the node script (blames a failing line)
     container: Container = Container()
     node_local_dir: str = "/tmp"  # the spec's: the job's Ray temp dir is <node_local_dir>/srl-<id>
+
+    def temp_dir(self, job_id: int | str) -> str:
+        """The job's node-local dir on every node: Ray's temp dir, uv environments."""
+        return node_temp_dir(job_id, self.node_local_dir)
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"

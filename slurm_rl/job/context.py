@@ -19,7 +19,7 @@ from typing import IO
 from ..core.events import append_event
 from ..core.job_env import JobEnvironment
 from ..core.manifest import JobManifest
-from ..core.paths import JobPaths, node_temp_dir
+from ..core.paths import JobPaths
 from ..core.ports import PortsBusy, RayPorts, choose_ports
 
 POLL_S = 0.05
@@ -93,7 +93,7 @@ class NodeContext:
 
     @property
     def temp_dir(self) -> str:
-        return node_temp_dir(self.job_id, self.manifest.node_local_dir)
+        return self.manifest.temp_dir(self.job_id)
 
     @property
     def stop_flag(self):
@@ -124,6 +124,8 @@ class NodeContext:
 
     def ray_start(self, extra: list[str]) -> None:
         """`ray start` in this process, its daemons our children (we are their subreaper)."""
+        import psutil
+
         from .ray_start import object_store_size, start_in_process
 
         resources = {
@@ -131,8 +133,6 @@ class NodeContext:
             f"slurm_job_{self.job_id}": 1,
             **self.manifest.type_resources(self.node, self.gpus),
         }
-        import psutil
-
         store, warning = object_store_size(psutil.virtual_memory().available, shutil.disk_usage("/dev/shm").free)
         if warning:
             self.say(f"warning: {warning}")

@@ -26,7 +26,7 @@ from ..core.events import write_atomic
 from ..core.exits import STOPPED_RC, describe_returncode, record_exit, shell_exit_code
 from ..core.job_env import TEMP_DIR_ENV, JobEnvironment
 from ..core.manifest import load_manifest
-from ..core.paths import JobPaths, node_temp_dir
+from ..core.paths import JobPaths
 from ..core.procs import MARKER_ENV, stop_job_processes
 from .context import POLL_S, NodeContext, NodeFailure, Stopped
 from .head import run_head
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in HEALTH_CHECK_ENV.items():
         os.environ.setdefault(key, value)
     # Where this job keeps node-local files (Ray's temp dir; uv environments of worker groups).
-    os.environ[TEMP_DIR_ENV] = node_temp_dir(paths.job_id, manifest.node_local_dir)
+    os.environ[TEMP_DIR_ENV] = manifest.temp_dir(paths.job_id)
     # The marker goes last in the environment children inherit: processes that rewrite their
     # title (Ray's "ray::..." workers) overwrite the start of /proc/PID/environ.
     os.environ.pop(MARKER_ENV, None)

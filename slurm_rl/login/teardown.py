@@ -20,7 +20,7 @@ from ..core.events import append_event, read_events, read_json
 from ..core.exits import STOPPED_RC, record_exit
 from ..core.manifest import load_manifest
 from ..core.nodelist import expand_hostlist
-from ..core.paths import JobPaths, node_temp_dir
+from ..core.paths import JobPaths
 from ..core.slurm import SlurmClient
 from ..core.spec import ClusterSpec
 from .jobs import find_job_dir
@@ -155,7 +155,7 @@ def cleanup_command(paths: JobPaths, job_id: int, grace_s: float) -> list[str]:
         manifest = load_manifest(paths.manifest)
     except JobError:
         return [sys.executable, "-m", "slurm_rl.job.cleanup", "--job-id", str(job_id), "--grace-s", str(grace_s)]
-    temp_dir = node_temp_dir(job_id, manifest.node_local_dir)
+    temp_dir = manifest.temp_dir(job_id)
     if manifest.container.runtime != "none":
         return ["bash", "-c", CLEANUP_SHELL.read_text(), "cleanup", str(job_id), str(grace_s), temp_dir]
     return [

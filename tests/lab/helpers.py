@@ -96,10 +96,22 @@ def job_dir(data: dict) -> Path:
     return Path(data["job_dir"])
 
 
-def start(experiment: str, *args: str, nodes: int = 3, extra: tuple[str, ...] = ()) -> dict:
+def start(
+    experiment: str,
+    *args: str,
+    nodes: int = 3,
+    extra: tuple[str, ...] = (),
+    spec: str = SPEC,
+    cwd: Path | None = None,
+) -> dict:
     """Submit without waiting; returns the --json object (job_id, job_dir, ...)."""
     res = run_cli(
-        "submit", SPEC, str(EXPERIMENTS / experiment), "--nodes", str(nodes), "--json", *extra, "--", *args, timeout=60
+        "submit",
+        spec,
+        str(EXPERIMENTS / experiment),
+        *("--nodes", str(nodes), "--json", *extra, "--", *args),
+        timeout=60,
+        cwd=cwd,
     )
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout.splitlines()[-1])

@@ -113,11 +113,13 @@ EOF
 
 # The inputs of the image: the recipe (this file), the environment's file list and versions, and
 # slurm-rl's own files. The image is rebuilt when any of them changes.
-image_key() {
+image_key() {  # also leaves the environment's file list in $CACHE/image-files.txt
   local py=$1 top=$2
+  mkdir -p "$CACHE"
+  "$py" "$SCRIPT_DIR/image_files.py" slurm-rl >"$CACHE/image-files.txt"
   {
     md5sum <"${BASH_SOURCE[0]}"
-    "$py" "$SCRIPT_DIR/image_files.py" slurm-rl
+    cat "$CACHE/image-files.txt"
     (cd "$top" && find slurm_rl templates -type f -not -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum)
   } | sha256sum | cut -c1-16
 }
@@ -145,7 +147,6 @@ cmd_image() {
   work=$CACHE/image-rootfs
   rm -rf "$work"; cp -a "$base" "$work"
   site=$work/opt/slurm-rl/lib/python3.11/site-packages
-  "$py" "$SCRIPT_DIR/image_files.py" slurm-rl >"$CACHE/image-files.txt"
   cut -f1 "$CACHE/image-files.txt" | sort -u | while read -r from; do
     awk -F'\t' -v s="$from" '$1==s{print $2}' "$CACHE/image-files.txt" | tar -C "$from" -cf - -T - | tar -C "$site" -xf -
   done

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LAB, REPO, run_cli
-from tests.lab.helpers import EXPERIMENTS, in_queue, job_leftovers, wait_for, wait_gone, wait_ready
+from tests.lab import helpers
+from tests.lab.helpers import in_queue, job_leftovers, wait_for, wait_gone, wait_ready
 
 SPEC = str(REPO / "cluster_specs" / "lab-pyxis.json")
 IMAGE_PYTHON = "/opt/slurm-rl/bin/python"
@@ -53,19 +54,8 @@ def containers(nodes: list[str], job_id: int) -> dict[str, list[str]]:
 
 
 def start(experiment: str, *args: str, nodes: int, extra: tuple[str, ...] = (), cwd: Path | None = None) -> dict:
-    res = run_cli(
-        "submit",
-        SPEC,
-        str(EXPERIMENTS / experiment),
-        *("--nodes", str(nodes), "--oversubscribe", "--json"),
-        *extra,
-        "--",
-        *args,
-        timeout=60,
-        cwd=cwd,
-    )
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout.splitlines()[-1])
+    """A container job, sharing the lab's nodes with the others running beside it."""
+    return helpers.start(experiment, *args, nodes=nodes, extra=("--oversubscribe", *extra), spec=SPEC, cwd=cwd)
 
 
 def ended(job_id: int, timeout_s: float) -> dict:
