@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 
@@ -53,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grace-s", type=float, default=1.0)
     p.add_argument("--temp-dir", help="the job's node-local dir (default: /tmp/srl-JOB_ID)")
     args = p.parse_args(argv)
+    # Killing the job's driver ends the job, and SLURM then signals this step too (SIGTERM, then
+    # SIGKILL after KillWait): finish the (bounded) work and print the report regardless.
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
     print(json.dumps(clean_node(args.job_id, args.grace_s, args.temp_dir)), flush=True)
     return 0
 

@@ -9,6 +9,9 @@
 # its environment, or the job's temp dir in its command line. Containers share the node's PID
 # namespace, so their processes are visible (and killable) from here.
 set -u
+# Killing the job's driver ends the job, and SLURM then signals this step too (SIGTERM, then
+# SIGKILL after KillWait): finish the (bounded) work and print the report regardless.
+trap '' TERM HUP INT
 job=$1 grace=$2 temp=$3
 t0=$(date +%s.%N)
 node=${SLURMD_NODENAME:-$(hostname)}

@@ -164,7 +164,12 @@ class Lifecycle:
         except psutil.Error:
             descendants = []
         if ctx.driver is not None and ctx.driver.poll() is None:
-            ctx.driver.terminate()
+            if ctx.stop_requested.is_set():
+                # it got the signal and its grace already: SLURM's SIGKILL comes KillWait after its
+                # SIGTERM, and what runs after us (pyxis removing the container) needs that time
+                ctx.driver.kill()
+            else:
+                ctx.driver.terminate()
             try:
                 ctx.driver.wait(timeout=2.0)
             except subprocess.TimeoutExpired:
