@@ -16,15 +16,20 @@ LAB = REPO / "tests" / "lab" / "slurm-lab"
 HOLD = REPO / "tests" / "lab" / "experiments" / "hold.py"  # a driver that holds an actor per node
 
 
-def submit(experiment: Path, nodes: int, *extra: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+SPEC_PYXIS = REPO / "cluster_specs" / "lab-pyxis.json"  # the same jobs in containers (`slurm-lab up --pyxis`)
+
+
+def submit(
+    experiment: Path, nodes: int, *extra: str, timeout: float = 60, spec: Path = SPEC
+) -> subprocess.CompletedProcess[str]:
     """`slurm-rl submit SPEC EXPERIMENT --nodes N --json EXTRA...` on the lab spec."""
-    argv = [sys.executable, "-m", "slurm_rl", "submit", str(SPEC), str(experiment), "--nodes", str(nodes), "--json"]
+    argv = [sys.executable, "-m", "slurm_rl", "submit", str(spec), str(experiment), "--nodes", str(nodes), "--json"]
     return subprocess.run([*argv, *extra], capture_output=True, text=True, timeout=timeout)
 
 
-def submit_json(experiment: Path, nodes: int, *extra: str) -> dict:
+def submit_json(experiment: Path, nodes: int, *extra: str, spec: Path = SPEC) -> dict:
     """`slurm-rl submit --json` without waiting: {"job_id", "job_dir", ...}."""
-    res = submit(experiment, nodes, *extra)
+    res = submit(experiment, nodes, *extra, spec=spec)
     res.check_returncode()
     return json.loads(res.stdout.splitlines()[-1])
 
@@ -47,3 +52,11 @@ def job_pids(node: str, job_id: int) -> list[str]:
         [str(LAB), "exec", node, "--", "sh", "-c", script], capture_output=True, text=True, timeout=30
     ).stdout
     return sorted({line.split("/")[2] for line in out.splitlines() if line.startswith("/proc/")} - {"self"})
+
+
+def containers(node: str, job_id: int) -> list[str]:
+    """The job's unpacked container filesystems on ``node`` (`enroot list`)."""
+    out = subprocess.run(
+        [str(LAB), "exec", node, "--", "enroot", "list"], capture_output=True, text=True, timeout=30
+    ).stdout.split()
+    return [c for c in out if c.startswith((f"pyxis_{job_id}.", f"pyxis_{job_id}_"))]

@@ -99,6 +99,53 @@ class JobState:
         }
 
 
+@dataclass(frozen=True)
+class JobRecord:
+    """SLURM's accounting record of a job (sacct), kept after squeue and scontrol forgot it."""
+
+    job_id: int
+    state: str
+    exit_code: int | None
+    elapsed: str  # [D-]HH:MM:SS as sacct prints it
+    max_rss: dict[str, str]  # node -> the largest resident set of any task of the job there
+
+    def as_dict(self) -> dict[str, object]:
+        return {"state": self.state, "exit_code": self.exit_code, "elapsed": self.elapsed, "max_rss": self.max_rss}
+
+
+def parse_sacct_record(job_id: int, stdout: str) -> JobRecord | None:
+    """``sacct -n -P -o JobID,State,ExitCode,Elapsed,MaxRSS,MaxRSSNode`` of one job: the
+    allocation's line, then one per step (``J.batch``, ``J.0``...) with its largest task's RSS
+    and that task's node."""
+    alloc: list[str] | None = None
+    rss: dict[str, tuple[int, str]] = {}
+    for line in stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 6:
+            continue
+        jid, state, code, elapsed, max_rss, node = parts
+        if "." not in jid and jid.split("+")[0] == str(job_id):  # the allocation (a het job: J+0)
+            alloc = alloc or [state, code, elapsed]
+        elif jid.split(".")[0].split("+")[0] == str(job_id) and max_rss and node:
+            size = _bytes(max_rss)
+            if size >= rss.get(node, (-1, ""))[0]:
+                rss[node] = (size, max_rss)
+    if alloc is None:
+        return None
+    state, code, elapsed = alloc
+    head = code.split(":")[0]
+    per_node = {n: v for n, (_, v) in sorted(rss.items())}
+    return JobRecord(job_id, state.split()[0], int(head) if head.isdigit() else None, elapsed, per_node)
+
+
+def _bytes(size: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    try:
+        return int(float(size[:-1]) * units[size[-1]]) if size[-1:] in units else int(size)
+    except ValueError:
+        return 0
+
+
 class SlurmClient:
     """Thin, typed wrappers over the SLURM commands slurm-rl needs."""
 
@@ -163,6 +210,15 @@ class SlurmClient:
                 code = parts[3].split(":")[0]
                 return JobState(job_id, parts[1].split()[0], parts[2], int(code) if code.isdigit() else None)
         return JobState(job_id, "UNKNOWN")
+
+    def accounting(self, job_id: int) -> JobRecord | None:
+        """SLURM's accounting record of a job (state, exit code, elapsed, MaxRSS per node), or
+        None where the site keeps no accounting or it has no record of the job."""
+        res = self.run(
+            ["sacct", "-n", "-P", "-j", str(job_id), "-o", "JobID,State,ExitCode,Elapsed,MaxRSS,MaxRSSNode"],
+            check=False,
+        )
+        return parse_sacct_record(job_id, res.stdout) if res.returncode == 0 else None
 
     @staticmethod
     def attach_argv(
@@ -263,6 +319,8 @@ class SlurmClient:
             srun = [
                 "srun",
                 "--oversubscribe",
+                # nodes held whole by other jobs: say so instead of waiting past our timeout
+                f"--immediate={max(int(timeout_s) - 10, 5)}",
                 "--time=2",
                 "--job-name=slurm-rl-cleanup",
                 "--cpus-per-task=1",

@@ -35,7 +35,7 @@ def status(job: str | None, spec_flag: str | None, as_json: bool) -> None:
     """State (from SLURM), phase and nodes up of one job (a SLURM job id or a local run's id),
     or of your recent jobs."""
     from ..core.slurm import SlurmClient
-    from .jobs import job_summary, print_table, summarize
+    from .jobs import job_summary, print_table, record_line, summarize
     from .lookup import all_job_dirs, job_state_for, parse_job_id
 
     s, client = load_spec(spec_flag), SlurmClient()
@@ -48,6 +48,9 @@ def status(job: str | None, spec_flag: str | None, as_json: bool) -> None:
             click.echo(json.dumps(r.as_dict()))
     else:
         print_table(rows)
+        for r in rows:
+            if r.record is not None:
+                click.echo(record_line(r.record))
 
 
 @click.command("list", context_settings=CONTEXT)

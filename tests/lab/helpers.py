@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 from tests.conftest import LAB, REPO, run_cli
 
 SPEC = str(REPO / "cluster_specs" / "lab.json")
+SPEC_PYXIS = str(REPO / "cluster_specs" / "lab-pyxis.json")  # the same lab, every step in a container
+STATE = Path(os.environ.get("SLURM_LAB_STATE", "/var/lib/slurm-lab"))
 EXPERIMENTS = REPO / "tests" / "lab" / "experiments"
 # Processes every lab node always has (PID 1 and the slurmd), plus transient SLURM helpers.
 BASELINE = ("tini", "slurmd", "slurmstepd", "ps", "sleep")
@@ -145,3 +148,35 @@ def exit_reason(data: dict) -> str:
     path = job_dir(data) / "exit_reason"
     wait_for(path.exists, 10)
     return path.read_text().strip()
+
+
+def pyxis_missing() -> str:
+    """Why the running lab has no Pyxis ('' when it has): `up --pyxis` records its mode."""
+    mode_file = STATE / "run" / "mode"
+    if mode_file.exists() and mode_file.read_text().strip().startswith("pyxis"):
+        return ""
+    missing = STATE / "run" / "pyxis-missing"
+    why = missing.read_text().strip() if missing.exists() else "the lab runs without Pyxis"
+    return f"{why}; bring it up with `tests/lab/slurm-lab up --nodes 3 --pyxis`"
+
+
+def job_containers(nodes: list[str], job_id: int) -> dict[str, list[str]]:
+    """The job's unpacked container root filesystems per node (`enroot list`: pyxis names them
+    pyxis_<job>.<step>, or pyxis_<job>_<job>.<step> with container_scope=job); none without Pyxis."""
+    out: dict[str, list[str]] = {}
+    if pyxis_missing():
+        return out
+    for node in nodes:
+        listed = subprocess.run(
+            [str(LAB), "exec", node, "--", "enroot", "list"], capture_output=True, text=True, timeout=30, check=True
+        ).stdout.split()
+        listed = [c for c in listed if c.startswith((f"pyxis_{job_id}.", f"pyxis_{job_id}_"))]
+        if listed:
+            out[node] = listed
+    return out
+
+
+def lab_up_args() -> list[str]:
+    """The `slurm-lab up` options the running lab was brought up with."""
+    saved = STATE / "run" / "up-args"
+    return saved.read_text().split() if saved.exists() else ["--nodes", "3"]

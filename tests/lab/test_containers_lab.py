@@ -15,42 +15,12 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import LAB, REPO, run_cli
+from tests.conftest import run_cli
 from tests.lab import helpers
-from tests.lab.helpers import in_queue, job_leftovers, wait_for, wait_gone, wait_ready
+from tests.lab.helpers import SPEC_PYXIS as SPEC
+from tests.lab.helpers import STATE, in_queue, job_containers, job_leftovers, wait_for, wait_gone, wait_ready
 
-SPEC = str(REPO / "cluster_specs" / "lab-pyxis.json")
 IMAGE_PYTHON = "/opt/slurm-rl/bin/python"
-STATE = Path(os.environ.get("SLURM_LAB_STATE", "/var/lib/slurm-lab"))
-
-
-@pytest.fixture(scope="module")
-def pyxis_lab(lab: list[str]) -> list[str]:
-    mode = (STATE / "run" / "mode").read_text().strip() if (STATE / "run" / "mode").exists() else ""
-    if not mode.startswith("pyxis"):
-        missing = STATE / "run" / "pyxis-missing"
-        why = missing.read_text().strip() if missing.exists() else "the lab runs without Pyxis"
-        pytest.skip(f"{why}; bring it up with `tests/lab/slurm-lab up --nodes 3 --pyxis`")
-    # the image carries slurm-rl itself: rebuilt (seconds) when the code changed since `up`
-    res = subprocess.run([str(LAB), "image"], capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr
-    return lab
-
-
-def containers(nodes: list[str], job_id: int) -> dict[str, list[str]]:
-    """The job's unpacked container root filesystems per node (`enroot list`: pyxis names them
-    pyxis_<job>.<step>, or pyxis_<job>_<job>.<step> with container_scope=job)."""
-    out = {}
-    for node in nodes:
-        listed = subprocess.run(
-            [str(LAB), "exec", node, "--", "enroot", "list"], capture_output=True, text=True, timeout=30, check=True
-        ).stdout.split()
-        listed = [c for c in listed if c.startswith((f"pyxis_{job_id}.", f"pyxis_{job_id}_"))]
-        if listed:
-            out[node] = listed
-    return out
 
 
 def start(experiment: str, *args: str, nodes: int, extra: tuple[str, ...] = (), cwd: Path | None = None) -> dict:
@@ -72,9 +42,9 @@ def unpacks(job_id: int) -> int:
 
 
 def assert_nothing_left(nodes: list[str], job_id: int) -> None:
-    assert wait_for(lambda: not job_leftovers(nodes, job_id) and not containers(nodes, job_id), 15), (
+    assert wait_for(lambda: not job_leftovers(nodes, job_id) and not job_containers(nodes, job_id), 15), (
         job_leftovers(nodes, job_id),
-        containers(nodes, job_id),
+        job_containers(nodes, job_id),
     )
 
 

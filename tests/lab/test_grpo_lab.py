@@ -1,6 +1,9 @@
 """examples/grpo.py on the 3-node lab, as the README runs it (3 steps in CI): one
 policy/generation pair per node; the time-limit warning: the driver checkpoints, asks to be
-requeued, and the next attempt continues the step count; the PNGs and `slurm-rl plot`."""
+requeued, and the next attempt continues the step count; the PNGs and `slurm-rl plot`.
+
+On a lab with Pyxis (CI's) it runs as a GPU site runs it, every step in a container of the lab
+image (cluster_specs/lab-pyxis.json): the requeued attempt starts a new container on each node."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import pytest
 
 from slurm_rl.core.events import read_events
 from tests.conftest import REPO, run_cli
-from tests.lab.helpers import SPEC, assert_no_leftovers, wait_for, wait_gone
+from tests.lab.helpers import SPEC, SPEC_PYXIS, assert_no_leftovers, job_containers, pyxis_missing, wait_for, wait_gone
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
 GRPO = str(REPO / "examples" / "grpo.py")
@@ -23,16 +26,24 @@ def steps_by_attempt(job_dir) -> list[tuple[int, int]]:  # type: ignore[no-untyp
     return [(r["attempt"], r["step"]) for r in rows]
 
 
-def test_grpo_on_three_nodes_preempted_requeued_resumed_then_plotted(lab: list[str]) -> None:
+@pytest.fixture
+def spec(request: pytest.FixtureRequest, lab: list[str]) -> str:
+    if pyxis_missing():
+        return SPEC
+    request.getfixturevalue("pyxis_lab")  # the image is current
+    return SPEC_PYXIS
+
+
+def test_grpo_on_three_nodes_preempted_requeued_resumed_then_plotted(lab: list[str], spec: str) -> None:
     """One job (lab time is CI time): 3 steps on 3 nodes; the time-limit warning arrives while
     the workers start, so attempt 0 checkpoints after step 0 and asks to be requeued; attempt 1
     resumes and runs steps 1 and 2; then `slurm-rl plot` redraws the pictures."""
-    res = run_cli("submit", SPEC, GRPO, "--nodes", "3", "--json", "--", "--steps", "3", timeout=60)
+    res = run_cli("submit", spec, GRPO, "--nodes", "3", "--json", "--", "--steps", "3", timeout=60)
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout.splitlines()[-1])
     job_dir, job_id = Path(data["job_dir"]), data["job_id"]
     events = job_dir / "events.jsonl"
-    assert wait_for(lambda: any(e["event"] == "driver_start" for e in read_events(events)), 120)
+    assert wait_for(lambda: any(e["event"] == "driver_start" for e in read_events(events)), 240)
     # what SLURM does before the time limit with --signal B:USR2@N: USR2 to the batch shell
     subprocess.run(["scancel", "--signal=USR2", "--batch", str(job_id)], check=True, timeout=30)
     # the requeued job leaves the queue for a moment: wait for the end of its last attempt
@@ -54,3 +65,4 @@ def test_grpo_on_three_nodes_preempted_requeued_resumed_then_plotted(lab: list[s
     assert plotted.stdout.split() == [str(job_dir / "metrics.png"), str(job_dir / "timeline.png")]
     assert (job_dir / "metrics.png").stat().st_size > 5000
     assert_no_leftovers(lab, job_id)
+    assert wait_for(lambda: not job_containers(lab, job_id), 15), job_containers(lab, job_id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 
 from slurm_rl.core.nodelist import expand_hostlist
 from tests.conftest import LAB
+from tests.lab.helpers import lab_up_args
 
 pytestmark = pytest.mark.lab
 
@@ -43,10 +43,7 @@ def test_sbatch_three_nodes_are_three_machines(lab: list[str]) -> None:
 def test_up_again_is_a_no_op(lab: list[str]) -> None:
     before = {n: subprocess.run([str(LAB), "pid", n], capture_output=True, text=True, check=True).stdout for n in lab}
     # the same set-up as the running lab (a lab up with --pyxis stays one)
-    mode_file = Path(os.environ.get("SLURM_LAB_STATE", "/var/lib/slurm-lab")) / "run" / "mode"
-    mode = mode_file.read_text().strip() if mode_file.exists() else "plain"
-    same = ["--pyxis", "--pyxis-scope", mode.removeprefix("pyxis-")] if mode.startswith("pyxis-") else []
-    res = subprocess.run([str(LAB), "up", "--nodes", str(len(lab)), *same], capture_output=True, text=True, timeout=600)
+    res = subprocess.run([str(LAB), "up", *lab_up_args()], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     assert "already up" in res.stderr
     after = {n: subprocess.run([str(LAB), "pid", n], capture_output=True, text=True, check=True).stdout for n in lab}

@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from tests.conftest import LAB
+from tests.lab.helpers import lab_up_args
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_last, pytest.mark.timeout(300)]
 STATE = Path("/var/lib/slurm-lab")
@@ -25,7 +26,9 @@ def _lab_processes() -> list[str]:
     found = []
     for p in psutil.process_iter(["pid", "name", "cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if p.info["name"] in ("slurmctld", "slurmd", "munged", "tini") or "slurmd -D -N node" in cmd:
+        if p.info["name"] in ("slurmctld", "slurmd", "slurmdbd", "mariadbd", "munged", "tini") or (
+            "slurmd -D -N node" in cmd
+        ):
             found.append(f"{p.pid} {cmd}")
     return found
 
@@ -37,14 +40,15 @@ def _quick_job(n: int) -> None:
 
 def test_up_repairs_a_killed_lab_and_down_leaves_nothing(lab: list[str]) -> None:
     n = len(lab)
-    # what a stopped session leaves: every process gone, namespaces/bridge/config/state still there
+    args = lab_up_args()  # the lab as it is (containers, accounting, cgroups): brought back the same
+    # what a stopped session leaves: every process gone, namespaces/bridge/config/state/database still there
     for p in psutil.process_iter(["name"]):
-        if p.info["name"] in ("slurmctld", "munged") or (
+        if p.info["name"] in ("slurmctld", "slurmdbd", "mariadbd", "munged") or (
             p.info["name"] == "tini" and "slurmd" in " ".join(p.cmdline())
         ):
             os.kill(p.pid, signal.SIGKILL)
     psutil.wait_procs([p for p in psutil.process_iter(["name"]) if p.info["name"] == "slurmctld"], timeout=5)
-    up = _lab("up", "--nodes", str(n))
+    up = _lab("up", *args)
     assert up.returncode == 0, up.stderr
     _quick_job(n)
 
@@ -57,6 +61,6 @@ def test_up_repairs_a_killed_lab_and_down_leaves_nothing(lab: list[str]) -> None
     assert "# slurm-lab" not in Path("/etc/hosts").read_text()
     assert not STATE.exists()
 
-    up = _lab("up", "--nodes", str(n))  # leave the lab as we found it
+    up = _lab("up", *args)  # leave the lab as we found it
     assert up.returncode == 0, up.stderr
     _quick_job(n)

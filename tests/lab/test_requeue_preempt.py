@@ -9,7 +9,16 @@ import pytest
 
 from slurm_rl.core.events import read_events
 from tests.conftest import LAB
-from tests.lab.helpers import assert_no_leftovers, exit_reason, job_dir, start, submit, wait_gone, wait_ready
+from tests.lab.helpers import (
+    assert_no_leftovers,
+    exit_reason,
+    job_dir,
+    lab_up_args,
+    start,
+    submit,
+    wait_gone,
+    wait_ready,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 
@@ -55,4 +64,5 @@ def test_worker_node_slurmd_killed(lab: list[str]) -> None:
         assert_no_leftovers(lab, data["job_id"])
         assert exit_reason(data)
     finally:
-        subprocess.run([str(LAB), "up", "--nodes", str(len(lab))], check=True, timeout=120, capture_output=True)
+        # slurmd back on node3, the lab otherwise as it was (its containers, accounting, ...)
+        subprocess.run([str(LAB), "up", *lab_up_args()], check=True, timeout=600, capture_output=True)

@@ -214,3 +214,36 @@ def test_a_requeue_the_driver_asked_for_first_makes_a_no_requeue_job_requeueable
     runner = FakeRunner({"scontrol": Completed(0, "", "")})
     SlurmClient(runner).requeue(7, make_requeueable=True)
     assert runner.calls == [["scontrol", "update", "JobId=7", "Requeue=1"], ["scontrol", "requeue", "7"]]
+
+
+# sacct -n -P -o JobID,State,ExitCode,Elapsed,MaxRSS,MaxRSSNode of a 2-node slurm-rl job
+SACCT_STEPS = (
+    "47741002|COMPLETED|0:0|00:00:21||\n"
+    "47741002.batch|COMPLETED|0:0|00:00:21|10240K|node1\n"
+    "47741002.0|COMPLETED|0:0|00:00:19|412.50M|node3\n"
+    "47741002.1|COMPLETED|0:0|00:00:01|2048K|node1\n"
+)
+
+
+def test_accounting_record_per_node_max_rss() -> None:
+    runner = FakeRunner({"sacct": Completed(0, SACCT_STEPS, "")})
+    record = SlurmClient(runner).accounting(47741002)
+    assert record is not None
+    assert (record.state, record.exit_code, record.elapsed) == ("COMPLETED", 0, "00:00:21")
+    assert record.max_rss == {"node1": "10240K", "node3": "412.50M"}  # each node's largest step
+    assert runner.calls[0][:3] == ["sacct", "-n", "-P"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [NO_ACCOUNTING, Completed(0, "", ""), Completed(0, "47741003.batch|FAILED|1:0|00:00:02|1K|node1\n", "")],
+    ids=["no-accounting", "no-record", "steps-only"],
+)
+def test_accounting_record_absent(answer: Completed) -> None:
+    assert SlurmClient(FakeRunner({"sacct": answer})).accounting(47741003) is None
+
+
+def test_accounting_record_of_a_cancelled_heterogeneous_job() -> None:
+    out = "47741004+0|CANCELLED by 0|0:15|00:01:02||\n47741004+1|CANCELLED by 0|0:15|00:01:02||\n"
+    record = SlurmClient(FakeRunner({"sacct": Completed(0, out, "")})).accounting(47741004)
+    assert record is not None and (record.state, record.exit_code, record.max_rss) == ("CANCELLED", 0, {})

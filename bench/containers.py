@@ -1,0 +1,101 @@
+"""What containers cost on the Pyxis lab (`tests/lab/slurm-lab up --nodes 3 --pyxis`), same run:
+
+1. a no-op 3-node job (bench/noop.py) with the bare lab spec and with the container spec, and
+   the raw `ray start` recipe (bench/bringup.py's baseline) as the reference;
+2. teardown of a running 3-node container job: from `slurm-rl teardown JOBID` to zero processes
+   and zero unpacked containers (`enroot list`) on every node.
+
+    python bench/containers.py [--repeat 2]
+
+Not a test and not a CI gate: it prints numbers and ratios (goals: containers add <= 30% to the
+no-op job; teardown to zero <= 5 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _lab import HOLD, REPO, SPEC, SPEC_PYXIS, containers, job_pids, submit, submit_json, wait_file
+from bringup import run_baseline
+
+NODES = ["node1", "node2", "node3"]
+
+
+def noop_job(spec: Path) -> dict[str, float]:
+    """A no-op 3-node job as the user sees it (`submit --wait`), and its parts from events.jsonl."""
+    t0 = time.time()
+    res = submit(REPO / "bench" / "noop.py", 3, "--wait", "--name", "bench-containers", timeout=600, spec=spec)
+    wall = time.time() - t0
+    if res.returncode != 0:
+        raise SystemExit(f"the no-op job failed ({spec.name}): {res.stdout[-500:]} {res.stderr[-500:]}")
+    job_dir = Path(json.loads(res.stdout.splitlines()[-1])["job_dir"])
+    events = [json.loads(line) for line in (job_dir / "events.jsonl").read_text().splitlines()]
+    launch = min(e["t"] for e in events if e["event"] == "node_start")
+    first = {}
+    for e in events:
+        first.setdefault(e["event"], e["t"])
+    return {
+        "wall": wall,
+        "job": first["job_end"] - first["submitted"],
+        "to_bootstrap": launch - first["submitted"],  # sbatch, scheduling, and the image unpack
+        "all_up": max(e["t"] for e in events if e["event"] == "node_up") - launch,
+    }
+
+
+def teardown_to_zero() -> dict[str, float]:
+    data = submit_json(HOLD, 3, "--name", "bench-containers-td", spec=SPEC_PYXIS)
+    wait_file(Path(data["job_dir"]) / "driver_ready", timeout_s=600)
+    job_id = data["job_id"]
+    t0 = time.monotonic()
+    subprocess.run(
+        [sys.executable, "-m", "slurm_rl", "teardown", str(job_id), "--spec", str(SPEC_PYXIS)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    returned = time.monotonic() - t0
+    no_process = None
+    while time.monotonic() - t0 < 120:
+        if no_process is None and not any(job_pids(n, job_id) for n in NODES):
+            no_process = time.monotonic() - t0
+        if no_process is not None and not any(containers(n, job_id) for n in NODES):
+            break
+        time.sleep(0.1)
+    return {"returned": returned, "no_process": no_process or float("nan"), "no_container": time.monotonic() - t0}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=2)
+    args = ap.parse_args()
+    runs: dict[str, list[dict[str, float]]] = {"raw ray start": [], "slurm-rl": [], "slurm-rl + pyxis": []}
+    for _ in range(args.repeat):  # interleaved, so that a busy moment of the machine hits all three
+        runs["raw ray start"].append(run_baseline(3))
+        runs["slurm-rl"].append(noop_job(SPEC))
+        runs["slurm-rl + pyxis"].append(noop_job(SPEC_PYXIS))
+    med = {name: {k: statistics.median(s[k] for s in rows) for k in rows[0]} for name, rows in runs.items()}
+    print(f"{'no-op job, 3 nodes':20s} {'job wall':>9s} {'to bootstrap':>13s} {'all nodes up':>13s}")
+    for name, r in med.items():
+        extra = (
+            f"{r['to_bootstrap']:12.2f}s {r['all_up']:12.2f}s"
+            if "to_bootstrap" in r
+            else f"{'':13s} {r['all_up']:12.2f}s"
+        )
+        print(f"{name:20s} {r['wall']:8.2f}s {extra}")
+    bare, boxed, raw = med["slurm-rl"]["wall"], med["slurm-rl + pyxis"]["wall"], med["raw ray start"]["wall"]
+    print(f"containers / bare slurm-rl, no-op job wall: {boxed / bare:.2f}x (goal <= 1.30x)")
+    print(f"slurm-rl / raw ray start: bare {bare / raw:.2f}x, in containers {boxed / raw:.2f}x")
+    td = [teardown_to_zero() for _ in range(args.repeat)]
+    for k in ("returned", "no_process", "no_container"):
+        print(f"container job teardown, {k.replace('_', ' ')}: median {statistics.median(t[k] for t in td):.2f} s")
+    print("(goal: zero processes and zero containers <= 5 s after teardown starts)")
+
+
+if __name__ == "__main__":
+    main()
