@@ -126,20 +126,25 @@ class NodeContext:
         """`ray start` in this process, its daemons our children (we are their subreaper)."""
         import psutil
 
-        from .ray_start import object_store_size, start_in_process
+        from .memory import node_memory_limit, ray_memory
+        from .ray_start import start_in_process
 
         resources = {
             "slurm_managed_ray_cluster": 1,
             f"slurm_job_{self.job_id}": 1,
             **self.manifest.type_resources(self.node, self.gpus),
         }
-        store, warning = object_store_size(psutil.virtual_memory().available, shutil.disk_usage("/dev/shm").free)
+        budget, warning = ray_memory(
+            node_memory_limit(), psutil.virtual_memory().available, shutil.disk_usage("/dev/shm").free
+        )
+        self.say(budget.note)
         if warning:
             self.say(f"warning: {warning}")
             self.event("node_warning", warning=warning)
         argv = [
             f"--node-ip-address={self.node_ip(self.node)}",
-            f"--object-store-memory={store}",
+            *([f"--memory={budget.memory}"] if budget.memory is not None else []),
+            f"--object-store-memory={budget.object_store}",
             f"--num-cpus={self.cpus}",
             f"--num-gpus={self.gpus}",
             f"--resources={json.dumps(resources)}",

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 
-from ..core.events import write_atomic
+from ..core.events import read_events, write_atomic
 from ..core.exits import STOPPED_RC, describe_returncode, record_exit, shell_exit_code
 from ..core.job_env import TEMP_DIR_ENV, JobEnvironment
 from ..core.manifest import load_manifest
@@ -30,6 +30,7 @@ from ..core.paths import JobPaths
 from ..core.procs import MARKER_ENV, stop_job_processes
 from .context import POLL_S, NodeContext, NodeFailure, Stopped
 from .head import run_head
+from .memory import OomWatch, node_memory_limit
 from .ray_start import HEALTH_CHECK_ENV
 from .worker import run_worker
 
@@ -101,7 +102,16 @@ class Lifecycle:
                 done.set()
 
         threading.Thread(target=target, name="role", daemon=True).start()
+        oom = OomWatch(node_memory_limit())
+
+        def note_oom(now: bool = False) -> None:
+            report = oom.poll(now)
+            if report:
+                ctx.say(f"OOM: {report}")
+                ctx.event("node_oom", message=report)
+
         while not done.wait(POLL_S):
+            note_oom()
             if ctx.rank != 0 and not ctx.stop_requested.is_set() and ctx.stop_flag.exists():
                 # node 0 is done (the driver may end before this node finished joining, while
                 # `ray start` is still blocked retrying a head that is gone)
@@ -109,6 +119,7 @@ class Lifecycle:
                 ctx.stop_requested.set()
             if ctx.stop_requested.is_set() and not self._driver_running(DRIVER_GRACE_S):
                 break
+        note_oom(now=True)  # a kill in the last moments (the driver may have died of it)
         try:
             return self.conclude(outcome)
         finally:
@@ -153,6 +164,10 @@ class Lifecycle:
         return time.monotonic() - self._stop_seen_at < grace_s
 
     def finish(self, rc: int, reason: str) -> None:
+        # a process the OOM killer took (a Ray worker over the job's memory) is the likely cause
+        ooms = [e for e in read_events(self.ctx.paths.events) if e.get("event") == "node_oom"]
+        if ooms:
+            reason += "; OOM: " + "; ".join(f"{e.get('node')}: {e.get('message')}" for e in ooms)
         record_exit(self.ctx.paths, rc, reason)
         self.ctx.stop_flag.touch()
 

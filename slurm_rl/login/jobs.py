@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from ..core.exits import read_exit
 from ..core.fields import time_minutes
 from ..core.manifest import JobManifest, load_manifest
 from ..core.paths import JobPaths
-from ..core.slurm import JobState, SlurmClient
+from ..core.slurm import JobRecord, JobState, SlurmClient
 from ..core.spec import ClusterSpec
 from .follow import LogFollower, last_traceback
 from .lookup import JobId, find_job_dir, job_state_for, parse_job_id
@@ -46,8 +46,10 @@ class JobSummary:
     nodes: int
     exit_code: int | None
     exit_reason: str
+    record: JobRecord | None = field(default=None, compare=False)  # sacct's, once the job ended
 
     def as_dict(self) -> dict[str, Any]:
+        extra = {"accounting": self.record.as_dict()} if self.record else {}
         return {
             "job_id": self.job_id,
             "job_dir": str(self.paths.job_dir),
@@ -57,6 +59,7 @@ class JobSummary:
             "nodes": self.nodes,
             "exit_code": self.exit_code,
             "exit_reason": self.exit_reason,
+            **extra,
         }
 
 
@@ -77,6 +80,21 @@ def human_time_limit(time_limit: str | None) -> str:
     return f"{minutes:g} min" if minutes < 120 else f"{minutes / 60:g} h"
 
 
+NODE_ENDS = ("node_cleaned", "node_stopped", "node_failed")
+
+
+def lost_nodes(events: list[dict[str, Any]]) -> list[str]:
+    """Nodes of the last attempt whose bootstrap started and never said how it ended: the node
+    died (or SLURM lost it) with everything on it. Every other end writes one of NODE_ENDS."""
+    attempts = [e.get("attempt", 0) for e in events if e.get("event") == "node_start"]
+    if not attempts:
+        return []
+    last = max(attempts)
+    started = {e.get("node") for e in events if e.get("event") == "node_start" and e.get("attempt", 0) == last}
+    ended = {e.get("node") for e in events if e.get("event") in NODE_ENDS and e.get("attempt", 0) == last}
+    return sorted(str(n) for n in started - ended if n)
+
+
 def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
     events = read_events(paths.events)
     phase = "submitted"
@@ -92,15 +110,36 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
     if slurm_state == "UNKNOWN" and exit_code is not None:
         slurm_state = "COMPLETED" if exit_code == 0 else "FAILED"
     manifest = _manifest_or_none(paths)
+    lost = lost_nodes(events) if state is not None and not state.in_queue and exit_code != 0 else []
     if slurm_state == "TIMEOUT":  # SLURM's SIGTERM/SIGKILL at the limit is no crash, whatever killed the driver
         exit_reason = f"hit the time limit ({human_time_limit(manifest.time if manifest else None)})"
+    elif lost:  # the other nodes only saw the consequence (a SIGTERM, a dead actor)
+        exit_reason = (
+            f"{', '.join(lost)} lost: its node bootstrap never reported an end (the node died or SLURM "
+            f"lost it; `sinfo -N` shows its state); then: {exit_reason or slurm_state}"
+        )
+    ooms = [e for e in events if e.get("event") == "node_oom"]
+    if ooms and "OOM:" not in exit_reason:  # a node's report that came after node 0 recorded the exit
+        exit_reason += "; OOM: " + "; ".join(f"{e.get('node')}: {e.get('message')}" for e in ooms)
     nodes = manifest.total_nodes if manifest else 0
     return JobSummary(parse_job_id(paths.job_id), paths, slurm_state, phase, up, nodes, exit_code, exit_reason)
 
 
 def job_summary(job_id: JobId, user: str, client: SlurmClient, spec: ClusterSpec | None = None) -> JobSummary:
     paths = find_job_dir(job_id, user, client, spec)
-    return summarize(paths, job_state_for(paths, client))
+    summary = summarize(paths, job_state_for(paths, client))
+    if isinstance(job_id, int) and not JobState(job_id, summary.state.split()[0]).in_queue:
+        # what SLURM's accounting kept (elapsed, memory per node), where the site keeps it
+        summary = replace(summary, record=client.accounting(job_id))
+    return summary
+
+
+def record_line(record: JobRecord) -> str:
+    """SLURM's accounting record in one line, for people."""
+    rss = ", ".join(f"{node} {size}" for node, size in record.max_rss.items())
+    return f"SLURM accounting: {record.state}, exit code {record.exit_code}, elapsed {record.elapsed}" + (
+        f"; max RSS per node: {rss}" if rss else ""
+    )
 
 
 # ---- following a job ----------------------------------------------------------------------------

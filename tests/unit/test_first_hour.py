@@ -188,3 +188,26 @@ def test_worker_tables_fit_80_columns(capsys: pytest.CaptureFixture[str]) -> Non
     print_table("worker status", rows)
     out = capsys.readouterr().out
     assert "train_step" in out and max(len(line) for line in out.splitlines()) <= 80
+
+
+@pytest.mark.parametrize(
+    ("ends", "state", "expected"),
+    [
+        ({"node1": "node_cleaned"}, "NODE_FAIL", "node2 lost: its node bootstrap never reported an end"),
+        ({"node1": "node_cleaned", "node2": "node_stopped"}, "FAILED", "SIGTERM received on node1"),
+        ({"node1": "node_cleaned"}, "RUNNING", "SIGTERM received on node1"),  # still ending: no verdict yet
+    ],
+    ids=["node2-died", "both-ended", "still-in-queue"],
+)
+def test_a_node_that_died_is_named_not_the_signal_the_others_got(
+    tmp_path: Path, ends: dict[str, str], state: str, expected: str
+) -> None:
+    paths = _job(tmp_path)
+    append_event(paths.events, "node_start", node="node1", rank=0, attempt=1)
+    append_event(paths.events, "node_start", node="node3", rank=1, attempt=0)  # an earlier attempt's
+    append_event(paths.events, "node_start", node="node2", rank=1, attempt=1)
+    for node, event in ends.items():
+        append_event(paths.events, event, node=node, attempt=1)
+    record_exit(paths, 143, "SIGTERM received on node1 (scancel, time limit or preemption)")
+    summary = summarize(paths, JobState(4242, state))
+    assert summary.exit_reason.startswith(expected), summary.exit_reason

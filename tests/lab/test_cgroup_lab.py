@@ -1,0 +1,84 @@
+"""The lab as a cgroup site (`slurm-lab up --cgroup`: proctrack/cgroup, task/cgroup, memory
+allocated and confined), as most GPU sites run SLURM: a clean end, a cancel, a lost node and the
+memory limit. The module switches the running lab to cgroup mode and back (about a minute)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LAB, run_cli
+from tests.lab.helpers import (
+    assert_no_leftovers,
+    lab_up_args,
+    start,
+    submit,
+    wait_gone,
+    wait_ready,
+)
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
+MIB = 2**20
+
+
+def lab_up(*args: str) -> None:
+    res = subprocess.run([str(LAB), "up", *args], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.fixture(scope="module")
+def cgroup_lab(lab: list[str]) -> Iterator[list[str]]:
+    before = lab_up_args()
+    lab_up(*[a for a in before if a != "--cgroup"], "--cgroup")
+    try:
+        yield lab
+    finally:
+        lab_up(*before)  # the lab as the rest of the suite had it
+
+
+def test_clean_end_and_scancel_leave_nothing(cgroup_lab: list[str]) -> None:
+    res, data = submit("exit_code.py", "0", nodes=3)
+    assert res.returncode == 0 and data["exit_code"] == 0, res.stderr
+    assert_no_leftovers(cgroup_lab, data["job_id"])
+    held = start("hold.py", nodes=3)
+    wait_ready(held)
+    subprocess.run(["scancel", str(held["job_id"])], check=True, timeout=30)
+    wait_gone(held["job_id"])
+    assert_no_leftovers(cgroup_lab, held["job_id"])
+
+
+def test_ray_plans_within_the_jobs_memory_and_an_oom_kill_is_named(cgroup_lab: list[str]) -> None:
+    """Under a 1,500 MB per-node limit Ray's memory and object store fit the limit on every node
+    (Ray alone would take the host's ~24 GB); a task allocating 2,000 MB on node3 is killed by
+    the cgroup's OOM killer, and the job's exit reason says so, naming the node and the limit."""
+    res, data = submit("memory_check.py", "2000", nodes=3, extra=("--mem", "1500M"), timeout=300)
+    assert res.returncode == 1 and data, res.stderr  # `--wait` exits with the job's exit code
+    driver = Path(data["job_dir"]) / "logs" / "driver.log"
+    report = json.loads([line for line in driver.read_text().splitlines() if line.startswith("{")][-1])
+    assert len(report["per_node"]) == 3
+    for node, sizes in report["per_node"].items():
+        assert 0 < sizes["memory"] + sizes["object_store_memory"] <= 1500 * MIB, (node, sizes)
+    assert report["outcome"].startswith("died"), report
+    assert data["exit_code"] == 1
+    # what `status` (and `submit --wait`'s last line) says: the kill, its node and the limit
+    reason = json.loads(run_cli("status", str(data["job_id"]), "--json").stdout.splitlines()[-1])["exit_reason"]
+    assert "OOM: node3: " in reason and "1500 MiB" in reason, reason
+    assert_no_leftovers(cgroup_lab, data["job_id"])
+
+
+def test_a_lost_node_is_named_in_the_exit_reason(cgroup_lab: list[str]) -> None:
+    data = start("hold.py", nodes=3)
+    wait_ready(data)
+    pid = subprocess.run([str(LAB), "pid", "node2"], capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        subprocess.run(["kill", "-KILL", pid], check=True, timeout=10)  # node2 and all on it: gone
+        wait_gone(data["job_id"], 180)
+        status = json.loads(run_cli("status", str(data["job_id"]), "--json").stdout.splitlines()[-1])
+        assert status["exit_reason"].startswith("node2 lost"), status
+        assert_no_leftovers([n for n in cgroup_lab if n != "node2"], data["job_id"])
+    finally:
+        lab_up(*lab_up_args())  # node2 back
