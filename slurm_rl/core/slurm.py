@@ -220,6 +220,21 @@ class SlurmClient:
         )
         return parse_sacct_record(job_id, res.stdout) if res.returncode == 0 else None
 
+    def elapsed(self, job_ids: Sequence[int]) -> dict[int, str]:
+        """Each job's elapsed time from SLURM's accounting, in one sacct call ({} without it)."""
+        if not job_ids:
+            return {}
+        res = self.run(
+            ["sacct", "-n", "-P", "-X", "-j", ",".join(map(str, job_ids)), "-o", "JobID,Elapsed"], check=False
+        )
+        out: dict[int, str] = {}
+        for line in res.stdout.splitlines() if res.returncode == 0 else []:
+            jid, _, elapsed = line.strip().partition("|")
+            head = jid.split("+")[0]
+            if head.isdigit() and elapsed:
+                out.setdefault(int(head), elapsed)
+        return out
+
     @staticmethod
     def attach_argv(
         job_id: int, node: str, command: list[str] | None = None, join: tuple[int, list[str]] | None = None

@@ -6,6 +6,7 @@ nodes are up and fails the job fast, naming the node, when one fails or never jo
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -72,6 +73,7 @@ def run_head(ctx: NodeContext) -> int:
         "ports": ports.as_dict(),
         "nodes": ctx.nodes,
         "temp_dir": ctx.temp_dir,
+        "open_files": resource.getrlimit(resource.RLIMIT_NOFILE)[0],  # raised to the hard limit
         "attempt": ctx.attempt,
         "ready_time": None,
     }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -81,7 +82,14 @@ class Lifecycle:
         # the batch script forwards SLURM's warning signal once every node has started
         write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "started"), ctx.node + "\n")
         # pid: `slurm-rl attach` joins this process's container (enroot exec PID)
-        ctx.event("node_start", ip=ctx.node_ip(ctx.node), cpus=ctx.cpus, gpus=ctx.gpus, pid=os.getpid())
+        ctx.event(
+            "node_start",
+            ip=ctx.node_ip(ctx.node),
+            cpus=ctx.cpus,
+            gpus=ctx.gpus,
+            pid=os.getpid(),
+            open_files=resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+        )
         return run_head(ctx) if ctx.rank == 0 else run_worker(ctx)
 
     def run(self) -> int:
@@ -225,6 +233,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def raise_open_files_limit() -> int:
+    """The open-files soft limit up to the hard limit, for this process and all it starts (Ray
+    opens several sockets per worker; sites often leave the soft limit at 1024). Returns it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        want = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if not JobEnvironment.current().in_slurm_job:
@@ -234,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass
+    raise_open_files_limit()
     paths = JobPaths(Path(args.job_dir))
     paths.logs.mkdir(parents=True, exist_ok=True)
     paths.markers.mkdir(parents=True, exist_ok=True)

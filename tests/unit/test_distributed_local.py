@@ -125,6 +125,8 @@ def test_tied_groups_and_only_on_modes(cluster) -> None:
         ]
         fut = g.run_all_workers_multiple_data("size_of", data, only_on="all_tied_workers")
         assert len(fut.futures) == 4 and g.get_all_worker_results(fut) == [3, 1]
+        # NeMo RL 2026 (and the docs' example) take it as the list of refs it also is
+        assert ray.get(fut) == [3, 3, 1, 1] and isinstance(fut, list) and len(fut) == 4
         # "all": worker i gets data[i]; fewer items warn, more items are an error
         with pytest.warns(UserWarning, match="only the first 2"):
             fut = g.run_all_workers_multiple_data("size_of", data)

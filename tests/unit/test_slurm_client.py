@@ -247,3 +247,12 @@ def test_accounting_record_of_a_cancelled_heterogeneous_job() -> None:
     out = "47741004+0|CANCELLED by 0|0:15|00:01:02||\n47741004+1|CANCELLED by 0|0:15|00:01:02||\n"
     record = SlurmClient(FakeRunner({"sacct": Completed(0, out, "")})).accounting(47741004)
     assert record is not None and (record.state, record.exit_code, record.max_rss) == ("CANCELLED", 0, {})
+
+
+def test_elapsed_of_many_jobs_in_one_call() -> None:
+    out = "47741002|00:00:21\n47741004+0|00:01:02\n47741004+1|00:01:02\n"
+    runner = FakeRunner({"sacct": Completed(0, out, "")})
+    assert SlurmClient(runner).elapsed([47741002, 47741004, 5]) == {47741002: "00:00:21", 47741004: "00:01:02"}
+    assert len(runner.calls) == 1 and "47741002,47741004,5" in runner.calls[0]
+    assert SlurmClient(FakeRunner({"sacct": NO_ACCOUNTING})).elapsed([1]) == {}
+    assert SlurmClient(FakeRunner({})).elapsed([]) == {}  # nothing to ask: no call

@@ -61,7 +61,10 @@ class BatchedDataDict(UserDict, Generic[T]):
     def _check_lengths(self) -> None:
         lengths = {k: _len(v) for k, v in self.data.items()}
         if len(set(lengths.values())) > 1:
-            raise ValueError(f"BatchedDataDict columns differ in length: {lengths}")
+            sizes = ",".join(str(n) for n in sorted(set(lengths.values())))
+            raise ShardingError(
+                f"Batch sizes are not the same across the rollout batch, found sizes: [{sizes}] (columns: {lengths})"
+            )
 
     def get_dict(self) -> dict[str, Any]:
         return dict(self.data)
@@ -158,10 +161,10 @@ class BatchedDataDict(UserDict, Generic[T]):
         if shards < 1:
             raise ShardingError(f"shard_by_batch_size: shards must be >= 1, got {shards}")
         if bs < 1 or total % bs != 0:
-            raise ShardingError(f"shard_by_batch_size: batch size {total} is not a multiple of batch_size {bs}")
+            raise ShardingError(f"Total batch size ({total}) is not a multiple of batch_size ({bs})")
         if bs % shards != 0 and not allow_uneven_shards:
             raise ShardingError(
-                f"shard_by_batch_size: batch_size {bs} does not split into {shards} equal shards; "
+                f"Batch size ({bs}) is not a multiple of shards ({shards}); "
                 f"pass allow_uneven_shards=True or change the sizes"
             )
         if dynamic_batching_args is not None and allow_uneven_shards:

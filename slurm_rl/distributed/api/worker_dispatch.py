@@ -46,10 +46,16 @@ class WorkerRefs(list):
         self.workers, self.call = workers, call
 
 
-class MultiWorkerFuture:
+class MultiWorkerFuture(list):
     """Futures of one dispatch. ``used_workers`` (alias ``called_workers``) says which worker
     each future belongs to; results come back one per tied group (``respect_tied_workers``), or
-    only from ``return_from_workers`` when given (sharded dispatch), else all in order."""
+    only from ``return_from_workers`` when given (sharded dispatch), else all in order.
+
+    It is also the list of the dispatch's ObjectRefs: NeMo RL 2026 returns a plain list from
+    ``run_all_workers_multiple_data`` and its users (and the seed-era docs' example) call
+    ``ray.get(...)`` on it, while the seed era returned this object: both work."""
+
+    __hash__ = object.__hash__  # type: ignore[assignment]  # identity, as before it was a list
 
     def __init__(
         self,
@@ -60,6 +66,7 @@ class MultiWorkerFuture:
         return_from_workers: list[int] | None = None,
         called_workers: list[int] | None = None,
     ) -> None:
+        super().__init__(futures)
         self.futures = futures
         self.used_workers = list(used_workers if used_workers is not None else called_workers or range(len(futures)))
         self.called_workers = self.used_workers
