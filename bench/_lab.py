@@ -45,13 +45,14 @@ def wait_file(path: Path, timeout_s: float = 120) -> None:
 def job_pids(node: str, job_id: int) -> list[str]:
     """/proc entries on ``node`` carrying the job's marker variable or its temp dir."""
     script = (
-        f"grep -lzx SLURM_RL_JOB_ID={job_id} /proc/[0-9]*/environ; "
+        f"echo $$; grep -lzx SLURM_RL_JOB_ID={job_id} /proc/[0-9]*/environ; "
         f"grep -lz /tmp/srl-{job_id} /proc/[0-9]*/cmdline; true"
     )
     out = subprocess.run(
         [str(LAB), "exec", node, "--", "sh", "-c", script], capture_output=True, text=True, timeout=30
-    ).stdout
-    return sorted({line.split("/")[2] for line in out.splitlines() if line.startswith("/proc/")} - {"self"})
+    ).stdout.splitlines()
+    shell = out[0].strip() if out else ""  # this shell's own command line names the temp dir
+    return sorted({line.split("/")[2] for line in out if line.startswith("/proc/")} - {"self", shell})
 
 
 def containers(node: str, job_id: int) -> list[str]:

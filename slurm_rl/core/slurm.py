@@ -220,19 +220,33 @@ class SlurmClient:
         )
         return parse_sacct_record(job_id, res.stdout) if res.returncode == 0 else None
 
-    def elapsed(self, job_ids: Sequence[int]) -> dict[int, str]:
-        """Each job's elapsed time from SLURM's accounting, in one sacct call ({} without it)."""
+    def my_queue(self) -> dict[int, JobState]:
+        """Every job of the calling user that SLURM still queues or runs, in one squeue call."""
+        res = self.run(["squeue", "-h", "--me", "-o", "%i|%T|%N|%r"], check=False)
+        out: dict[int, JobState] = {}
+        for line in res.stdout.splitlines():
+            parts = line.strip().split("|")
+            head = parts[0].split("+")[0].split("_")[0]
+            if len(parts) == 4 and head.isdigit():
+                out.setdefault(int(head), JobState(int(head), parts[1], parts[2], None, parts[3]))
+        return out
+
+    def accounting_table(self, job_ids: Sequence[int]) -> dict[int, tuple[JobState, str]]:
+        """State and elapsed time of many jobs from SLURM's accounting, in one sacct call ({}
+        where the site keeps no accounting)."""
         if not job_ids:
             return {}
-        res = self.run(
-            ["sacct", "-n", "-P", "-X", "-j", ",".join(map(str, job_ids)), "-o", "JobID,Elapsed"], check=False
-        )
-        out: dict[int, str] = {}
+        fields = "JobID,State,NodeList,ExitCode,Elapsed"
+        res = self.run(["sacct", "-n", "-P", "-X", "-j", ",".join(map(str, job_ids)), "-o", fields], check=False)
+        out: dict[int, tuple[JobState, str]] = {}
         for line in res.stdout.splitlines() if res.returncode == 0 else []:
-            jid, _, elapsed = line.strip().partition("|")
-            head = jid.split("+")[0]
-            if head.isdigit() and elapsed:
-                out.setdefault(int(head), elapsed)
+            parts = line.strip().split("|")
+            head = parts[0].split("+")[0]
+            if len(parts) != 5 or not head.isdigit():
+                continue
+            code = parts[3].split(":")[0]
+            state = JobState(int(head), parts[1].split()[0], parts[2], int(code) if code.isdigit() else None)
+            out.setdefault(int(head), (state, parts[4]))
         return out
 
     @staticmethod

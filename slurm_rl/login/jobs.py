@@ -224,22 +224,29 @@ def end_line(summary: JobSummary) -> str:
 
 
 def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
-    """`slurm-rl list`: id, name, state, when submitted, elapsed (SLURM's accounting, where the
-    site keeps it: one sacct call for all), job dir; a header; 80 columns fit."""
+    """`slurm-rl list`: id, name, state (squeue's, else SLURM's accounting where the site keeps
+    it, else the job dir's exit), when submitted, job dir; a header; 80 columns fit. `status
+    JOB` has the elapsed time and memory of a finished job."""
     dirs = list(dirs)
-    elapsed = client.elapsed([int(p.job_id) for p in dirs if p.job_id.isdigit()])
+    # two SLURM calls for the whole list (not several per job: a user with 500 jobs waited 50 s)
+    queued = client.my_queue()
+    accounted = client.accounting_table([int(p.job_id) for p in dirs if p.job_id.isdigit()])
     table = Table(box=None, pad_edge=False)
     table.add_column("job", no_wrap=True)
     table.add_column("name", overflow="ellipsis", max_width=16, no_wrap=True)
     table.add_column("state", no_wrap=True)
     table.add_column("submitted", no_wrap=True)
-    table.add_column("elapsed", no_wrap=True)
     table.add_column("job dir", overflow="fold")
     for p in dirs:
-        state = summarize(p, job_state_for(p, client)).state
+        if p.job_id.isdigit():
+            known = queued.get(int(p.job_id)) or accounted.get(int(p.job_id), (None, ""))[0]
+            # neither: SLURM forgot it (no accounting); its exit files say how it ended
+            slurm = known or JobState(int(p.job_id), "UNKNOWN")
+        else:
+            slurm = job_state_for(p, client)  # a local run
+        state = summarize(p, slurm).state
         when = time.strftime("%m-%d %H:%M", time.localtime(p.manifest.stat().st_mtime))
-        took = elapsed.get(int(p.job_id), "") if p.job_id.isdigit() else ""
-        table.add_row(p.job_id, p.name_dir.name, state.split()[0], when, took, str(p.job_dir))
+        table.add_row(p.job_id, p.name_dir.name, state.split()[0], when, str(p.job_dir))
     Console().print(table)
 
 

@@ -249,10 +249,17 @@ def test_accounting_record_of_a_cancelled_heterogeneous_job() -> None:
     assert record is not None and (record.state, record.exit_code, record.max_rss) == ("CANCELLED", 0, {})
 
 
-def test_elapsed_of_many_jobs_in_one_call() -> None:
-    out = "47741002|00:00:21\n47741004+0|00:01:02\n47741004+1|00:01:02\n"
-    runner = FakeRunner({"sacct": Completed(0, out, "")})
-    assert SlurmClient(runner).elapsed([47741002, 47741004, 5]) == {47741002: "00:00:21", 47741004: "00:01:02"}
-    assert len(runner.calls) == 1 and "47741002,47741004,5" in runner.calls[0]
-    assert SlurmClient(FakeRunner({"sacct": NO_ACCOUNTING})).elapsed([1]) == {}
-    assert SlurmClient(FakeRunner({})).elapsed([]) == {}  # nothing to ask: no call
+def test_many_jobs_in_two_calls() -> None:
+    acct = (
+        "47741002|COMPLETED|node1|0:0|00:00:21\n47741004+0|FAILED|node2|3:0|00:01:02\n47741004+1|FAILED|node3|3:0|x\n"
+    )
+    queue = "47741009|RUNNING|node[1-2]|None\n47741010_3|PENDING||Priority\n"
+    runner = FakeRunner({"sacct": Completed(0, acct, ""), "squeue": Completed(0, queue, "")})
+    client = SlurmClient(runner)
+    table = client.accounting_table([47741002, 47741004, 5])
+    assert table[47741002] == (JobState(47741002, "COMPLETED", "node1", 0), "00:00:21")
+    assert table[47741004] == (JobState(47741004, "FAILED", "node2", 3), "00:01:02") and 5 not in table
+    assert set(client.my_queue()) == {47741009, 47741010}
+    assert len(runner.calls) == 2 and "47741002,47741004,5" in runner.calls[0]
+    assert SlurmClient(FakeRunner({"sacct": NO_ACCOUNTING})).accounting_table([1]) == {}
+    assert SlurmClient(FakeRunner({})).accounting_table([]) == {}  # nothing to ask: no call
