@@ -8,6 +8,7 @@ finalize step read them while nodes may still be writing.
 from __future__ import annotations
 
 import signal
+from typing import Any
 
 from .events import write_atomic
 from .paths import JobPaths
@@ -58,3 +59,11 @@ def read_exit(paths: JobPaths) -> tuple[int | None, str]:
     except FileNotFoundError:
         reason = ""
     return rc, reason
+
+
+def with_oom_kills(reason: str, events: list[dict[str, Any]]) -> str:
+    """``reason`` and, once, the OOM kills the nodes reported (``node_oom`` events)."""
+    ooms = [e for e in events if e.get("event") == "node_oom"]
+    if not ooms or "OOM:" in reason:
+        return reason
+    return reason + "; OOM: " + "; ".join(f"{e.get('node')}: {e.get('message')}" for e in ooms)

@@ -201,15 +201,7 @@ class SlurmClient:
                 int(code.split(":")[0]) if code[:1].isdigit() else None,
                 fields.get("Reason", ""),
             )
-        res = self.run(
-            ["sacct", "-n", "-X", "-P", "-j", str(job_id), "-o", "JobID,State,NodeList,ExitCode"], check=False
-        )
-        for line in res.stdout.splitlines():
-            parts = line.split("|")
-            if len(parts) == 4 and parts[0] == str(job_id):
-                code = parts[3].split(":")[0]
-                return JobState(job_id, parts[1].split()[0], parts[2], int(code) if code.isdigit() else None)
-        return JobState(job_id, "UNKNOWN")
+        return self.accounting_table([job_id]).get(job_id) or JobState(job_id, "UNKNOWN")
 
     def accounting(self, job_id: int) -> JobRecord | None:
         """SLURM's accounting record of a job (state, exit code, elapsed, MaxRSS per node), or
@@ -231,22 +223,22 @@ class SlurmClient:
                 out.setdefault(int(head), JobState(int(head), parts[1], parts[2], None, parts[3]))
         return out
 
-    def accounting_table(self, job_ids: Sequence[int]) -> dict[int, tuple[JobState, str]]:
-        """State and elapsed time of many jobs from SLURM's accounting, in one sacct call ({}
-        where the site keeps no accounting)."""
+    def accounting_table(self, job_ids: Sequence[int]) -> dict[int, JobState]:
+        """The states of many jobs from SLURM's accounting, in one sacct call ({} where the site
+        keeps no accounting, or for jobs it has no record of)."""
         if not job_ids:
             return {}
-        fields = "JobID,State,NodeList,ExitCode,Elapsed"
-        res = self.run(["sacct", "-n", "-P", "-X", "-j", ",".join(map(str, job_ids)), "-o", fields], check=False)
-        out: dict[int, tuple[JobState, str]] = {}
+        fields = "JobID,State,NodeList,ExitCode"
+        res = self.run(["sacct", "-n", "-X", "-P", "-j", ",".join(map(str, job_ids)), "-o", fields], check=False)
+        out: dict[int, JobState] = {}
         for line in res.stdout.splitlines() if res.returncode == 0 else []:
             parts = line.strip().split("|")
-            head = parts[0].split("+")[0]
-            if len(parts) != 5 or not head.isdigit():
+            head = parts[0].split("+")[0]  # a heterogeneous job lists as <id>+0, <id>+1
+            if len(parts) != 4 or not head.isdigit():
                 continue
             code = parts[3].split(":")[0]
             state = JobState(int(head), parts[1].split()[0], parts[2], int(code) if code.isdigit() else None)
-            out.setdefault(int(head), (state, parts[4]))
+            out.setdefault(int(head), state)
         return out
 
     @staticmethod

@@ -21,6 +21,7 @@ from ..core.job_env import JobEnvironment
 from ..core.manifest import JobManifest
 from ..core.paths import JobPaths
 from ..core.ports import PortsBusy, RayPorts, choose_ports
+from .memory import MemoryLimit, node_memory_limit
 
 POLL_S = 0.05
 
@@ -51,6 +52,7 @@ class NodeContext:
     stop_reason: str = ""
     driver: subprocess.Popen[bytes] | None = None
     failure: str | None = None  # another node failed (seen by node 0): the job's exit reason
+    memory_limit: MemoryLimit | None = None  # what SLURM gave the job here (Ray's sizes, OOM reports)
     _ports: RayPorts | None = None
 
     def fail(self, reason: str) -> None:
@@ -79,6 +81,7 @@ class NodeContext:
             paths=paths,
             manifest=manifest,
             log=log,
+            memory_limit=node_memory_limit(environ),
         )
 
     @property
@@ -126,7 +129,7 @@ class NodeContext:
         """`ray start` in this process, its daemons our children (we are their subreaper)."""
         import psutil
 
-        from .memory import node_memory_limit, ray_memory
+        from .memory import ray_memory
         from .ray_start import start_in_process
 
         resources = {
@@ -135,7 +138,7 @@ class NodeContext:
             **self.manifest.type_resources(self.node, self.gpus),
         }
         budget, warning = ray_memory(
-            node_memory_limit(), psutil.virtual_memory().available, shutil.disk_usage("/dev/shm").free
+            self.memory_limit, psutil.virtual_memory().available, shutil.disk_usage("/dev/shm").free
         )
         self.say(budget.note)
         if warning:

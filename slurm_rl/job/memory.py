@@ -15,7 +15,8 @@ capped by /dev/shm) and `memory` = the rest minus a reserve for Ray's daemons.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,12 +58,19 @@ def memory_cgroup(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/c
     return None
 
 
-def cgroup_limit(cgroup: Path | None, root: str = "/sys/fs/cgroup") -> MemoryLimit | None:
-    """The tightest memory limit of ``cgroup`` and its parents (below ``root``)."""
-    best: MemoryLimit | None = None
+def _levels(cgroup: Path | None, root: str) -> Iterator[Path]:
+    """``cgroup`` and its parents, up to (not including) ``root``."""
     top = Path(root)
     node = cgroup
     while node is not None and node != top and top in node.parents:
+        yield node
+        node = node.parent
+
+
+def cgroup_limit(cgroup: Path | None, root: str = "/sys/fs/cgroup") -> MemoryLimit | None:
+    """The tightest memory limit of ``cgroup`` and its parents (below ``root``)."""
+    best: MemoryLimit | None = None
+    for node in _levels(cgroup, root):
         for name in ("memory.limit_in_bytes", "memory.max"):
             try:
                 text = (node / name).read_text().strip()
@@ -71,7 +79,6 @@ def cgroup_limit(cgroup: Path | None, root: str = "/sys/fs/cgroup") -> MemoryLim
             value = UNLIMITED if text == "max" else int(text) if text.isdigit() else UNLIMITED
             if value < UNLIMITED and (best is None or value < best.bytes):
                 best = MemoryLimit(value, f"memory cgroup {node}")
-        node = node.parent
     return best
 
 
@@ -113,9 +120,7 @@ def oom_kills(cgroup: Path | None, root: str = "/sys/fs/cgroup") -> int:
     """Processes the kernel's OOM killer killed in ``cgroup`` and its parents (below ``root``):
     v1 ``memory.oom_control`` and v2 ``memory.events``, line ``oom_kill N``."""
     total = 0
-    top = Path(root)
-    node = cgroup
-    while node is not None and node != top and top in node.parents:
+    for node in _levels(cgroup, root):
         for name in ("memory.oom_control", "memory.events"):
             try:
                 lines = (node / name).read_text().splitlines()
@@ -127,7 +132,6 @@ def oom_kills(cgroup: Path | None, root: str = "/sys/fs/cgroup") -> int:
                     total += int(value)
         if (node / "memory.events").exists():
             break  # v2 counts its subtree's kills hierarchically: the leaf's count is the answer
-        node = node.parent
     return total
 
 
@@ -138,8 +142,6 @@ class OomWatch:
     def __init__(
         self, limit: MemoryLimit | None, every_s: float = 2.0, cgroup: Path | None = None, root: str = "/sys/fs/cgroup"
     ) -> None:
-        import time
-
         self._clock = time.monotonic
         self.root = root
         self.cgroup = cgroup if cgroup is not None else memory_cgroup(root=root)

@@ -24,14 +24,14 @@ from pathlib import Path
 import psutil
 
 from ..core.events import read_events, write_atomic
-from ..core.exits import STOPPED_RC, describe_returncode, record_exit, shell_exit_code
+from ..core.exits import STOPPED_RC, describe_returncode, record_exit, shell_exit_code, with_oom_kills
 from ..core.job_env import TEMP_DIR_ENV, JobEnvironment
 from ..core.manifest import load_manifest
 from ..core.paths import JobPaths
 from ..core.procs import MARKER_ENV, stop_job_processes
 from .context import POLL_S, NodeContext, NodeFailure, Stopped
 from .head import run_head
-from .memory import OomWatch, node_memory_limit
+from .memory import OomWatch
 from .ray_start import HEALTH_CHECK_ENV
 from .worker import run_worker
 
@@ -110,7 +110,7 @@ class Lifecycle:
                 done.set()
 
         threading.Thread(target=target, name="role", daemon=True).start()
-        oom = OomWatch(node_memory_limit())
+        oom = OomWatch(ctx.memory_limit)
 
         def note_oom(now: bool = False) -> None:
             report = oom.poll(now)
@@ -173,10 +173,7 @@ class Lifecycle:
 
     def finish(self, rc: int, reason: str) -> None:
         # a process the OOM killer took (a Ray worker over the job's memory) is the likely cause
-        ooms = [e for e in read_events(self.ctx.paths.events) if e.get("event") == "node_oom"]
-        if ooms:
-            reason += "; OOM: " + "; ".join(f"{e.get('node')}: {e.get('message')}" for e in ooms)
-        record_exit(self.ctx.paths, rc, reason)
+        record_exit(self.ctx.paths, rc, with_oom_kills(reason, read_events(self.ctx.paths.events)))
         self.ctx.stop_flag.touch()
 
     def cleanup(self) -> None:

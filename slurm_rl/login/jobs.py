@@ -14,7 +14,7 @@ from rich.table import Table
 
 from ..core.errors import JobError
 from ..core.events import read_events
-from ..core.exits import read_exit
+from ..core.exits import read_exit, with_oom_kills
 from ..core.fields import time_minutes
 from ..core.manifest import JobManifest, load_manifest
 from ..core.paths import JobPaths
@@ -118,9 +118,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
             f"{', '.join(lost)} lost: its node bootstrap never reported an end (the node died or SLURM "
             f"lost it; `sinfo -N` shows its state); then: {exit_reason or slurm_state}"
         )
-    ooms = [e for e in events if e.get("event") == "node_oom"]
-    if ooms and "OOM:" not in exit_reason:  # a node's report that came after node 0 recorded the exit
-        exit_reason += "; OOM: " + "; ".join(f"{e.get('node')}: {e.get('message')}" for e in ooms)
+    exit_reason = with_oom_kills(exit_reason, events)  # also a node's report after node 0 recorded the exit
     nodes = manifest.total_nodes if manifest else 0
     return JobSummary(parse_job_id(paths.job_id), paths, slurm_state, phase, up, nodes, exit_code, exit_reason)
 
@@ -239,7 +237,7 @@ def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
     table.add_column("job dir", overflow="fold")
     for p in dirs:
         if p.job_id.isdigit():
-            known = queued.get(int(p.job_id)) or accounted.get(int(p.job_id), (None, ""))[0]
+            known = queued.get(int(p.job_id)) or accounted.get(int(p.job_id))
             # neither: SLURM forgot it (no accounting); its exit files say how it ended
             slurm = known or JobState(int(p.job_id), "UNKNOWN")
         else:

@@ -12,10 +12,9 @@ import psutil
 import pytest
 
 from tests.conftest import LAB
-from tests.lab.helpers import lab_up_args
+from tests.lab.helpers import STATE, lab_up_args
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_last, pytest.mark.timeout(300)]
-STATE = Path("/var/lib/slurm-lab")
 
 
 def _lab(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:

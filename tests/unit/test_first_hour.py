@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_rl.core.events import append_event
-from slurm_rl.core.exits import record_exit
+from slurm_rl.core.events import append_event, read_events
+from slurm_rl.core.exits import record_exit, with_oom_kills
 from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.core.slurm import JobState
@@ -211,3 +211,12 @@ def test_a_node_that_died_is_named_not_the_signal_the_others_got(
     record_exit(paths, 143, "SIGTERM received on node1 (scancel, time limit or preemption)")
     summary = summarize(paths, JobState(4242, state))
     assert summary.exit_reason.startswith(expected), summary.exit_reason
+
+
+def test_an_oom_kill_a_node_reported_late_is_in_the_exit_reason_once(tmp_path: Path) -> None:
+    paths = _job(tmp_path)
+    record_exit(paths, 1, "driver exited 1")
+    append_event(paths.events, "node_oom", node="node3", message="killed 1 process(es) at 1500 MiB")
+    summary = summarize(paths, JobState(4242, "FAILED"))
+    assert summary.exit_reason == "driver exited 1; OOM: node3: killed 1 process(es) at 1500 MiB"
+    assert with_oom_kills(summary.exit_reason, read_events(paths.events)) == summary.exit_reason
