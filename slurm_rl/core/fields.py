@@ -7,6 +7,7 @@ are matched against the type tables by one function (``first_match``, a full mat
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Any
 
@@ -85,6 +86,19 @@ MAIL_TYPES = {
 }
 
 
+def _network_interface(v: str) -> str:
+    """An interface name (ib0, enp1s0f0, bond0.100) or an IPv4/IPv6 network (10.78.0.0/16)."""
+    if "/" in v:
+        try:
+            ipaddress.ip_network(v, strict=False)
+        except ValueError:
+            raise ValueError("is not a network; write one like 10.78.0.0/16, or an interface name like ib0") from None
+        return v
+    if not re.fullmatch(r"[A-Za-z0-9_.:@-]{1,15}", v):
+        raise ValueError("is not an interface name (like ib0) or a network (like 10.78.0.0/16)")
+    return v
+
+
 def _mail_types(v: str) -> str:
     bad = [t for t in v.split(",") if t.upper() not in MAIL_TYPES]
     if bad:
@@ -107,6 +121,7 @@ MailUser = Annotated[str, _pattern(r"[^\s'\"]+", "is not a mail address")]
 OneLine = Annotated[str, _pattern(r"[^\n\r]*", "must be one line")]
 SlurmTime = Annotated[str, AfterValidator(_slurm_time)]
 RegexTable = Annotated[dict[str, str], AfterValidator(_regex_table)]
+NetworkInterface = Annotated[str, AfterValidator(_network_interface)]
 
 
 class FieldProblem(ValueError):

@@ -87,6 +87,7 @@ class JobManifest(JobOptions):
     setup_first_line: int = 0  # line of setup[0] in the node script (blames a failing line)
     container: Container = Container()
     node_local_dir: str = "/tmp"  # the spec's: the job's Ray temp dir is <node_local_dir>/srl-<id>
+    network_interface: str = ""  # the spec's: the interface or network Ray uses ("": the node's name)
 
     def temp_dir(self, job_id: int | str) -> str:
         """The job's node-local dir on every node: Ray's temp dir, uv environments."""

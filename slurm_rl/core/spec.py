@@ -24,6 +24,7 @@ from .fields import (
     Gres,
     MailTypes,
     MailUser,
+    NetworkInterface,
     RegexTable,
     SlurmMemory,
     SlurmName,
@@ -77,6 +78,8 @@ class ClusterSpec(BaseModel):
     # node-local disk (not RAM) for each job's Ray temp dir, logs and object spilling; mounted
     # into containers at the same path (enroot's /tmp is a tmpfs)
     node_local_dir: str = "/tmp"
+    # the interface (ib0) or network (10.78.0.0/16) Ray, NCCL and gloo use on multi-NIC nodes
+    network_interface: NetworkInterface | None = None
     setup: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     ray_head_node_address: str | None = None  # cluster_type "ray": NeMo Gym's name for it

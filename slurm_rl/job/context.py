@@ -21,7 +21,9 @@ from ..core.job_env import JobEnvironment
 from ..core.manifest import JobManifest
 from ..core.paths import JobPaths
 from ..core.ports import PortsBusy, RayPorts, choose_ports
+from .board import Board
 from .memory import MemoryLimit, node_memory_limit
+from .network import AddressProblem, NodeAddress, choose_address, ipv4_addresses
 
 POLL_S = 0.05
 
@@ -53,7 +55,9 @@ class NodeContext:
     driver: subprocess.Popen[bytes] | None = None
     failure: str | None = None  # another node failed (seen by node 0): the job's exit reason
     memory_limit: MemoryLimit | None = None  # what SLURM gave the job here (Ray's sizes, OOM reports)
+    board: Board | None = None  # the job's signals in the head's GCS, once this node's Ray is up
     _ports: RayPorts | None = None
+    _address: NodeAddress | None = None
 
     def fail(self, reason: str) -> None:
         """Fail the job from here for a reason found elsewhere (a node that failed or never joined)."""
@@ -119,11 +123,21 @@ class NodeContext:
                 raise NodeFailure(f"timed out after {deadline_s:g} s waiting for {what}")
             time.sleep(POLL_S)
 
-    def node_ip(self, name: str) -> str:
-        try:
-            return socket.gethostbyname(name)
-        except OSError as exc:
-            raise NodeFailure(f"cannot resolve node name {name!r} ({exc}); add it to DNS or /etc/hosts") from None
+    @property
+    def address(self) -> NodeAddress:
+        """The address this node gives Ray (spec field network_interface, else its name's), once."""
+        if self._address is None:
+            try:
+                self._address = choose_address(
+                    self.node, self.manifest.network_interface, ipv4_addresses(), nodes=len(self.nodes)
+                )
+            except AddressProblem as exc:
+                raise NodeFailure(str(exc)) from None
+        return self._address
+
+    @property
+    def ip(self) -> str:
+        return self.address.ip
 
     def ray_start(self, extra: list[str]) -> None:
         """`ray start` in this process, its daemons our children (we are their subreaper)."""
@@ -145,7 +159,7 @@ class NodeContext:
             self.say(f"warning: {warning}")
             self.event("node_warning", warning=warning)
         argv = [
-            f"--node-ip-address={self.node_ip(self.node)}",
+            f"--node-ip-address={self.ip}",
             *([f"--memory={budget.memory}"] if budget.memory is not None else []),
             f"--object-store-memory={budget.object_store}",
             f"--num-cpus={self.cpus}",

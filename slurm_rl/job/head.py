@@ -13,35 +13,56 @@ import threading
 import time
 
 from ..core.events import write_json
-from ..core.paths import JobPaths
+from .board import Board, BoardUnreachable
 from .context import NodeContext, NodeFailure
 
-
-def joined_count(paths: JobPaths, attempt: int) -> int:
-    """Worker nodes that joined the head in this attempt; NodeFailure if one failed instead."""
-    failed = paths.node_markers(attempt, "failed")
-    if failed:
-        raise NodeFailure(failed[0].read_text().strip())
-    return len(paths.node_markers(attempt, "up"))
+FILE_POLL_S = 1.0  # failed markers of nodes that could not reach the GCS: a slow fallback
 
 
-def missing_nodes(ctx: NodeContext) -> list[str]:
-    up = {int(p.name.split("-")[1].split(".")[0]) for p in ctx.paths.node_markers(ctx.attempt, "up")}
-    return [node for rank, node in enumerate(ctx.nodes) if rank > 0 and rank not in up]
+class JoinWatch:
+    """Which worker nodes joined (their ``up`` key in the head's GCS) or failed (a ``failed`` key,
+    or, from a node that never reached the GCS, its marker file: read once a second)."""
+
+    def __init__(self, ctx: NodeContext, board: Board) -> None:
+        self.ctx = ctx
+        self.board = board
+        self._next_file_check = 0.0
+
+    def joined(self) -> set[int]:
+        """Ranks of the worker nodes up; NodeFailure naming the first that failed instead."""
+        failed = self.board.by_rank("failed")
+        if failed:
+            raise NodeFailure(failed[min(failed)])
+        now = time.monotonic()
+        if now >= self._next_file_check:
+            self._next_file_check = now + FILE_POLL_S
+            markers = self.ctx.paths.node_markers(self.ctx.attempt, "failed")
+            if markers:
+                raise NodeFailure(markers[0].read_text().strip())
+        return set(self.board.by_rank("up"))
+
+    def missing(self, up: set[int]) -> list[str]:
+        return [node for rank, node in enumerate(self.ctx.nodes) if rank > 0 and rank not in up]
 
 
 def watch_joins(ctx: NodeContext, cluster: dict[str, object]) -> None:
     """Background, while the driver starts: ``ready`` once ``min_nodes`` are up; the job fails
     at once when a node fails, or when fewer than ``min_nodes`` joined by the ready timeout."""
+    assert ctx.board is not None
+    watch = JoinWatch(ctx, ctx.board)
     need = ctx.manifest.min_nodes or len(ctx.nodes)
     deadline = time.monotonic() + ctx.manifest.ready_timeout_s
     announced = False
+    joined: set[int] = set()
     while not ctx.stop_requested.is_set():
         try:
-            up = 1 + joined_count(ctx.paths, ctx.attempt)
+            joined = watch.joined()
         except NodeFailure as exc:
             ctx.fail(str(exc))
             return
+        except BoardUnreachable:  # our own GCS: busy; try again
+            pass
+        up = 1 + len(joined)
         if up >= need and not announced:
             write_json(ctx.paths.cluster, {**cluster, "ready_time": time.time()})
             ctx.event("ready", nodes=up)
@@ -49,7 +70,7 @@ def watch_joins(ctx: NodeContext, cluster: dict[str, object]) -> None:
         if up >= len(ctx.nodes):
             return
         if time.monotonic() > deadline:
-            late = ", ".join(missing_nodes(ctx))
+            late = ", ".join(watch.missing(joined))
             if not announced:
                 ctx.fail(
                     f"{late} did not join the Ray head within {ctx.manifest.ready_timeout_s:g} s "
@@ -62,13 +83,14 @@ def watch_joins(ctx: NodeContext, cluster: dict[str, object]) -> None:
 
 
 def run_head(ctx: NodeContext) -> int:
-    head_ip = ctx.node_ip(ctx.node)
+    head_ip = ctx.ip
     ports = ctx.ports  # picked free now; the GCS port is published before Ray starts, so that
     address = f"{head_ip}:{ports.gcs}"  # the other nodes join the moment it answers
     cluster = {
         "job_id": int(ctx.job_id),
         "head_node": ctx.node,
         "head_ip": head_ip,
+        "network_interface": ctx.address.interface,  # null: the address the node's name resolves to
         "address": address,
         "ports": ports.as_dict(),
         "nodes": ctx.nodes,
@@ -81,6 +103,7 @@ def run_head(ctx: NodeContext) -> int:
     # an interactive cluster gets Ray's dashboard on the head's address (`attach --dashboard`)
     dashboard = [f"--include-dashboard={str(ctx.manifest.interactive).lower()}", f"--dashboard-host={head_ip}"]
     ctx.ray_start(["--head", f"--port={ports.gcs}", "--no-monitor", f"--dashboard-port={ports.dashboard}", *dashboard])
+    ctx.board = Board(address, ctx.attempt)
     ctx.event("node_up", address=address, **ctx.ray_node_cost())
     threading.Thread(target=watch_joins, args=(ctx, cluster), name="joins", daemon=True).start()
     if ctx.manifest.interactive:  # no driver: up until teardown, scancel or the time limit

@@ -32,8 +32,9 @@ from ..core.procs import MARKER_ENV, stop_job_processes
 from .context import POLL_S, NodeContext, NodeFailure, Stopped
 from .head import run_head
 from .memory import OomWatch
-from .ray_start import HEALTH_CHECK_ENV
-from .worker import run_worker
+from .network import socket_ifname_env
+from .ray_start import ray_config_env
+from .worker import PRE_JOIN_FILE_POLL_S, run_worker
 
 PR_SET_CHILD_SUBREAPER = 36
 DRIVER_GRACE_S = 2.0  # a signalled driver gets this long to exit (checkpoint) before the kill
@@ -81,10 +82,18 @@ class Lifecycle:
             )
         # the batch script forwards SLURM's warning signal once every node has started
         write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "started"), ctx.node + "\n")
+        # NCCL and gloo on the interface the spec chose (Ray, the driver and workers inherit them)
+        chosen = socket_ifname_env(ctx.address, dict(os.environ))
+        os.environ.update(chosen)
+        if chosen:
+            ctx.say(
+                f"network: {ctx.ip} on {ctx.address.interface}; set {', '.join(f'{k}={v}' for k, v in chosen.items())}"
+            )
         # pid: `slurm-rl attach` joins this process's container (enroot exec PID)
         ctx.event(
             "node_start",
-            ip=ctx.node_ip(ctx.node),
+            ip=ctx.ip,
+            interface=ctx.address.interface,
             cpus=ctx.cpus,
             gpus=ctx.gpus,
             pid=os.getpid(),
@@ -118,13 +127,18 @@ class Lifecycle:
                 ctx.say(f"OOM: {report}")
                 ctx.event("node_oom", message=report)
 
+        next_flag_check = 0.0
         while not done.wait(POLL_S):
             note_oom()
-            if ctx.rank != 0 and not ctx.stop_requested.is_set() and ctx.stop_flag.exists():
-                # node 0 is done (the driver may end before this node finished joining, while
-                # `ray start` is still blocked retrying a head that is gone)
-                ctx.stop_reason = ctx.stop_reason or "driver ended"
-                ctx.stop_requested.set()
+            if ctx.rank != 0 and ctx.board is None and not ctx.stop_requested.is_set():
+                # node 0 may be done before this node joined, while `ray start` is still blocked
+                # retrying a head that is gone; once joined, the role asks the head's GCS instead
+                now = time.monotonic()
+                if now >= next_flag_check:
+                    next_flag_check = now + PRE_JOIN_FILE_POLL_S
+                    if ctx.stop_flag.exists():
+                        ctx.stop_reason = ctx.stop_reason or "driver ended"
+                        ctx.stop_requested.set()
             if ctx.stop_requested.is_set() and not self._driver_running(DRIVER_GRACE_S):
                 break
         note_oom(now=True)  # a kill in the last moments (the driver may have died of it)
@@ -142,6 +156,8 @@ class Lifecycle:
             ctx.say(f"FAILED: {exc}")
             ctx.event("node_failed", error=str(exc))
             write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "failed"), msg + "\n")
+            if ctx.board is not None:  # the head hears of it at once (the file is for a node not yet joined)
+                ctx.board.put("failed", msg, rank=ctx.rank)
             self.finish(1, msg)
             return 1
         if ctx.failure:  # another node failed or never joined: node 0 fails the job, naming it
@@ -173,8 +189,11 @@ class Lifecycle:
 
     def finish(self, rc: int, reason: str) -> None:
         # a process the OOM killer took (a Ray worker over the job's memory) is the likely cause
-        record_exit(self.ctx.paths, rc, with_oom_kills(reason, read_events(self.ctx.paths.events)))
-        self.ctx.stop_flag.touch()
+        ctx = self.ctx
+        record_exit(ctx.paths, rc, with_oom_kills(reason, read_events(ctx.paths.events)))
+        ctx.stop_flag.touch()  # first: a node that finds the GCS gone reads it
+        if ctx.board is not None:  # the other nodes ask the head's GCS, not the job dir
+            ctx.board.put("stop", reason)
 
     def cleanup(self) -> None:
         ctx = self.ctx
@@ -261,8 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     # This job's Ray accepts only clients holding the job's token (written by submit, mode 0600).
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ["RAY_AUTH_TOKEN_PATH"] = str(paths.ray_auth_token)
-    # A lost node is declared dead within NODE_LOST_WINDOW_S (its actors' callers get the error).
-    for key, value in HEALTH_CHECK_ENV.items():
+    # A lost node is declared dead within NODE_LOST_WINDOW_S (its actors' callers get the error);
+    # a large job's GCS is tuned for the registration burst instead (ray_config_env)
+    for key, value in ray_config_env(manifest.total_nodes).items():
         os.environ.setdefault(key, value)
     # Where this job keeps node-local files (Ray's temp dir; uv environments of worker groups).
     os.environ[TEMP_DIR_ENV] = manifest.temp_dir(paths.job_id)

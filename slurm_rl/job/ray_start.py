@@ -17,6 +17,40 @@ HEALTH_CHECK_ENV = {
     "RAY_health_check_failure_threshold": "5",
 }
 NODE_LOST_WINDOW_S = 20
+LARGE_JOB_NODES = 64  # from here on the GCS is tuned for the registration burst (ray_config_env)
+
+
+def ray_config_env(nodes: int) -> dict[str, str]:
+    """Ray's settings (``RAY_<config>`` variables, read by the GCS and every raylet) for a job of
+    ``nodes`` nodes. Up to LARGE_JOB_NODES, Ray's defaults except the quick health check above.
+
+    From LARGE_JOB_NODES on, what large RL jobs need at the start, when every node registers and
+    then thousands of workers register at once against the one GCS (NeMo RL measured workers
+    timing out of registration and raylets killing them, NVIDIA-NeMo/RL#3089/#3158):
+    - the GCS serves gRPC on one thread per 16 nodes (Ray's default 1), at most 64;
+    - registration and GCS request timeouts 120 s instead of 30-60 s, so a burst is waited out;
+    - the health check Ray's default (10 s timeout, 3 s apart, 5 misses: a lost node is declared
+      after ~65 s) instead of 2 s, so a busy GCS is not mistaken for dead nodes;
+    - resource reports every 500 ms (not 100) and task events every 5 s (not 1): the background
+      load on the GCS grows with nodes x rate.
+    The user's own ``RAY_*`` variables win (the bootstrap only sets what is unset)."""
+    env = dict(HEALTH_CHECK_ENV)
+    if nodes < LARGE_JOB_NODES:
+        return env
+    env.update(
+        {
+            "RAY_health_check_period_ms": "3000",
+            "RAY_health_check_timeout_ms": "10000",
+            "RAY_health_check_failure_threshold": "5",
+            "RAY_gcs_server_rpc_server_thread_num": str(min(64, max(1, nodes // 16))),
+            "RAY_worker_register_timeout_seconds": "120",
+            "RAY_gcs_server_request_timeout_seconds": "120",
+            "RAY_gcs_rpc_server_connect_timeout_s": "120",
+            "RAY_raylet_report_resources_period_milliseconds": "500",
+            "RAY_task_events_report_interval_ms": "5000",
+        }
+    )
+    return env
 
 
 def start_in_process(argv: list[str]) -> None:

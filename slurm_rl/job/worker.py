@@ -1,16 +1,22 @@
 """Role of every node but node 0: join the head as soon as its GCS answers, then stay until
-node 0 says stop (the driver ended), SLURM signals us, or the head goes away."""
+node 0 says stop (the driver ended), SLURM signals us, or the head goes away.
+
+Once joined, a node asks the head's GCS (board.py), not the shared filesystem, whether to stop;
+the stop flag in the job dir is read only when the GCS stops answering (node 0 ended)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 
-from ..core.events import read_json, write_atomic
+from ..core.events import read_json
 from ..core.paths import JobPaths
+from .board import Board, BoardUnreachable
 from .context import NodeContext, Stopped, port_open
 
 HEAD_LOST_AFTER_S = 2.0
+STAY_POLL_S = 0.25  # a GCS read each: a stop reaches this node within this (+ ~1 ms)
+PRE_JOIN_FILE_POLL_S = 0.5  # before the GCS answers, the stop flag is the only way to hear of a stop
 
 
 @dataclass
@@ -54,10 +60,14 @@ def run_worker(ctx: NodeContext) -> int:
     # The head picks its GCS port at start and publishes it; join once it answers and has
     # published its session (`ray start` would otherwise sleep 1-2 s between its own retries).
     found: dict[str, str] = {}
+    next_flag_check = [0.0]
 
     def head_ready() -> bool:
-        if ctx.stop_flag.exists():  # the driver (started with the head) ended before we joined
-            raise Stopped("the driver ended before this node joined")
+        now = time.monotonic()
+        if now >= next_flag_check[0]:
+            next_flag_check[0] = now + PRE_JOIN_FILE_POLL_S
+            if ctx.stop_flag.exists():  # the driver (started with the head) ended before we joined
+                raise Stopped("the driver ended before this node joined")
         address = found.get("address") or published_address(ctx.paths, ctx.attempt)
         if not address:
             return False
@@ -73,13 +83,28 @@ def run_worker(ctx: NodeContext) -> int:
     gcs = int(gcs_text)
     ctx.say(f"joining {address} with ports {ports.as_dict()}")
     ctx.ray_start([f"--address={address}"])
+    ctx.board = board = Board(address, ctx.attempt)
     ctx.event("node_up", **ctx.ray_node_cost())
-    write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "up"), ctx.node + "\n")
+    if not board.put("up", ctx.node, rank=ctx.rank):
+        ctx.say(f"the head's GCS at {address} did not take this node's join; the head will time out waiting")
     decision = StayDecision()
     while not ctx.stop_requested.is_set():
-        reason = decision.check(ctx.stop_flag.exists(), port_open(head_ip, gcs), time.monotonic(), head)
+        stop, reachable = stop_signal(ctx, board, head_ip, gcs)
+        reason = decision.check(stop is not None, reachable, time.monotonic(), head)
         if reason:
             ctx.stop_reason = reason
+            ctx.event("node_stop_seen", reason=reason, **({"job_exit": stop} if stop else {}))
             break
-        time.sleep(0.25)
+        time.sleep(STAY_POLL_S)
     return 0
+
+
+def stop_signal(ctx: NodeContext, board: Board, head_ip: str, gcs: int) -> tuple[str | None, bool]:
+    """(node 0's stop reason or None, whether the head's GCS answered). The stop flag file is
+    read only when the GCS does not answer: node 0 writes it before its Ray goes away."""
+    if port_open(head_ip, gcs):
+        try:
+            return board.get("stop"), True
+        except BoardUnreachable:
+            pass
+    return ("" if ctx.stop_flag.exists() else None), False

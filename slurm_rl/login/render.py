@@ -163,6 +163,7 @@ def _manifest(spec: ClusterSpec, opts: JobOptions, setup_first_line: int) -> Job
         setup_first_line=setup_first_line,
         container=container_for(spec, opts),
         node_local_dir=spec.node_local_dir,
+        network_interface=spec.network_interface or "",
     )
 
 

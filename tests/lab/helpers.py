@@ -19,12 +19,17 @@ BASELINE = ("tini", "slurmd", "slurmstepd", "ps", "sleep")
 
 
 def submit(
-    experiment: str, *args: str, nodes: int = 3, extra: tuple[str, ...] = (), timeout: float = 180
+    experiment: str,
+    *args: str,
+    nodes: int = 3,
+    extra: tuple[str, ...] = (),
+    timeout: float = 180,
+    spec: str | Path = SPEC,
 ) -> tuple[subprocess.CompletedProcess[str], dict]:
     """`slurm-rl submit --wait --json`; returns the process and its parsed JSON line."""
     res = run_cli(
         "submit",
-        SPEC,
+        str(spec),
         str(EXPERIMENTS / experiment),
         "--nodes",
         str(nodes),
@@ -174,6 +179,14 @@ def job_containers(nodes: list[str], job_id: int) -> dict[str, list[str]]:
         if listed:
             out[node] = listed
     return out
+
+
+def lab_spec(tmp_path: Path, **fields: object) -> Path:
+    """The lab's spec with some fields changed, written under ``tmp_path``."""
+    data = {**json.loads(Path(SPEC).read_text()), **fields}
+    path = tmp_path / "lab-variant.json"
+    path.write_text(json.dumps(data))
+    return path
 
 
 def lab_up_args() -> list[str]:

@@ -5,20 +5,24 @@ named. (The lab tests run the same code for real.)"""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import ray
 
 from slurm_rl.core.exits import STOPPED_RC, read_exit, record_exit
 from slurm_rl.core.job_env import JobEnvironment
 from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.core.spec import parse_spec
+from slurm_rl.job.board import Board
 from slurm_rl.job.context import NodeContext, NodeFailure
-from slurm_rl.job.head import driver_env, joined_count
+from slurm_rl.job.head import JoinWatch, driver_env
 from slurm_rl.job.node import Lifecycle
 from slurm_rl.job.worker import HEAD_LOST_AFTER_S, StayDecision
 from slurm_rl.login.options import JobOptions
@@ -72,16 +76,36 @@ def test_gpu_count(env: dict[str, str], gpus: int) -> None:
     assert JobEnvironment.current(env).gpu_count() == gpus
 
 
-def test_head_counts_joined_nodes_of_this_attempt_and_fails_on_a_failed_one(tmp_path: Path) -> None:
-    paths = JobPaths(tmp_path)
-    paths.markers.mkdir()
-    assert joined_count(paths, 0) == 0
-    paths.node_marker(0, 1, "up").write_text("node2\n")
-    paths.node_marker(1, 2, "up").write_text("node3\n")  # another attempt: not counted
-    assert joined_count(paths, 0) == 1
-    paths.node_marker(0, 2, "failed").write_text("node3: cannot resolve node name\n")
-    with pytest.raises(NodeFailure, match="node3: cannot resolve"):
-        joined_count(paths, 0)
+ATTEMPTS = itertools.count(100)  # each test its own attempt: its own keys in the module's GCS
+
+
+@pytest.fixture(scope="module")
+def gcs_address() -> Iterator[str]:
+    """A real GCS (an embedded local Ray) for the head's board."""
+    from tests.unit.conftest import local_ray
+
+    with local_ray(num_cpus=1):
+        yield ray._private.worker.global_worker.node.gcs_address  # type: ignore[attr-defined]
+
+
+def test_head_hears_joins_and_failures_through_the_gcs_not_files(tmp_path: Path, gcs_address: str) -> None:
+    """The board is the head's real GCS (a local Ray here): joins of this attempt count, a
+    failure is named at once, and a node that never reached the GCS is heard of by its file."""
+    ctx = _ctx(tmp_path)
+    ctx.attempt = next(ATTEMPTS)
+    board, other_attempt = Board(gcs_address, ctx.attempt), Board(gcs_address, next(ATTEMPTS))
+    watch = JoinWatch(ctx, board)
+    assert watch.joined() == set() and watch.missing(set()) == ["node2", "node3"]
+    assert board.put("up", "node2", rank=1) and other_attempt.put("up", "node3", rank=2)
+    assert watch.joined() == {1} and watch.missing({1}) == ["node3"]
+    assert board.get("stop") is None and board.put("stop", "driver exited 0")
+    assert board.get("stop") == "driver exited 0" and other_attempt.get("stop") is None
+    ctx.paths.node_marker(ctx.attempt, 2, "failed").write_text("node3: no interface ib0\n")
+    with pytest.raises(NodeFailure, match="node3: no interface ib0"):
+        JoinWatch(ctx, board).joined()
+    board.put("failed", "node2: ray start failed", rank=1)
+    with pytest.raises(NodeFailure, match="node2: ray start failed"):
+        watch.joined()
 
 
 def test_worker_stays_until_stop_flag_or_head_lost_for_a_while() -> None:
@@ -222,18 +246,37 @@ def test_a_cpu_head_offers_ray_nothing(tmp_path: Path) -> None:
     ],
 )
 def test_the_head_watches_joins(
-    tmp_path: Path, markers: dict, min_nodes: int | None, timeout_s: float, failure: str | None, ready: bool
+    tmp_path: Path,
+    gcs_address: str,
+    markers: dict,
+    min_nodes: int | None,
+    timeout_s: float,
+    failure: str | None,
+    ready: bool,
 ) -> None:
     from slurm_rl.job.head import watch_joins
 
     ctx = _ctx(tmp_path)
+    ctx.attempt = next(ATTEMPTS)  # its own keys in the module's GCS
+    ctx.board = Board(gcs_address, ctx.attempt)
     ctx.manifest = MANIFEST.model_copy(update={"min_nodes": min_nodes, "ready_timeout_s": timeout_s})
     for rank, kind in markers.items():
-        ctx.paths.node_marker(0, rank, kind).write_text(f"node{rank + 1}: boom\n" if kind == "failed" else "x\n")
-    watch_joins(ctx, {"attempt": 0})
+        ctx.board.put(kind, f"node{rank + 1}: boom" if kind == "failed" else f"node{rank + 1}", rank=rank)
+    watch_joins(ctx, {"attempt": ctx.attempt})
     assert (ctx.failure is None) if failure is None else ctx.failure.startswith(failure), ctx.failure
     assert (
         ("ready_time" in json.loads(ctx.paths.cluster.read_text())) is ready
         if ready
         else not ctx.paths.cluster.exists()
     )
+
+
+def test_ray_settings_stay_ray_defaults_for_small_jobs_and_absorb_the_burst_for_large_ones() -> None:
+    from slurm_rl.job.ray_start import HEALTH_CHECK_ENV, LARGE_JOB_NODES, ray_config_env
+
+    assert ray_config_env(3) == HEALTH_CHECK_ENV  # the quick lost-node detection the lab tests
+    large = ray_config_env(1000)
+    assert large["RAY_gcs_server_rpc_server_thread_num"] == "62"
+    assert large["RAY_health_check_timeout_ms"] == "10000"  # a busy GCS is not a dead node
+    assert ray_config_env(LARGE_JOB_NODES)["RAY_gcs_server_rpc_server_thread_num"] == "4"
+    assert ray_config_env(100_000)["RAY_gcs_server_rpc_server_thread_num"] == "64"

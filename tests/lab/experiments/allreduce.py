@@ -20,6 +20,7 @@ def main() -> int:
         [w.allreduce.remote(float(m["global_rank"] + 1)) for w, m in zip(group.workers, group.worker_metadata)]
     )
     print("REPORT " + json.dumps(results), flush=True)
+    print("RAY_NODES " + json.dumps(sorted(n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"])), flush=True)
     expected = nodes * (nodes + 1) / 2
     ok = (
         all(r["sum"] == expected for r in results)

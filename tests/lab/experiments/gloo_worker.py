@@ -5,6 +5,15 @@ from __future__ import annotations
 import os
 import socket
 
+import psutil
+import ray
+
+
+def tcp_local_addresses() -> list[str]:
+    """The local IPv4 addresses of this process's established TCP connections, loopback left out."""
+    conns = psutil.Process().net_connections(kind="tcp4")
+    return sorted({c.laddr.ip for c in conns if c.status == "ESTABLISHED" and not c.laddr.ip.startswith("127.")})
+
 
 class GlooWorker:
     def allreduce(self, value: float) -> dict:
@@ -20,8 +29,14 @@ class GlooWorker:
         )
         t = torch.tensor([value])
         dist.all_reduce(t)
+        links = tcp_local_addresses()  # gloo's connections are still open here
         dist.destroy_process_group()
         return {
+            "tcp_local_ips": links,
+            "master_addr": os.environ["MASTER_ADDR"],
+            "ray_ip": ray.util.get_node_ip_address(),
+            "gloo_ifname": os.environ.get("GLOO_SOCKET_IFNAME"),
+            "nccl_ifname": os.environ.get("NCCL_SOCKET_IFNAME"),
             "sum": t.item(),
             "rank": rank,
             "node_rank": int(os.environ["NODE_RANK"]),
