@@ -1,7 +1,7 @@
 """Scale on the lab: bring-up and driver start at 1, 3, 6 and 12 nodes in one run, with the
 SLURM RPCs each job costs, and what one Ray node costs (CPU seconds, RSS). Writes a PNG.
 
-    tests/lab/slurm-lab up --nodes 12 --cpus 1     # the lab at its biggest (memory allows it)
+    tests/lab/slurm-lab up --nodes 12 --cpus 2     # the lab at its biggest (memory allows it)
     python bench/scale.py [--sizes 1,3,6,12] [--png bench/scale.png]
 
 Per job: sdiag is reset before it and read after it (RPCs by message type: per-node
@@ -17,9 +17,10 @@ import json
 import re
 import statistics
 import subprocess
+import tempfile
 from pathlib import Path
 
-from _lab import submit
+from _lab import SPEC, submit
 
 HERE = Path(__file__).resolve().parent
 
@@ -32,9 +33,22 @@ def sdiag_rpcs() -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*(\w+)\s*\(\s*\d+\)\s*count:(\d+)", section, re.M)}
 
 
-def one_job(nodes: int) -> dict[str, object]:
+def large_job_spec(tmp: Path) -> Path:
+    """The lab spec with the Ray settings slurm-rl gives jobs of 64+ nodes, forced on any size."""
+    from slurm_rl.job.ray_start import ray_config_env
+
+    data = json.loads(SPEC.read_text())
+    data["env"] = {**data.get("env", {}), **ray_config_env(1000)}
+    path = tmp / "lab-large-settings.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def one_job(nodes: int, spec: Path = SPEC, label: str = "") -> dict[str, object]:
     subprocess.run(["sdiag", "--reset"], check=True, capture_output=True, timeout=30)
-    res = submit(HERE / "tasks_everywhere.py", nodes, "--wait", "--name", f"scale{nodes}", timeout=600)
+    res = submit(
+        HERE / "tasks_everywhere.py", nodes, "--wait", "--name", f"scale{nodes}{label}", timeout=600, spec=spec
+    )
     data = json.loads(res.stdout.splitlines()[-1])
     rpcs = sdiag_rpcs()
     events = [json.loads(line) for line in Path(data["job_dir"], "events.jsonl").read_text().splitlines()]
@@ -44,6 +58,7 @@ def one_job(nodes: int) -> dict[str, object]:
     ups = [e for e in events if e["event"] == "node_up"]
     return {
         "nodes": nodes,
+        "settings": label or "default",
         "exit": data["exit_code"],
         "slurm_calls": data.get("slurm_calls"),
         "rpcs_total": sum(rpcs.values()),
@@ -55,6 +70,7 @@ def one_job(nodes: int) -> dict[str, object]:
         "job_s": round(last("job_end") - first("submitted"), 2),
         "ray_cpu_s_per_node": round(statistics.median(e.get("ray_cpu_s", 0) for e in ups), 2),
         "ray_rss_mb_per_node": round(statistics.median(e.get("ray_rss_mb", 0) for e in ups)),
+        "ray_pss_mb_per_node": round(statistics.median(e.get("ray_pss_mb", 0) for e in ups)),
     }
 
 
@@ -86,18 +102,28 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1,3,6,12")
     ap.add_argument("--png", default=str(HERE / "scale.png"))
+    ap.add_argument(
+        "--large-settings",
+        action="store_true",
+        help="also run the largest size with the GCS settings of 64+ node jobs (they must not slow it)",
+    )
     args = ap.parse_args()
     rows = [one_job(int(n)) for n in args.sizes.split(",")]
-    for r in rows:
+    extra = []
+    if args.large_settings:
+        with tempfile.TemporaryDirectory() as tmp:
+            extra = [one_job(rows[-1]["nodes"], large_job_spec(Path(tmp)), "-large")]  # type: ignore[arg-type]
+    for r in rows + extra:
         print(json.dumps({k: v for k, v in r.items() if k != "rpcs"}))
     base = rows[0]
-    for r in rows:
+    for r in rows + extra:
         print(
-            f"{r['nodes']:>3} nodes: all up {r['all_up_s']:5.1f} s, driver connected {r['driver_connected_s']:5.1f} s "
+            f"{r['nodes']:>3} nodes ({r['settings']}): all up {r['all_up_s']:5.1f} s, "
+            f"driver connected {r['driver_connected_s']:5.1f} s "
             f"({r['driver_connected_s'] / base['driver_connected_s']:.2f}x of {base['nodes']}), "
             f"job {r['job_s']:5.1f} s, "
             f"RPCs {r['rpcs_total']} (slurm-rl's commands {r['slurm_calls']}), one Ray node "
-            f"{r['ray_cpu_s_per_node']} CPU-s, {r['ray_rss_mb_per_node']} MB"
+            f"{r['ray_cpu_s_per_node']} CPU-s, {r['ray_rss_mb_per_node']} MB RSS, {r['ray_pss_mb_per_node']} MB PSS"
         )
     print("RPCs by type at the largest size:", json.dumps(rows[-1]["rpcs"]))
     plot(rows, Path(args.png))

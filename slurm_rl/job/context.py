@@ -172,26 +172,44 @@ class NodeContext:
         ]
         self.say("ray start " + " ".join(argv))
         try:
-            start_in_process(argv)
+            start_in_process(argv, dashboard=self.manifest.interactive)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - click raises SystemExit on bad arguments
             raise NodeFailure(f"`ray start` failed: {exc!r}") from None
 
-    def ray_node_cost(self) -> dict[str, float]:
+    def ray_node_cost(self) -> dict[str, object]:
         """What this node's Ray costs: CPU seconds spent starting it (this process and the
-        daemons it started) and their resident memory. What extrapolates to real clusters."""
+        daemons it started), their resident memory (RSS, which counts Ray's shared library once
+        per process) and their proportional share of it (PSS: what the node's RAM really holds),
+        and the same per process. What extrapolates to real clusters."""
         import psutil
 
         me = psutil.Process()
-        procs = [me, *me.children(recursive=True)]
-        cpu = rss = 0.0
-        for p in procs:
+        total = {"ray_cpu_s": 0.0, "ray_rss_mb": 0.0, "ray_pss_mb": 0.0}
+        per_process: dict[str, list[float]] = {}
+        for p in [me, *me.children(recursive=True)]:
             try:
+                name = "bootstrap" if p.pid == me.pid else process_role(p.cmdline(), p.name())
+                if name == "worker":  # a Ray worker the job's tasks use: the job's cost, not Ray's
+                    continue
                 t = p.cpu_times()
-                cpu += t.user + t.system
-                rss += p.memory_info().rss
+                mem = p.memory_full_info()
             except psutil.Error:
                 continue
-        return {"ray_cpu_s": round(cpu, 2), "ray_rss_mb": round(rss / 2**20, 1)}
+            cpu, rss, pss = t.user + t.system, mem.rss / 2**20, getattr(mem, "pss", mem.rss) / 2**20
+            total["ray_cpu_s"] += cpu
+            total["ray_rss_mb"] += rss
+            total["ray_pss_mb"] += pss
+            per_process[f"{name}[{p.pid}]"] = [round(cpu, 2), round(rss, 1), round(pss, 1)]
+        return {**{k: round(v, 2 if k == "ray_cpu_s" else 1) for k, v in total.items()}, "ray_processes": per_process}
+
+
+def process_role(cmdline: list[str], name: str) -> str:
+    """Which of Ray's node processes this is (log_monitor, dashboard, ...), or "worker"."""
+    for arg in cmdline[:4]:
+        base = arg.rsplit("/", 1)[-1]
+        if base.endswith(".py"):
+            return "worker" if base == "default_worker.py" else base[:-3]
+    return name.removeprefix("ray::")
 
 
 def port_open(host: str, port: int) -> bool:

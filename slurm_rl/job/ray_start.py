@@ -53,12 +53,20 @@ def ray_config_env(nodes: int) -> dict[str, str]:
     return env
 
 
-def start_in_process(argv: list[str]) -> None:
-    """Run `ray start ARGV` in this process; raises on failure instead of exiting."""
+def start_in_process(argv: list[str], dashboard: bool = False) -> None:
+    """Run `ray start ARGV` in this process; raises on failure instead of exiting.
+
+    Without the dashboard, Ray's per-node dashboard agent (and the head's API server) start in
+    Ray's own "minimal" mode, as on a `pip install ray` without the dashboard extras: the HTTP
+    server, metrics exporters and reporter modules that only the dashboard reads stay off."""
+    import ray._private.utils
     from ray.scripts import scripts
 
     if not any(a.startswith("--ray-client-server-port") for a in argv):
         scripts.get_ray_client_dependency_error = lambda: "disabled by slurm-rl"  # type: ignore[assignment,return-value]
+    if not dashboard:
+        no_dashboard = ImportError("no dashboard in this job (slurm-rl)")
+        ray._private.utils.get_dashboard_dependency_error = lambda: no_dashboard
     scripts.start.main(args=argv, prog_name="ray start", standalone_mode=False)
 
 

@@ -280,3 +280,19 @@ def test_ray_settings_stay_ray_defaults_for_small_jobs_and_absorb_the_burst_for_
     assert large["RAY_health_check_timeout_ms"] == "10000"  # a busy GCS is not a dead node
     assert ray_config_env(LARGE_JOB_NODES)["RAY_gcs_server_rpc_server_thread_num"] == "4"
     assert ray_config_env(100_000)["RAY_gcs_server_rpc_server_thread_num"] == "64"
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "name", "role"),
+    [
+        (["/v/bin/python", "-u", "/v/ray/_private/log_monitor.py", "--x"], "python", "log_monitor"),
+        (["/v/bin/python", "/v/ray/dashboard/dashboard.py", "--host"], "python", "dashboard"),
+        (["ray::DashboardAgent"], "ray::DashboardAgent", "DashboardAgent"),
+        (["/v/ray/core/src/ray/raylet/raylet", "--raylet_socket_name=x"], "raylet", "raylet"),
+        (["/v/bin/python", "/v/ray/_private/workers/default_worker.py", "--node-ip"], "python", "worker"),
+    ],
+)
+def test_node_cost_names_rays_processes_and_leaves_the_jobs_workers_out(cmdline: list, name: str, role: str) -> None:
+    from slurm_rl.job.context import process_role
+
+    assert process_role(cmdline, name) == role

@@ -224,6 +224,38 @@ def test_decorator_options_stay_and_builder_and_configure_layer_on_top(many_gpu_
         cluster.shutdown()
 
 
+def test_group_env_vars_sit_between_the_class_and_the_groups_own_wiring(many_gpu_ray) -> None:
+    """RayWorkerGroup(env_vars=...) (NeMo RL 2026): over the class's @ray.remote runtime_env,
+    under RANK/MASTER_ADDR/... and under what configure_worker returns."""
+    cluster = RayVirtualCluster([2])
+    env_vars = {"FROM_DECORATOR": "group", "GROUP_ONLY": "g", "RANK": "99", "LAYER": "group", "CONFIGURED": "group"}
+    group = RayWorkerGroup(cluster, DecoratedWithOptions, name_prefix="envs", env_vars=env_vars)
+    try:
+        w = group.workers[1]
+        got = {k: ray.get(w.env.remote(k)) for k in ("FROM_DECORATOR", "GROUP_ONLY", "RANK", "LAYER", "CONFIGURED")}
+        assert got == {
+            "FROM_DECORATOR": "group",  # over the class
+            "GROUP_ONLY": "g",
+            "RANK": "1",  # the group's wiring wins
+            "LAYER": "configure-runtime-env",  # configure_worker wins
+            "CONFIGURED": "yes",
+        }
+        assert env_vars["RANK"] == "99"  # the caller's dict is not changed
+    finally:
+        group.shutdown()
+        cluster.shutdown()
+
+
+@pytest.mark.parametrize("bad", [{"N": 3}, {"": "x"}, ["A=1"]])
+def test_group_env_vars_must_be_strings(many_gpu_ray, bad) -> None:
+    cluster = RayVirtualCluster([1], use_gpus=False)
+    try:
+        with pytest.raises(ValueError, match="env_vars"):
+            RayWorkerGroup(cluster, ShardWorker, env_vars=bad)
+    finally:
+        cluster.shutdown()
+
+
 def test_a_plain_class_object_works_in_place_of_a_builder(many_gpu_ray) -> None:
     cluster = RayVirtualCluster([1], use_gpus=False)
     group = RayWorkerGroup(cluster, ShardWorker)

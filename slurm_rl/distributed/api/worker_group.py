@@ -23,6 +23,7 @@ from .worker_plan import (
     GroupState,
     as_builder,
     build_workers,
+    check_env_vars,
     checked_sharding,
     plan_workers,
     single_worker_groups,
@@ -42,7 +43,14 @@ class RayWorkerGroup:
     ``get_results`` and ``restart_failed_workers``), ``enable_gradient_compression`` (fp16
     gradients for models wrapped with ``slurm_rl.distributed.collective.wrap_ddp``),
     ``async_communication`` (``run_all_workers_single_data`` returns an iterator in completion
-    order), ``enable_load_balancing``/``load_balancing_strategy`` (``run_balanced``)."""
+    order), ``enable_load_balancing``/``load_balancing_strategy`` (``run_balanced``).
+
+    ``env_vars`` (NeMo RL 2026): variables every worker gets. Precedence, lowest first: the
+    driver's environment (init_ray's job-level runtime_env), the worker class's
+    ``@ray.remote(runtime_env=...)``, ``env_vars``, the variables slurm-rl sets per worker (RANK,
+    WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK, NODE_RANK, ...: a worker group's wiring is
+    never overridden), then what the class's ``configure_worker`` returns (it sees the worker's
+    placement)."""
 
     def __init__(
         self,
@@ -60,6 +68,7 @@ class RayWorkerGroup:
         async_communication: bool = False,
         enable_load_balancing: bool = False,
         load_balancing_strategy: str | None = None,
+        env_vars: dict[str, str] | None = None,
     ) -> None:
         if not isinstance(max_restarts, int) or max_restarts < 0:
             raise ValueError(f"max_restarts={max_restarts!r}: must be an int >= 0")
@@ -71,6 +80,7 @@ class RayWorkerGroup:
             enable_gradient_compression=bool(enable_gradient_compression),
             async_communication=bool(async_communication),
             load_balancing_strategy=strategy,
+            env_vars=check_env_vars(env_vars),
         )
         builder = as_builder(remote_worker_builder)
         self._state = state = GroupState(cluster=cluster, builder=builder, settings=settings, name_prefix=name_prefix)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,25 @@ class GroupSettings:
     enable_gradient_compression: bool = False
     async_communication: bool = False
     load_balancing_strategy: str | None = None
+    # RayWorkerGroup(env_vars=...): every worker's, above the class's @ray.remote runtime_env,
+    # below the rank variables slurm-rl sets (RANK, MASTER_ADDR, ...) and configure_worker's
+    env_vars: dict[str, str] = field(default_factory=dict)
+
+
+def check_env_vars(env_vars: Any) -> dict[str, str]:
+    """RayWorkerGroup's env_vars as a plain dict of strings; ValueError naming the bad entry."""
+    if env_vars is None:
+        return {}
+    if not isinstance(env_vars, Mapping):
+        raise ValueError(f"env_vars={env_vars!r}: must be a dict of variable names to string values")
+    bad = [k for k, v in env_vars.items() if not isinstance(k, str) or not k or not isinstance(v, str)]
+    if bad:
+        k = bad[0]
+        raise ValueError(
+            f"env_vars[{k!r}]={env_vars[k]!r}: names and values must be non-empty strings / strings "
+            f"(write str(value)); env_vars reach each worker through Ray's runtime_env"
+        )
+    return dict(env_vars)
 
 
 @dataclass
@@ -152,6 +172,7 @@ def plan_workers(
             name = f"{prefix}-grp{g}-{local}" if named_groups else f"{prefix}-{node}-{bundle}"
             # the user's environment comes from init_ray's job-level runtime_env (lowest)
             env = {
+                **state.settings.env_vars,
                 "RANK": str(rank),
                 "LOCAL_RANK": str(bundle),
                 "WORLD_SIZE": str(world),
