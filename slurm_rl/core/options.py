@@ -118,6 +118,20 @@ class JobOptions(BaseModel):
         "--head-node",
         help="cpu: one more node runs only the Ray head and the driver (no CPUs/GPUs for Ray work).",
     )
+    driver_start: Literal["auto", "early", "ready"] = option(
+        "auto",
+        "--driver-start",
+        help="early: the driver starts with the head and init_ray() waits for the nodes; ready: it starts "
+        "once the nodes are up (a plain Ray program, NeMo Gym's initialize_ray); auto: early when the "
+        "experiment calls init_ray, else ready.",
+    )
+    dashboard: bool = option(
+        False,
+        "--dashboard",
+        spec=True,
+        help="Start Ray's dashboard on the head (state API: `ray list tasks`, `attach --dashboard`); "
+        "interactive clusters always have it.",
+    )
     head_partition: SlurmName | None = option(
         None,
         "--head-partition",
@@ -220,6 +234,11 @@ class JobOptions(BaseModel):
     def interactive(self) -> bool:
         """No experiment: the cluster stays up (attach, notebooks, dashboard)."""
         return not self.experiment
+
+    @property
+    def wants_dashboard(self) -> bool:
+        """Ray's dashboard runs on the head: asked for (--dashboard, spec), or an interactive cluster."""
+        return self.dashboard or self.interactive
 
     @property
     def heterogeneous(self) -> bool:

@@ -130,6 +130,11 @@ class JobPaths:
         return self.job_dir / "rollouts.jsonl"
 
     @property
+    def gym_env(self) -> Path:
+        """NeMo Gym's env.yaml for this job: ``ray_head_node_address`` (written by node 0)."""
+        return self.job_dir / "gym_env.yaml"
+
+    @property
     def metrics(self) -> Path:
         """``slurm_rl.MetricsLog``: one JSON line per logged step."""
         return self.job_dir / "metrics.jsonl"

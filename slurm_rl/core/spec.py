@@ -63,6 +63,7 @@ class ClusterSpec(BaseModel):
     qos: SlurmName | None = None
     constraint: Constraint | None = None
     exclusive: bool = False
+    dashboard: bool = False  # every job starts Ray's dashboard on its head (--dashboard)
     mem: SlurmMemory | None = None
     mem_per_cpu: SlurmMemory | None = None
     gres: Gres | None = None

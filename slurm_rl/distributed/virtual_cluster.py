@@ -1,7 +1,13 @@
-"""Public path of NeMo RL's ``nemo_rl.distributed.virtual_cluster`` (implemented in api/):
-the virtual cluster, ``init_ray`` and ``PY_EXECUTABLES`` live here in NeMo RL."""
+"""Public path of NeMo RL's ``nemo_rl.distributed.virtual_cluster``: the virtual cluster,
+``init_ray``, ``PY_EXECUTABLES``, the port-range constants and the module-level helpers NeMo
+RL's code imports from here (``_get_node_ip_local``, ``_get_free_port_local``, ...).
 
-from .api.ray_init import PY_EXECUTABLES, init_ray
-from .api.virtual_cluster import ClusterConfig, RayVirtualCluster, ResourceInsufficientError
+This name is the implementation module itself (``api/virtual_cluster.py``), not a copy of its
+names: a test or a user that patches ``slurm_rl.distributed.virtual_cluster._get_node_ip_and_free_port``
+patches what the cluster calls, as with NeMo RL."""
 
-__all__ = ["PY_EXECUTABLES", "ClusterConfig", "RayVirtualCluster", "ResourceInsufficientError", "init_ray"]
+import sys
+
+from .api import virtual_cluster as _implementation
+
+sys.modules[__name__] = _implementation

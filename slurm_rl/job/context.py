@@ -51,6 +51,7 @@ class NodeContext:
     manifest: JobManifest
     log: IO[str]
     stop_requested: threading.Event = field(default_factory=threading.Event)
+    ready: threading.Event = field(default_factory=threading.Event)  # node 0: the nodes the job needs are up
     stop_reason: str = ""
     driver: subprocess.Popen[bytes] | None = None
     failure: str | None = None  # another node failed (seen by node 0): the job's exit reason
@@ -172,7 +173,7 @@ class NodeContext:
         ]
         self.say("ray start " + " ".join(argv))
         try:
-            start_in_process(argv, dashboard=self.manifest.interactive)
+            start_in_process(argv, dashboard=self.manifest.wants_dashboard)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - click raises SystemExit on bad arguments
             raise NodeFailure(f"`ray start` failed: {exc!r}") from None
 

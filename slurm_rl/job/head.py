@@ -11,8 +11,10 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
-from ..core.events import write_json
+from ..core.events import write_atomic, write_json
+from ..core.paths import JobPaths
 from .board import Board, BoardUnreachable
 from .context import NodeContext, NodeFailure
 
@@ -66,6 +68,7 @@ def watch_joins(ctx: NodeContext, cluster: dict[str, object]) -> None:
         if up >= need and not announced:
             write_json(ctx.paths.cluster, {**cluster, "ready_time": time.time()})
             ctx.event("ready", nodes=up)
+            ctx.ready.set()
             announced = True
         if up >= len(ctx.nodes):
             return
@@ -100,16 +103,40 @@ def run_head(ctx: NodeContext) -> int:
         "ready_time": None,
     }
     write_json(ctx.paths.cluster, cluster)
-    # an interactive cluster gets Ray's dashboard on the head's address (`attach --dashboard`)
-    dashboard = [f"--include-dashboard={str(ctx.manifest.interactive).lower()}", f"--dashboard-host={head_ip}"]
-    ctx.ray_start(["--head", f"--port={ports.gcs}", "--no-monitor", f"--dashboard-port={ports.dashboard}", *dashboard])
+    # Ray's dashboard on the head's address when asked for, or interactive (`attach --dashboard`)
+    dashboard = [f"--include-dashboard={str(ctx.manifest.wants_dashboard).lower()}", f"--dashboard-host={head_ip}"]
+    # Ray's monitor stays: it is what `ray status` (attach -- ray status) reads; one process, head only
+    ctx.ray_start(["--head", f"--port={ports.gcs}", f"--dashboard-port={ports.dashboard}", *dashboard])
     ctx.board = Board(address, ctx.attempt)
     ctx.event("node_up", address=address, **ctx.ray_node_cost())
     threading.Thread(target=watch_joins, args=(ctx, cluster), name="joins", daemon=True).start()
+    write_gym_env(ctx.paths, address)
     if ctx.manifest.interactive:  # no driver: up until teardown, scancel or the time limit
         ctx.say(f"interactive cluster up at {address}; `slurm-rl attach {ctx.job_id}` to use it")
         ctx.wait_until(lambda: False, float("inf"), "teardown, scancel or the time limit")
+    if driver_waits_for_nodes(ctx.manifest.driver_start, ctx.paths.experiment):
+        ctx.say("starting the driver once the nodes are up (it does not call init_ray; --driver-start early to change)")
+        ctx.wait_until(ctx.ready.is_set, float("inf"), "the job's nodes (the ready timeout fails the job)")
     return run_driver(ctx, address)
+
+
+def driver_waits_for_nodes(driver_start: str, experiment: Path) -> bool:
+    """Whether the driver starts only once the nodes are up. ``init_ray()`` waits for them
+    itself, so a driver that calls it starts with the head and imports its libraries while the
+    nodes join; any other Ray program (``ray.init()``, NeMo Gym) would see only the nodes that had
+    joined when it connected."""
+    if driver_start != "auto":
+        return driver_start == "ready"
+    try:
+        return "init_ray" not in experiment.read_text(errors="replace")
+    except OSError:
+        return False
+
+
+def write_gym_env(paths: JobPaths, address: str) -> None:
+    """``gym_env.yaml`` in the job dir: the job's Ray address where NeMo Gym reads it
+    (``ng_run "+config_paths=[<job dir>/gym_env.yaml]"`` on a node of the job)."""
+    write_atomic(paths.gym_env, f'ray_head_node_address: "{address}"\n')
 
 
 def driver_env(ctx: NodeContext, address: str, environ: dict[str, str]) -> dict[str, str]:

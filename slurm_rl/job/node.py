@@ -89,6 +89,12 @@ class Lifecycle:
             ctx.say(
                 f"network: {ctx.ip} on {ctx.address.interface}; set {', '.join(f'{k}={v}' for k, v in chosen.items())}"
             )
+        if ctx.gpus:  # where each GPU's CPUs are, for workers that bind to them (numa_utils)
+            from ..distributed.numa_utils import AFFINITY_FILE_NAME, write_affinity_file
+
+            os.makedirs(ctx.temp_dir, exist_ok=True)
+            found = write_affinity_file(os.path.join(ctx.temp_dir, AFFINITY_FILE_NAME))
+            ctx.say(f"GPU NUMA affinity: {found} GPU(s) mapped" if found else "GPU NUMA affinity: not available here")
         # pid: `slurm-rl attach` joins this process's container (enroot exec PID)
         ctx.event(
             "node_start",

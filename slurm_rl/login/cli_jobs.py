@@ -177,6 +177,12 @@ def attach(job_id: int, command: tuple[str, ...], dashboard: bool, spec_flag: st
             )
         join = (pid, sorted(ray_env))
     argv = SlurmClient.attach_argv(job_id, cluster["head_node"], list(command), join)
+    if not command:  # a shell: say what it is attached to, and the NeMo Gym override
+        click.echo(
+            f"job {job_id} on {cluster['head_node']}: RAY_ADDRESS={cluster['address']} (token set); NeMo Gym: "
+            f"ng_run ... +ray_head_node_address={cluster['address']} (or +config_paths=[{paths.gym_env}])",
+            err=True,
+        )
     os.environ.update(ray_env)
     os.execvp(argv[0], argv)
 
@@ -196,10 +202,11 @@ def _dashboard_forward(job_id: int, paths: Any, cluster: dict[str, Any]) -> str:
 
     from ..core.manifest import load_manifest
 
-    if not load_manifest(paths.manifest).interactive:
+    if not load_manifest(paths.manifest).wants_dashboard:
         raise UsageError(
-            f"job {job_id} runs a driver, and slurm-rl starts Ray's dashboard only for interactive "
-            f"clusters (submit without an experiment); use `slurm-rl attach {job_id} -- ray status`"
+            f"job {job_id} was submitted without --dashboard (interactive clusters always have it): resubmit "
+            f'with --dashboard, or set "dashboard": true in the spec; `slurm-rl attach {job_id} -- ray status` '
+            f"works without it"
         )
     port = cluster["ports"]["dashboard"]
     return (

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.conftest import REPO, run_cli
-from tests.lab.helpers import SPEC, assert_no_leftovers, job_dir, start, wait_gone, wait_ready
+from tests.lab.helpers import SPEC, assert_no_leftovers, job_dir, start, submit, wait_gone, wait_ready
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
 
@@ -30,6 +30,9 @@ def test_commands_on_a_live_job(lab: list[str]) -> None:
         att = run_cli("attach", jid, "--spec", SPEC, "--", "python", "-c", code, timeout=120)
         assert att.returncode == 0, att.stderr[-2000:]
         assert "NODES 2" in att.stdout
+        status = run_cli("attach", jid, "--spec", SPEC, "--", "ray", "status", timeout=120)  # the README's advice
+        assert status.returncode == 0 and "No cluster status" not in status.stdout, status.stdout + status.stderr
+        assert "Active:" in status.stdout and "slurm_managed_ray_cluster" in status.stdout, status.stdout
         logs = run_cli("logs", jid, "--spec", SPEC)
         assert logs.returncode == 0 and "driver ready" in logs.stdout
         node_log = run_cli("logs", jid, "--node", "node2", "--spec", SPEC)
@@ -67,4 +70,18 @@ def test_a_working_directory_the_nodes_lack_is_named_with_the_fix(lab: list[str]
     assert res.returncode != 0 and data["state"] == "FAILED", res.stderr[-2000:]
     assert f"the working directory {tmp_path} does not exist on node1" in data["exit_reason"], data
     assert "--workdir DIR" in data["exit_reason"]
+    assert_no_leftovers(lab, data["job_id"])
+
+
+def test_a_plain_ray_driver_sees_every_node_and_gets_the_state_api_with_dashboard(lab: list[str]) -> None:
+    """A driver that never calls init_ray (plain ray.init(), as NeMo Gym's initialize_ray) starts
+    once the nodes are up; --dashboard gives it Ray's state API; gym_env.yaml names the address."""
+    res, data = submit("plain_ray.py", nodes=3, extra=("--dashboard",))
+    log = (job_dir(data) / "logs" / "driver.log").read_text()
+    assert res.returncode == 0, log[-3000:]
+    report = json.loads(next(line for line in log.splitlines() if line.startswith("REPORT "))[7:])
+    assert report["nodes_at_connect"] == 3 and report["state_api_nodes"] == 3, report
+    cluster = json.loads((job_dir(data) / "cluster.json").read_text())
+    gym = (job_dir(data) / "gym_env.yaml").read_text()
+    assert gym == f'ray_head_node_address: "{cluster["address"]}"\n'
     assert_no_leftovers(lab, data["job_id"])

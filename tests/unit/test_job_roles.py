@@ -88,6 +88,7 @@ def gcs_address() -> Iterator[str]:
         yield ray._private.worker.global_worker.node.gcs_address  # type: ignore[attr-defined]
 
 
+@pytest.mark.ray
 def test_head_hears_joins_and_failures_through_the_gcs_not_files(tmp_path: Path, gcs_address: str) -> None:
     """The board is the head's real GCS (a local Ray here): joins of this attempt count, a
     failure is named at once, and a node that never reached the GCS is heard of by its file."""
@@ -236,6 +237,7 @@ def test_a_cpu_head_offers_ray_nothing(tmp_path: Path) -> None:
     assert head.job_id == "job"  # the job dir's name (a hetjob component's SLURM_JOB_ID differs)
 
 
+@pytest.mark.ray
 @pytest.mark.parametrize(
     ("markers", "min_nodes", "timeout_s", "failure", "ready"),
     [
@@ -296,3 +298,46 @@ def test_node_cost_names_rays_processes_and_leaves_the_jobs_workers_out(cmdline:
     from slurm_rl.job.context import process_role
 
     assert process_role(cmdline, name) == role
+
+
+@pytest.mark.parametrize(
+    ("mode", "source", "waits"),
+    [
+        ("auto", "from slurm_rl.distributed import init_ray\ninit_ray()\n", False),  # init_ray waits itself
+        ("auto", "import ray\nray.init()\n", True),  # a plain Ray program (NeMo Gym)
+        ("early", "import ray\nray.init()\n", False),
+        ("ready", "init_ray()\n", True),
+    ],
+)
+def test_a_driver_without_init_ray_starts_once_the_nodes_are_up(
+    tmp_path: Path, mode: str, source: str, waits: bool
+) -> None:
+    from slurm_rl.job.head import driver_waits_for_nodes
+
+    experiment = tmp_path / "experiment.py"
+    experiment.write_text(source)
+    assert driver_waits_for_nodes(mode, experiment) is waits
+
+
+def test_gym_env_yaml_names_the_jobs_address(tmp_path: Path) -> None:
+    import yaml  # type: ignore[import-untyped]
+
+    from slurm_rl.job.head import write_gym_env
+
+    paths = JobPaths(tmp_path / "7")
+    paths.job_dir.mkdir()
+    write_gym_env(paths, "10.77.0.11:20100")
+    assert yaml.safe_load(paths.gym_env.read_text()) == {"ray_head_node_address": "10.77.0.11:20100"}
+
+
+def test_dashboard_from_the_flag_or_the_spec(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    exp = tmp_path / "e.py"
+    exp.write_text("print(1)\n")
+    spec = tmp_path / "s.json"
+    for spec_value, flags, want in [(False, [], False), (False, ["--dashboard"], True), (True, [], True)]:
+        spec.write_text(json.dumps({"cluster_name": "c", "fileroot": str(tmp_path), "dashboard": spec_value}))
+        res = run_cli("submit", str(spec), str(exp), "--nodes", "2", "--dry-run", "--json", *flags)
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["manifest"]["dashboard"] is want

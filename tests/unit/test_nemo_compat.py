@@ -340,6 +340,30 @@ def dp_tp_group(many_gpu_ray):
     cluster.shutdown()
 
 
+def test_rank_0_only_axes_and_keyword_lists_the_2026_way(dp_tp_group) -> None:
+    """run_rank_0_only_axes calls only index 0 of those axes; run_all_workers_multiple_data
+    takes a list per keyword (an entry per called worker), with NeMo RL's assertion texts."""
+    refs = dp_tp_group.run_all_workers_single_data("work", run_rank_0_only_axes=["tensor_parallel"], extra=5)
+    assert [r[0] for r in ray.get(refs)] == [0, 2]  # the tensor-parallel leaders
+    assert len(ray.get(dp_tp_group.run_all_workers_single_data("work", run_rank_0_only_axes=["nope"]))) == 4
+    everyone = dp_tp_group.run_all_workers_multiple_data(
+        "work", data=None, extra=[1, 2, 3, 4], common_kwargs={"scale": 10}
+    )
+    assert [r[2] for r in ray.get(everyone)] == [10, 20, 30, 40]
+    leaders = dp_tp_group.run_all_workers_multiple_data("work", extra=[7, 8], run_rank_0_only_axes=["tensor_parallel"])
+    assert [(r[0], r[2]) for r in dp_tp_group.get_all_worker_results(leaders)] == [(0, 7), (2, 8)]
+    with pytest.raises(AssertionError, match="data length = 3, number of workers = 4"):
+        dp_tp_group.run_all_workers_multiple_data("work", extra=[1, 2, 3])
+    with pytest.raises(AssertionError, match="number of workers started = 2"):
+        dp_tp_group.run_all_workers_multiple_data("work", extra=[1, 2, 3], run_rank_0_only_axes=["tensor_parallel"])
+    with pytest.raises(AssertionError, match="All kwargs must have the same length"):
+        dp_tp_group.run_all_workers_multiple_data("work", extra=[1, 2, 3, 4], data_x=[1])
+    with pytest.raises(AssertionError, match="please use run_all_workers_single_data"):
+        dp_tp_group.run_all_workers_multiple_data("work")
+    with pytest.raises(ValueError, match="not both"):
+        dp_tp_group.run_all_workers_multiple_data("work", [1, 2, 3, 4], extra=[1, 2, 3, 4])
+
+
 def test_dp_helpers(dp_tp_group) -> None:
     assert dp_tp_group.dp_size == 2
     assert [dp_tp_group.get_dp_leader_worker_idx(i) for i in range(2)] == [0, 2]

@@ -10,6 +10,8 @@ from typing import Any, Generic, TypedDict, TypeVar
 
 import torch
 
+from ...data.multimodal_utils import PackedTensor
+
 T = TypeVar("T")
 
 
@@ -35,6 +37,8 @@ def _len(v: Any) -> int:
 def _take(v: Any, indices: Sequence[int]) -> Any:
     if isinstance(v, torch.Tensor):
         return v.index_select(0, torch.as_tensor(list(indices), dtype=torch.long, device=v.device))
+    if isinstance(v, PackedTensor):
+        return v.slice(list(indices))
     return [v[i] for i in indices]
 
 
@@ -87,6 +91,9 @@ class BatchedDataDict(UserDict, Generic[T]):
         out: dict[str, Any] = {}
         for k in keys:
             values = [b[k] for b in batches]
+            if all(isinstance(v, PackedTensor) for v in values):
+                out[k] = PackedTensor.concat(values)
+                continue
             if all(isinstance(v, torch.Tensor) for v in values):
                 if values[0].dim() >= 2:
                     width = max(v.shape[1] for v in values)
@@ -135,6 +142,8 @@ class BatchedDataDict(UserDict, Generic[T]):
         for k, v in self.data.items():
             if isinstance(v, torch.Tensor):
                 out[k] = v.repeat_interleave(num_repeats, dim=0)
+            elif isinstance(v, PackedTensor):
+                out[k] = v.slice([i for i in range(len(v)) for _ in range(num_repeats)])
             else:
                 out[k] = [copy.deepcopy(item) for item in v for _ in range(num_repeats)]
         return self._new(out)
@@ -251,7 +260,7 @@ class BatchedDataDict(UserDict, Generic[T]):
     # ---- devices and processes ---------------------------------------------------------------
     def to(self, device: str | torch.device) -> Any:
         for k, v in self.data.items():
-            if isinstance(v, torch.Tensor):
+            if isinstance(v, (torch.Tensor, PackedTensor)):
                 self.data[k] = v.to(device)
         return self
 

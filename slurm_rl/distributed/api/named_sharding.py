@@ -11,24 +11,33 @@ from typing import Any
 
 import numpy as np
 
+# Axes along which every worker holds the same data: the leader of a group is the worker at 0 on
+# all of them (NeMo RL 2026's default for ``is_axis_zero``).
+REPLICATED_AXES: tuple[str, ...] = ("tensor_parallel", "context_parallel", "pipeline_parallel")
+
 
 class NamedSharding:
     def __init__(self, layout: Sequence[Any] | np.ndarray, names: list[str]) -> None:
         try:
             array = np.array(layout)
         except ValueError as exc:  # ragged nesting
-            raise ValueError(f"NamedSharding: layout is not a regular nested list of worker ids ({exc})") from None
+            raise ValueError(
+                f"Could not create NumPy array from layout: {exc} (a regular nested list of worker ids)"
+            ) from None
         if array.size and not np.issubdtype(array.dtype, np.integer):
             if not np.issubdtype(array.dtype, np.number) or not np.equal(np.mod(array, 1), 0).all():
-                raise ValueError(f"NamedSharding: layout must hold integer worker ids, got {array.dtype}")
+                raise ValueError(f"Layout must contain only integer rank IDs (got {array.dtype}).")
             array = array.astype(np.int64)
         if array.ndim != len(names):
-            raise ValueError(f"NamedSharding: layout has {array.ndim} dimensions but {len(names)} names {list(names)}")
+            raise ValueError(
+                f"Number of dimensions in layout ({array.ndim}) must match the number of names ({len(names)}): "
+                f"{list(names)}."
+            )
         if len(set(names)) != len(names):
             raise ValueError(f"NamedSharding: axis names must be unique, got {list(names)}")
         ids, counts = np.unique(array, return_counts=True)
         if (counts > 1).any():
-            raise ValueError(f"NamedSharding: duplicate worker ids in layout: {ids[counts > 1].tolist()}")
+            raise ValueError(f"Duplicate ranks found in layout: {ids[counts > 1].tolist()}")
         self._layout = array
         self._names = list(names)
         self._coords = {int(w): dict(zip(self._names, (int(i) for i in idx))) for idx, w in np.ndenumerate(array)}
@@ -64,13 +73,34 @@ class NamedSharding:
 
     def _check_axis(self, name: str) -> None:
         if name not in self._names:
-            raise ValueError(f"unknown sharding axis {name!r}; this layout's axes are {self._names}")
+            raise ValueError(f"Invalid axis name: '{name}'. Valid names are: {self._names}")
 
     # ---- lookups -----------------------------------------------------------------------------
     def get_worker_coords(self, worker_id: int) -> dict[str, int]:
         if worker_id not in self._coords:
-            raise ValueError(f"worker {worker_id} is not in the sharding layout (ids {sorted(self._coords)})")
+            raise ValueError(f"Worker ID {worker_id} not found in sharding layout (ids {sorted(self._coords)}).")
         return dict(self._coords[worker_id])
+
+    @staticmethod
+    def is_axis_zero(coords: dict[str, int], axes: Sequence[str] = REPLICATED_AXES) -> bool:
+        """True when ``coords`` is 0 on every one of ``axes`` (an axis ``coords`` lacks counts as
+        0): the leader of a replicated group, e.g. ``is_axis_zero(get_worker_coords(w))``."""
+        return all(coords.get(axis, 0) == 0 for axis in axes)
+
+    def contains_worker_id(self, worker_id: int) -> bool:
+        return worker_id in self._coords
+
+    def replace_worker_id(self, old_id: int, new_id: int) -> bool:
+        """Put ``new_id`` where ``old_id`` is (a replacement takes a dead worker's place); False
+        when ``old_id`` is not in the layout. ``new_id`` must not be elsewhere in it."""
+        if old_id not in self._coords:
+            return False
+        if new_id != old_id and new_id in self._coords:
+            raise ValueError(f"Duplicate ranks found in layout: worker {new_id} is already at {self._coords[new_id]}")
+        coords = self._coords.pop(old_id)
+        self._layout[tuple(coords[n] for n in self._names)] = new_id
+        self._coords[new_id] = coords
+        return True
 
     def get_ranks_by_coord(self, **coords: int) -> list[int]:
         """Worker ids at these coordinates (unnamed axes: every index), sorted."""
@@ -88,7 +118,7 @@ class NamedSharding:
         for name, i in coords.items():
             self._check_axis(name)
             if not 0 <= i < self.shape[name]:
-                raise IndexError(f"index {i} out of range for axis {name!r} of size {self.shape[name]}")
+                raise IndexError(f"Index {i} is out of bounds for axis '{name}' with size {self.shape[name]}")
             index[self._names.index(name)] = i
         sub = self._layout[tuple(index)]
         rest = [n for n in self._names if n not in coords]

@@ -4,21 +4,100 @@ NeMo RL's module-level names, which its code and tests use."""
 
 from __future__ import annotations
 
+import random
+import socket
 from typing import Any
 
+# Port ranges (NeMo RL 2026's layout; its users' configs name these). A worker group's rendezvous
+# port (MASTER_PORT: torch's TCPStore, NCCL bootstrap) is picked in 1400-1999, below the
+# kernel's ephemeral range (32768-60999 on stock Linux, as low as 9000 on some GPU nodes): an
+# ephemeral port that is free when probed can be taken by any outgoing connection before the
+# worker binds it; a port below that range cannot.
+DEFAULT_MASTER_PORT_RANGE_LOW = 1400
+DEFAULT_MASTER_PORT_RANGE_HIGH = 1999
+DEFAULT_GENERATION_PORT_RANGE_LOW = 3000
+DEFAULT_GENERATION_PORT_RANGE_HIGH = 4999
+DEFAULT_GYM_PORT_RANGE_LOW = 5000
+DEFAULT_GYM_PORT_RANGE_HIGH = 5999
+DEFAULT_VLLM_PORT_RANGE_LOW = 7000
+DEFAULT_VLLM_PORTS_PER_ENGINE = 100
+DEFAULT_SGLANG_ROUTER_PORT_RANGE_LOW = 8600
+DEFAULT_SGLANG_ROUTER_PORT_RANGE_HIGH = 8799
+DEFAULT_SGLANG_PROMETHEUS_PORT_RANGE_LOW = 8800
+DEFAULT_SGLANG_PROMETHEUS_PORT_RANGE_HIGH = 8999
 
-def _get_node_ip_and_free_port_impl() -> tuple[str, int]:
-    import socket
+# Topology: the Ray resource names NeMo RL's launcher gives nodes (an NVLink domain per rack, a
+# rank from SLURM's topology), and what a node without them reports.
+NVLINK_DOMAIN_PREFIX = "nvlink_domain_"
+TOPO_RANK_KEY = "topo_rank"
+NVLINK_DOMAIN_UNKNOWN = "unknown"
+TOPO_RANK_UNKNOWN = -1
 
+
+def check_port_range(low: int, high: int) -> None:
+    if not (isinstance(low, int) and isinstance(high, int) and 1 <= low < high <= 65536):
+        raise ValueError(f"port range [{low}, {high}) is not a range of TCP ports: need 1 <= low < high <= 65536")
+
+
+def _get_node_ip_local() -> str:
+    """This node's address as its Ray knows it (the spec's network_interface, if set)."""
     import ray
 
     ip = ray.util.get_node_ip_address()
-    if ip.startswith("0."):
-        ip = socket.gethostbyname(socket.gethostname())
+    return socket.gethostbyname(socket.gethostname()) if ip.startswith("0.") else ip
+
+
+def _bind_socket_in_range(sock: socket.socket, port_range_low: int, port_range_high: int, max_retries: int = 50) -> int:
+    """Bind ``sock`` to a random free port in [low, high); RuntimeError after ``max_retries``."""
+    check_port_range(port_range_low, port_range_high)
+    for _ in range(max_retries):
+        port = random.randrange(port_range_low, port_range_high)
+        try:
+            sock.bind(("", port))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError(
+        f"Could not find a free port in range [{port_range_low}, {port_range_high}) after {max_retries} attempts."
+    )
+
+
+def _get_free_port_local(
+    port_range_low: int = DEFAULT_MASTER_PORT_RANGE_LOW, port_range_high: int = DEFAULT_MASTER_PORT_RANGE_HIGH
+) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        port = s.getsockname()[1]
-    return ip, port
+        return _bind_socket_in_range(s, port_range_low, port_range_high)
+
+
+def _get_free_consecutive_ports_local(
+    port_range_low: int, port_range_high: int, consecutive: int = 1, start_port: int | None = None
+) -> int:
+    """The first port of ``consecutive`` free ports in a row, scanning up from ``start_port``
+    (or the range's start); RuntimeError if the range has no such block."""
+    if consecutive < 1:
+        raise ValueError(f"consecutive must be >= 1, got {consecutive}")
+    check_port_range(port_range_low, port_range_high)
+    base = port_range_low if start_port is None else max(start_port, port_range_low)
+    while base + consecutive <= port_range_high:
+        held: list[socket.socket] = []
+        try:
+            for port in range(base, base + consecutive):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                held.append(s)
+                s.bind(("", port))
+            return base
+        except OSError:
+            base += 1
+        finally:
+            for s in held:
+                s.close()
+    raise RuntimeError(f"Could not find {consecutive} consecutive free ports in [{port_range_low}, {port_range_high}).")
+
+
+def _get_node_ip_and_free_port_impl(
+    port_range_low: int = DEFAULT_MASTER_PORT_RANGE_LOW, port_range_high: int = DEFAULT_MASTER_PORT_RANGE_HIGH
+) -> tuple[str, int]:
+    return _get_node_ip_local(), _get_free_port_local(port_range_low, port_range_high)
 
 
 def _remote_port_probe() -> Any:

@@ -28,6 +28,15 @@ class PY_EXECUTABLES:
 
     SYSTEM = sys.executable
     BASE = "uv run --locked"
+    # NeMo RL 2026's names: each an extra of the driver's own uv project (pyproject.toml
+    # [project.optional-dependencies]); a worker class registered with one gets that venv per node
+    VLLM = "uv run --locked --extra vllm"
+    FSDP = "uv run --locked --extra fsdp"
+    AUTOMODEL = "uv run --locked --extra automodel"
+    MCORE = "uv run --locked --extra mcore"
+    NEMO_GYM = "uv run --locked --extra nemo_gym"
+    SGLANG = "uv run --locked --extra sglang"
+    TRTLLM = "uv run --locked --extra trtllm"
 
 
 def local_tag(environ: dict[str, str] | None = None) -> str:

@@ -7,7 +7,33 @@ import os
 import time
 from typing import Any, TypedDict
 
-from .node_address import _get_node_ip_and_free_port, _get_node_ip_and_free_port_impl  # noqa: F401 - patched by tests
+from typing_extensions import NotRequired
+
+from .node_address import (  # noqa: F401 - NeMo RL's names, importable here; tests patch the probe
+    DEFAULT_GENERATION_PORT_RANGE_HIGH,
+    DEFAULT_GENERATION_PORT_RANGE_LOW,
+    DEFAULT_GYM_PORT_RANGE_HIGH,
+    DEFAULT_GYM_PORT_RANGE_LOW,
+    DEFAULT_MASTER_PORT_RANGE_HIGH,
+    DEFAULT_MASTER_PORT_RANGE_LOW,
+    DEFAULT_SGLANG_PROMETHEUS_PORT_RANGE_HIGH,
+    DEFAULT_SGLANG_PROMETHEUS_PORT_RANGE_LOW,
+    DEFAULT_SGLANG_ROUTER_PORT_RANGE_HIGH,
+    DEFAULT_SGLANG_ROUTER_PORT_RANGE_LOW,
+    DEFAULT_VLLM_PORT_RANGE_LOW,
+    DEFAULT_VLLM_PORTS_PER_ENGINE,
+    NVLINK_DOMAIN_PREFIX,
+    NVLINK_DOMAIN_UNKNOWN,
+    TOPO_RANK_KEY,
+    TOPO_RANK_UNKNOWN,
+    _bind_socket_in_range,
+    _get_free_consecutive_ports_local,
+    _get_free_port_local,
+    _get_node_ip_and_free_port,
+    _get_node_ip_and_free_port_impl,
+    _get_node_ip_local,
+    check_port_range,
+)
 from .ray_init import PY_EXECUTABLES, init_ray, local_tag, worker_env_vars  # noqa: F401 - API.md: importable here
 
 logger = logging.getLogger(__name__)
@@ -16,6 +42,9 @@ logger = logging.getLogger(__name__)
 class ClusterConfig(TypedDict):
     gpus_per_node: int
     num_nodes: int
+    master_port_range_low: NotRequired[int]  # RayVirtualCluster(port_range_low=...)
+    master_port_range_high: NotRequired[int]
+    segment_size: NotRequired[int | None]  # nodes per NVLink domain (topology-aware placement)
 
 
 class ResourceInsufficientError(Exception):
@@ -62,6 +91,8 @@ class RayVirtualCluster:
         num_gpus_per_node: int = 8,
         name: str = "",
         placement_group_strategy: str = "STRICT_PACK",
+        port_range_low: int | None = None,
+        port_range_high: int | None = None,
         *,
         gpu_ids: Any = None,
         enable_colocation: bool = False,
@@ -76,6 +107,11 @@ class RayVirtualCluster:
             raise ValueError("communication_backend='nccl' needs GPUs, but use_gpus=False: use 'gloo'")
         if gpu_ids is not None and not use_gpus:
             raise ValueError("gpu_ids needs use_gpus=True (the bundles hold no GPU otherwise)")
+        # where MASTER_PORT and get_available_address_and_port pick ports (NeMo RL 2026's defaults)
+        self.port_range_low = DEFAULT_MASTER_PORT_RANGE_LOW if port_range_low is None else port_range_low
+        self.port_range_high = DEFAULT_MASTER_PORT_RANGE_HIGH if port_range_high is None else port_range_high
+        check_port_range(self.port_range_low, self.port_range_high)
+        self._allocated_master_ports: set[int] = set()
         self.enable_colocation = enable_colocation
         self.communication_backend = communication_backend
         self.gpu_ids = gpu_ids
@@ -215,27 +251,62 @@ class RayVirtualCluster:
     def bundle_ct_per_node_list(self) -> list[int]:
         return list(self._bundle_ct_per_node_list)
 
-    def _probe(self) -> Any:
+    def _probe(self, pg_idx: int = 0, bundle_idx: int = 0) -> Any:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        pg = self.get_placement_groups()[0]
+        pgs = self.get_placement_groups()
+        if not pgs:
+            raise RuntimeError("No valid placement groups found to get available address and port")
+        pg = pgs[0] if len(pgs) == 1 else pgs[pg_idx]
         return _get_node_ip_and_free_port.options(
-            scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0)
-        ).remote()
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                placement_group=pg, placement_group_bundle_index=bundle_idx
+            ),
+            num_cpus=0,  # schedulable even when the bundle's CPUs are taken by workers
+        ).remote(self.port_range_low, self.port_range_high)
+
+    def get_available_address_and_port(self, pg_idx: int, bundle_idx: int) -> tuple[str, int]:
+        """(IP of that bundle's node, a free port there in the cluster's port range)."""
+        return self.get_available_addresses_and_ports_batch([(pg_idx, bundle_idx)])[0]
+
+    def get_available_addresses_and_ports_batch(
+        self, pg_bundle_pairs: list[tuple[int, int]], batch_size: int = 256
+    ) -> list[tuple[str, int]]:
+        """``get_available_address_and_port`` for many bundles at once, in the input's order: all
+        probes start together; results are fetched ``batch_size`` at a time."""
+        import ray
+
+        refs = [self._probe(pg, bundle) for pg, bundle in pg_bundle_pairs]
+        out: dict[Any, tuple[str, int]] = {}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=min(batch_size, len(pending)))
+            out.update(zip(ready, ray.get(ready)))
+        return [out[r] for r in refs]
 
     def get_master_address_and_port(self) -> tuple[str, int]:
-        """IP of bundle 0's node and a free port there, from a zero-CPU task in bundle 0.
+        """IP of bundle 0's node and a free port there (in ``port_range_low..high``), from a
+        zero-CPU task in bundle 0; each call a port no earlier call of this cluster returned
+        (worker groups sharing a cluster never share a rendezvous).
 
         Nothing runs before the first call. A zero-CPU task needs a fresh worker process
         (seconds on a busy node), so from then on the cluster keeps one probe running ahead: a
-        call takes its result and starts the next one. Each call still gets its own port."""
+        call takes its result and starts the next one."""
         import ray
 
         if not self.get_placement_groups():
             raise ValueError("get_master_address_and_port: the virtual cluster is empty (no bundles)")
-        ref = self._next_probe if self._next_probe is not None else self._probe()
-        self._next_probe = self._probe()
-        return ray.get(ref)
+        for _ in range(10):
+            ref = self._next_probe if self._next_probe is not None else self._probe()
+            self._next_probe = self._probe()
+            address, port = ray.get(ref)
+            if port not in self._allocated_master_ports:
+                self._allocated_master_ports.add(port)
+                return address, port
+        raise RuntimeError(
+            f"Failed to find a unique master port after 10 retries in [{self.port_range_low}, "
+            f"{self.port_range_high}). Already allocated ports: {sorted(self._allocated_master_ports)}"
+        )
 
     # ---- views -------------------------------------------------------------------------------
     def print_cluster_grid(self, worker_group: Any = None) -> None:

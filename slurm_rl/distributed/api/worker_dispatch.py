@@ -3,12 +3,15 @@ over the group's ``GroupState``) and MultiWorkerFuture (NeMo RL's names and shap
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from .named_sharding import NamedSharding
 from .worker_plan import GroupState
+
+logger = logging.getLogger(__name__)
 
 ONLY_ON = ("all", "tied_leader", "all_tied_workers")
 
@@ -163,11 +166,31 @@ class Dispatcher:
         self.before_dispatch([worker_idx])
         return self.state.call(worker_idx, method_name, *args, **kwargs)
 
-    def run_all_workers_single_data(self, method_name: str, *args: Any, only_on: str = "all", **kwargs: Any) -> Any:
+    def rank_0_only(self, workers: list[int], axes: list[str] | None) -> list[int]:
+        """``workers`` less those not at index 0 of every one of ``axes`` (NeMo RL 2026's
+        ``run_rank_0_only_axes``). An axis the group's sharding lacks filters nothing, as in
+        NeMo RL, but is logged: it is usually a typo."""
+        if not axes:
+            return workers
+        names = self.sharding.names
+        unknown = [a for a in axes if a not in names]
+        if unknown:
+            logger.warning("run_rank_0_only_axes: %s not among the group's sharding axes %s; ignored", unknown, names)
+        used = [a for a in axes if a in names]
+        return [w for w in workers if all(self.sharding.get_worker_coords(w)[a] == 0 for a in used)]
+
+    def run_all_workers_single_data(
+        self,
+        method_name: str,
+        *args: Any,
+        only_on: str = "all",
+        run_rank_0_only_axes: list[str] | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """The same call on every target worker. Returns their ObjectRefs (a list, worker
         order; ``get_results`` blocks for them), or on an ``async_communication`` group an
         AsyncWorkerResults to iterate in completion order."""
-        workers = [w for group in self._targets(only_on) for w in group]
+        workers = self.rank_0_only([w for group in self._targets(only_on) for w in group], run_rank_0_only_axes)
         self.before_dispatch(workers)
         refs = [self.state.call(w, method_name, *args, **kwargs) for w in workers]
         if self.state.settings.async_communication:
@@ -177,13 +200,36 @@ class Dispatcher:
         )
 
     def run_all_workers_multiple_data(
-        self, method_name: str, data: list[Any], common_kwargs: dict[str, Any] | None = None, only_on: str = "all"
+        self,
+        method_name: str,
+        data: list[Any] | None = None,
+        common_kwargs: dict[str, Any] | None = None,
+        only_on: str = "all",
+        *,
+        run_rank_0_only_axes: list[str] | None = None,
+        **per_worker: list[Any],
     ) -> MultiWorkerFuture:
+        """Different data for each target. Two forms: ``data``, a list with one item per
+        worker (or tied group with ``only_on``), each passed as the method's one positional
+        argument (NeMo RL's first API); or, NeMo RL 2026, keyword lists
+        (``values=[...]``, one entry per worker; worker i gets ``values=values[i]``), for the
+        workers left by ``run_rank_0_only_axes``. Both return a MultiWorkerFuture, which is also
+        the list of its ObjectRefs (``ray.get`` takes it)."""
         import ray
 
         from .batched_data_dict import SlicedDataDict
 
+        if data is None:
+            return self._multiple_keyword_data(method_name, per_worker, common_kwargs, run_rank_0_only_axes)
+        if per_worker:
+            raise ValueError(
+                f"run_all_workers_multiple_data: give the data either as a list (data=...) or as keyword lists "
+                f"({', '.join(per_worker)}=[...]), not both"
+            )
         targets = self._targets(only_on)
+        if run_rank_0_only_axes:
+            keep = set(self.rank_0_only([g[0] for g in targets], run_rank_0_only_axes))
+            targets = [g for g in targets if g[0] in keep]
         if len(data) > len(targets):
             raise ValueError(
                 f"{len(data)} data items but only {len(targets)} {'workers' if only_on == 'all' else 'tied groups'} "
@@ -203,6 +249,42 @@ class Dispatcher:
                 futures.append(self.state.call(w, method_name, ref, **(common_kwargs or {})))
                 used.append(w)
         return MultiWorkerFuture(futures, used, respect_tied_workers=only_on != "all")
+
+    def _multiple_keyword_data(
+        self,
+        method_name: str,
+        per_worker: dict[str, list[Any]],
+        common_kwargs: dict[str, Any] | None,
+        axes: list[str] | None,
+    ) -> MultiWorkerFuture:
+        """NeMo RL 2026's run_all_workers_multiple_data, with its checks and their texts."""
+        if not per_worker:
+            raise AssertionError(
+                "At least one args (positional arguments) or kwargs (keyword arguments) must be provided in "
+                "run_all_workers_multiple_data. Otherwise, please use run_all_workers_single_data."
+            )
+        counts = {len(v) for v in per_worker.values()}
+        if len(counts) != 1:
+            raise AssertionError(f"All kwargs must have the same length (got {sorted(counts)})")
+        count = counts.pop()
+        workers = self.rank_0_only(list(range(len(self.state.workers))), axes)
+        if count != len(workers):
+            if axes is None:
+                raise AssertionError(
+                    f"data length should be equal to the number of workers: data length = {count}, "
+                    f"number of workers = {len(workers)}"
+                )
+            raise AssertionError(
+                f"data length should be equal to the number of workers started: data length = {count}, "
+                f"number of workers started = {len(workers)} (run_rank_0_only_axes={axes})"
+            )
+        self.before_dispatch(workers)
+        common = common_kwargs or {}
+        futures = [
+            self.state.call(w, method_name, **{k: v[i] for k, v in per_worker.items()}, **common)
+            for i, w in enumerate(workers)
+        ]
+        return MultiWorkerFuture(futures, workers, respect_tied_workers=False)
 
     def run_all_workers_sharded_data(
         self,

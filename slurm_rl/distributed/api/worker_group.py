@@ -189,16 +189,38 @@ class RayWorkerGroup:
         """One call on worker ``worker_idx``; returns its ObjectRef."""
         return self._dispatch.run_single_worker_single_data(method_name, worker_idx, *args, **kwargs)
 
-    def run_all_workers_single_data(self, method_name: str, *args: Any, only_on: str = "all", **kwargs: Any) -> Any:
+    def run_all_workers_single_data(
+        self,
+        method_name: str,
+        *args: Any,
+        only_on: str = "all",
+        run_rank_0_only_axes: list[str] | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """The same call on every target worker: their ObjectRefs (a list, worker order), or on
-        an ``async_communication`` group an AsyncWorkerResults in completion order."""
-        return self._dispatch.run_all_workers_single_data(method_name, *args, only_on=only_on, **kwargs)
+        an ``async_communication`` group an AsyncWorkerResults in completion order.
+        ``run_rank_0_only_axes`` (NeMo RL 2026) calls only the workers at index 0 of those
+        sharding axes; ``only_on`` (tied leaders or groups) is NeMo RL's earlier form."""
+        return self._dispatch.run_all_workers_single_data(
+            method_name, *args, only_on=only_on, run_rank_0_only_axes=run_rank_0_only_axes, **kwargs
+        )
 
     def run_all_workers_multiple_data(
-        self, method_name: str, data: list[Any], common_kwargs: dict[str, Any] | None = None, only_on: str = "all"
+        self,
+        method_name: str,
+        data: list[Any] | None = None,
+        common_kwargs: dict[str, Any] | None = None,
+        only_on: str = "all",
+        *,
+        run_rank_0_only_axes: list[str] | None = None,
+        **per_worker: list[Any],
     ) -> MultiWorkerFuture:
-        """One data item per target (worker, or tied group with ``only_on``)."""
-        return self._dispatch.run_all_workers_multiple_data(method_name, data, common_kwargs, only_on)
+        """One data item per target: ``data`` (a list, an item per worker or tied group) or
+        NeMo RL 2026's keyword lists (``values=[...]``, an entry per worker left by
+        ``run_rank_0_only_axes``). See ``Dispatcher.run_all_workers_multiple_data``."""
+        return self._dispatch.run_all_workers_multiple_data(
+            method_name, data, common_kwargs, only_on, run_rank_0_only_axes=run_rank_0_only_axes, **per_worker
+        )
 
     def run_all_workers_sharded_data(self, method_name: str, *args: Any, **kwargs: Any) -> MultiWorkerFuture:
         """Data cut along the sharding axes (see ``Dispatcher.run_all_workers_sharded_data``)."""

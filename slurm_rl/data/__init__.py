@@ -1,0 +1,1 @@
+"""Data types of NeMo RL's ``nemo_rl.data`` that the distributed layer carries (``PackedTensor``)."""
