@@ -88,6 +88,17 @@ class JobManifest(JobOptions):
     container: Container = Container()
     node_local_dir: str = "/tmp"  # the spec's: the job's Ray temp dir is <node_local_dir>/srl-<id>
     network_interface: str = ""  # the spec's: the interface or network Ray uses ("": the node's name)
+    snapshot_root: str = ""  # --snapshot: the repository copied into <job dir>/code at submit
+
+    def in_snapshot(self, path: str, job_dir: Path) -> str:
+        """``path`` inside the job's snapshot when it lies in the snapshotted repository."""
+        if not self.snapshot_root or not path:
+            return path
+        try:
+            rel = Path(path).relative_to(self.snapshot_root)
+        except ValueError:
+            return path
+        return str(job_dir / "code" / rel)
 
     def temp_dir(self, job_id: int | str) -> str:
         """The job's node-local dir on every node: Ray's temp dir, uv environments."""

@@ -125,12 +125,26 @@ class JobOptions(BaseModel):
         "once the nodes are up (a plain Ray program, NeMo Gym's initialize_ray); auto: early when the "
         "experiment calls init_ray, else ready.",
     )
+    snapshot: bool = option(
+        False,
+        "--snapshot",
+        spec=True,
+        help="Run from a copy of the experiment's git repository (tracked files, as on disk) made at "
+        "submit: edits after submit do not reach the queued job.",
+    )
     dashboard: bool = option(
         False,
         "--dashboard",
         spec=True,
         help="Start Ray's dashboard on the head (state API: `ray list tasks`, `attach --dashboard`); "
         "interactive clusters always have it.",
+    )
+    ray_client: bool = option(
+        False,
+        "--ray-client",
+        spec=True,
+        help="Also serve Ray Client on the head (a free port, the job's token required): "
+        "ray://HOST:PORT, in cluster.json and gym_env.yaml, reaches the job from off its nodes.",
     )
     head_partition: SlurmName | None = option(
         None,

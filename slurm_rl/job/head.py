@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..core.events import write_atomic, write_json
 from ..core.paths import JobPaths
+from ..core.ports import free_port
 from .board import Board, BoardUnreachable
 from .context import NodeContext, NodeFailure
 
@@ -102,15 +103,20 @@ def run_head(ctx: NodeContext) -> int:
         "attempt": ctx.attempt,
         "ready_time": None,
     }
+    client = []
+    if ctx.manifest.ray_client:  # ray://HOST:PORT for drivers off the job's nodes (NeMo Gym's form)
+        client_port = free_port()
+        cluster["ray_client_address"] = f"ray://{head_ip}:{client_port}"
+        client = [f"--ray-client-server-port={client_port}"]
     write_json(ctx.paths.cluster, cluster)
     # Ray's dashboard on the head's address when asked for, or interactive (`attach --dashboard`)
     dashboard = [f"--include-dashboard={str(ctx.manifest.wants_dashboard).lower()}", f"--dashboard-host={head_ip}"]
     # Ray's monitor stays: it is what `ray status` (attach -- ray status) reads; one process, head only
-    ctx.ray_start(["--head", f"--port={ports.gcs}", f"--dashboard-port={ports.dashboard}", *dashboard])
+    ctx.ray_start(["--head", f"--port={ports.gcs}", f"--dashboard-port={ports.dashboard}", *dashboard, *client])
     ctx.board = Board(address, ctx.attempt)
     ctx.event("node_up", address=address, **ctx.ray_node_cost())
     threading.Thread(target=watch_joins, args=(ctx, cluster), name="joins", daemon=True).start()
-    write_gym_env(ctx.paths, address)
+    write_gym_env(ctx.paths, str(cluster.get("ray_client_address") or address))
     if ctx.manifest.interactive:  # no driver: up until teardown, scancel or the time limit
         ctx.say(f"interactive cluster up at {address}; `slurm-rl attach {ctx.job_id}` to use it")
         ctx.wait_until(lambda: False, float("inf"), "teardown, scancel or the time limit")
@@ -142,20 +148,31 @@ def write_gym_env(paths: JobPaths, address: str) -> None:
 def driver_env(ctx: NodeContext, address: str, environ: dict[str, str]) -> dict[str, str]:
     env = dict(environ)
     env["RAY_ADDRESS"] = address
-    src_dir = ctx.manifest.experiment_src_dir
-    if src_dir:  # imports next to the original experiment keep working
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [src_dir, env.get("PYTHONPATH")]))
+    job_dir = ctx.paths.job_dir
+    src_dir = ctx.manifest.in_snapshot(ctx.manifest.experiment_src_dir, job_dir)
+    snapshot = str(job_dir / "code") if ctx.manifest.snapshot_root else ""
+    # imports next to the experiment (and, with --snapshot, from the repository's top) keep working
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src_dir, snapshot, env.get("PYTHONPATH")]))
     return env
 
 
+def driver_argv(ctx: NodeContext) -> list[str]:
+    """The experiment's copy in the job dir, or in its snapshot (where its neighbours are too)."""
+    experiment = str(ctx.paths.experiment)
+    if ctx.manifest.snapshot_root:
+        experiment = ctx.manifest.in_snapshot(ctx.manifest.experiment, ctx.paths.job_dir)
+    return [sys.executable, experiment, *ctx.manifest.experiment_args]
+
+
 def run_driver(ctx: NodeContext, address: str) -> int:
-    workdir = ctx.manifest.workdir or str(ctx.paths.job_dir)  # "": the job dir (container jobs)
+    # "": the job dir (container jobs); a directory inside a snapshotted repository: its copy
+    workdir = ctx.manifest.in_snapshot(ctx.manifest.workdir, ctx.paths.job_dir) or str(ctx.paths.job_dir)
     if not os.path.isdir(workdir):  # e.g. submitted from the login node's /tmp, which no node has
         raise NodeFailure(
             f"the working directory {workdir} does not exist on {ctx.node}; submit from a directory the nodes "
             f"share (your home, or under the fileroot {ctx.paths.name_dir.parent.parent}), or pass --workdir DIR"
         )
-    argv = [sys.executable, str(ctx.paths.experiment), *ctx.manifest.experiment_args]
+    argv = driver_argv(ctx)
     ctx.event("driver_start", argv=argv)
     with open(ctx.paths.driver_log, "ab") as out:
         # SLURM delivers step signals to every process of the step (proctrack), the driver

@@ -18,6 +18,7 @@ from ..core.manifest import JOB_ID_PLACEHOLDER, Container, JobManifest
 from ..core.options import JobOptions
 from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, warned_marker_name
 from ..core.spec import ClusterSpec
+from .snapshot import repository_root
 
 TEMPLATE_NAME = "sbatch.sh.j2"
 NODE_TEMPLATE_NAME = "node.sh.j2"
@@ -164,6 +165,7 @@ def _manifest(spec: ClusterSpec, opts: JobOptions, setup_first_line: int) -> Job
         container=container_for(spec, opts),
         node_local_dir=spec.node_local_dir,
         network_interface=spec.network_interface or "",
+        snapshot_root=str(repository_root(Path(opts.experiment))) if opts.snapshot and opts.experiment else "",
     )
 
 

@@ -23,6 +23,7 @@ from ..core.spec import ClusterSpec
 from . import index
 from .options import JobOptions
 from .render import RenderedJob, render_job
+from .snapshot import SNAPSHOT_DIR, copy_snapshot
 
 
 def write_private(path: Path, text: str) -> None:
@@ -59,6 +60,8 @@ def stage_job_dir(stage: JobPaths, spec: ClusterSpec, opts: JobOptions, job: Ren
     job.manifest.write(stage.manifest)
     if opts.experiment:
         shutil.copy2(opts.experiment, stage.experiment)
+    if job.manifest.snapshot_root:
+        copy_snapshot(Path(job.manifest.snapshot_root), stage.job_dir / SNAPSHOT_DIR)
 
 
 def check_partition_size(opts: JobOptions, client: SlurmClient) -> None:

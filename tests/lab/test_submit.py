@@ -12,7 +12,7 @@ import pytest
 
 from slurm_rl.core.events import read_events
 from tests.conftest import run_cli
-from tests.lab.helpers import SPEC, job_dir, job_leftovers, submit, wait_for
+from tests.lab.helpers import SPEC, exit_reason, job_dir, job_leftovers, start, submit, wait_for, wait_gone
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
 
@@ -98,3 +98,19 @@ def test_failing_node_fails_the_job_fast_and_names_it(lab: list[str], tmp_path) 
     assert res.returncode == 1, (res.stdout, res.stderr)
     assert "node2" in res.stderr and "setup[0]" in res.stderr
     assert elapsed < 20, elapsed
+
+
+def test_a_snapshot_is_what_a_queued_job_runs(lab: list[str], tmp_path: Path) -> None:
+    """--snapshot copies the repository's tracked files at submit; an edit while the job waits
+    in the queue (--begin) does not reach it; imports next to the experiment come from the copy."""
+    from tests.unit.test_snapshot import git_repo
+
+    repo = git_repo(tmp_path / "repo")
+    # an absolute path: start() takes it as it is
+    data = start(str(repo / "pkg" / "exp.py"), nodes=1, extra=("--snapshot", "--sbatch-arg=--begin=now+6"))
+    (repo / "pkg" / "helper.py").write_text("VERSION = 'v2, edited after submit'\n")
+    wait_gone(data["job_id"], timeout_s=120)
+    log = (job_dir(data) / "logs" / "driver.log").read_text()
+    assert "v1" in log and "v2" not in log, log[-2000:]
+    assert (job_dir(data) / "code" / "pkg" / "helper.py").read_text() == "VERSION = 'v1'\n"
+    assert exit_reason(data).startswith("driver exited 0")
