@@ -312,6 +312,29 @@ def test_retries_sleep_after_every_failed_attempt(monkeypatch) -> None:
     assert sleeps == [1, 2, 4, 8]
 
 
+def test_a_direct_init_placement_groups_retries_by_itself_the_2026_way(monkeypatch) -> None:
+    """NeMo RL 2026 calls cluster._init_placement_groups() itself; each attempt is
+    _create_placement_groups_internal, with the same backoff as the constructor's."""
+    sleeps: list[float] = []
+    monkeypatch.setattr(vc.time, "sleep", sleeps.append)
+    monkeypatch.setenv("NRL_VIRTUAL_CLUSTER_MAX_RETRIES", "4")
+    cluster = vc.RayVirtualCluster([], use_gpus=False)  # no bundles: nothing placed at construction
+    cluster._node_placement_groups = None
+    calls = []
+
+    def short(self, strategy=None, use_unified_pg=False):
+        calls.append(strategy)
+        raise vc.ResourceInsufficientError("GPU: need 9, cluster has 0")
+
+    monkeypatch.setattr(vc.RayVirtualCluster, "_create_placement_groups_internal", short)
+    with pytest.raises(vc.ResourceInsufficientError, match=r"Maximum number of retries \(4\)"):
+        cluster._init_placement_groups()
+    assert len(calls) == 4 and sleeps == [1, 2, 4, 8]
+    cluster._node_placement_groups = ["already made"]
+    assert cluster._init_placement_groups() == ["already made"]  # made once, then kept
+    cluster._node_placement_groups = []
+
+
 def test_sharding_errors_are_assertions_and_value_errors() -> None:
     batch = BatchedDataDict({"x": list(range(6))})
     for caught in (AssertionError, ValueError, ShardingError):

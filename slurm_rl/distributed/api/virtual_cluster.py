@@ -130,6 +130,8 @@ class RayVirtualCluster:
         self.name = name
         self.placement_group_strategy = placement_group_strategy
         self._node_placement_groups: list[Any] | None = None
+        self._constructing = False  # True while the constructor makes its attempts
+        self._sorted_bundle_indices: list[int] | None = None  # NeMo RL 2026's topology order: none here
         self._next_probe: Any = None  # the master address/port probe starts when first asked for
         self._shut_down = False
         if not any(self._bundle_ct_per_node_list):
@@ -143,7 +145,11 @@ class RayVirtualCluster:
         last = ""
         for attempt in range(retries):
             try:
-                self._node_placement_groups = self._init_placement_groups(placement_group_strategy)
+                self._constructing = True
+                try:
+                    self._node_placement_groups = self._init_placement_groups(placement_group_strategy)
+                finally:
+                    self._constructing = False
                 self._after_placement(monitor_memory)
                 return
             except ResourceInsufficientError as exc:
@@ -172,10 +178,41 @@ class RayVirtualCluster:
             what = ", ".join(f"{k}: need {n:g}, cluster has {h:g}" for k, (n, h) in short.items())
             raise ResourceInsufficientError(f"not enough resources for the virtual cluster ({what})")
 
-    def _init_placement_groups(self, strategy: str | None = None) -> list[Any]:
+    def _init_placement_groups(self, strategy: str | None = None, use_unified_pg: bool = False) -> list[Any]:
+        """The cluster's placement groups, created now if they are not yet.
+
+        The constructor calls this once per attempt and sleeps between attempts, as NeMo RL's
+        first API did (tests patch it by that contract); a direct call (NeMo RL 2026's form)
+        retries by itself, the same number of times with the same backoff, each attempt
+        ``_create_placement_groups_internal``."""
+        if self._constructing:
+            return self._create_placement_groups_internal(strategy, use_unified_pg)
+        if self._node_placement_groups is not None:
+            return self._node_placement_groups
+        retries = _max_retries()
+        last = ""
+        for attempt in range(retries):
+            try:
+                self._node_placement_groups = self._create_placement_groups_internal(strategy, use_unified_pg)
+                return self._node_placement_groups
+            except ResourceInsufficientError as exc:
+                last = str(exc)
+                time.sleep(2**attempt)
+        raise ResourceInsufficientError(
+            f"Maximum number of retries ({retries}) reached: the Ray cluster still lacks resources for "
+            f"{self._bundle_ct_per_node_list} bundles: {last} (set {MAX_RETRIES_ENV} to wait longer)"
+        )
+
+    def _create_placement_groups_internal(self, strategy: str | None = None, use_unified_pg: bool = False) -> list[Any]:
+        """One attempt: check the resources, create one placement group per node, wait for them."""
         import ray
         from ray.util.placement_group import placement_group, remove_placement_group
 
+        if use_unified_pg:
+            raise NotImplementedError(
+                "use_unified_pg=True (one placement group across nodes, for model parallelism spanning nodes) is "
+                "not supported by slurm-rl; use one placement group per node (the default)"
+            )
         if not ray.is_initialized():
             raise RuntimeError(NOT_STARTED)
         self._check_resources()
