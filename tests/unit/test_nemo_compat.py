@@ -209,6 +209,21 @@ def test_a_ray_remote_class_is_never_wrapped_twice(many_gpu_ray, worker) -> None
         cluster.shutdown()
 
 
+@pytest.mark.parametrize("worker", [DecoratedWithOptions, f"{W}.DecoratedWorker", ShardWorker], ids=str)
+def test_every_worker_has_execute_method_the_2026_way(many_gpu_ray, worker) -> None:
+    """NeMo RL 2026's tests and code call w.execute_method.remote("name", *args) on any worker."""
+    cluster = RayVirtualCluster([1], use_gpus=False)
+    group = RayWorkerGroup(cluster, worker, name_prefix="exec")
+    try:
+        w = group.workers[0]
+        method = "env" if worker is DecoratedWithOptions else ("rank" if isinstance(worker, str) else "call_count")
+        args = ("RANK",) if method == "env" else ()
+        assert ray.get(w.execute_method.remote(method, *args)) in ("0", 0)
+    finally:
+        group.shutdown()
+        cluster.shutdown()
+
+
 def test_decorator_options_stay_and_builder_and_configure_layer_on_top(many_gpu_ray) -> None:
     cluster = RayVirtualCluster([2])
     group = RayWorkerGroup(cluster, RayWorkerBuilder(DecoratedWithOptions, tag="from-builder"), name_prefix="opt")
@@ -224,17 +239,22 @@ def test_decorator_options_stay_and_builder_and_configure_layer_on_top(many_gpu_
         cluster.shutdown()
 
 
-def test_group_env_vars_sit_between_the_class_and_the_groups_own_wiring(many_gpu_ray) -> None:
-    """RayWorkerGroup(env_vars=...) (NeMo RL 2026): over the class's @ray.remote runtime_env,
-    under RANK/MASTER_ADDR/... and under what configure_worker returns."""
+def test_group_env_vars_sit_between_the_class_and_the_groups_own_wiring(many_gpu_ray, monkeypatch) -> None:
+    """NeMo RL 2026's precedence, lowest first: the class's @ray.remote runtime_env, the driver's
+    environment when the group is made, RayWorkerGroup(env_vars=...), RANK/MASTER_ADDR/...,
+    configure_worker."""
+    monkeypatch.setenv("FROM_DECORATOR", "system")  # set after init_ray: still reaches the group
+    monkeypatch.setenv("BOTH", "system")
     cluster = RayVirtualCluster([2])
-    env_vars = {"FROM_DECORATOR": "group", "GROUP_ONLY": "g", "RANK": "99", "LAYER": "group", "CONFIGURED": "group"}
+    env_vars = {"BOTH": "group", "GROUP_ONLY": "g", "RANK": "99", "LAYER": "group", "CONFIGURED": "group"}
     group = RayWorkerGroup(cluster, DecoratedWithOptions, name_prefix="envs", env_vars=env_vars)
     try:
         w = group.workers[1]
-        got = {k: ray.get(w.env.remote(k)) for k in ("FROM_DECORATOR", "GROUP_ONLY", "RANK", "LAYER", "CONFIGURED")}
+        names = ("FROM_DECORATOR", "BOTH", "GROUP_ONLY", "RANK", "LAYER", "CONFIGURED")
+        got = {k: ray.get(w.env.remote(k)) for k in names}
         assert got == {
-            "FROM_DECORATOR": "group",  # over the class
+            "FROM_DECORATOR": "system",  # the driver's environment over the class
+            "BOTH": "group",  # env_vars over the driver's environment
             "GROUP_ONLY": "g",
             "RANK": "1",  # the group's wiring wins
             "LAYER": "configure-runtime-env",  # configure_worker wins

@@ -38,6 +38,24 @@ def unwrap_actor_class(cls: Any) -> tuple[type, dict[str, Any]]:
     return cls, {}
 
 
+def _execute_method(self: Any, method_name: str, *args: Any, **kwargs: Any) -> Any:
+    """Call one of this worker's methods by name (NeMo RL 2026: ``w.execute_method.remote("m", x)``)."""
+    return getattr(self, method_name)(*args, **kwargs)
+
+
+def with_execute_method(plain: type) -> type:
+    """``plain``, or a subclass of the same name adding ``execute_method`` when it lacks one."""
+    if hasattr(plain, "execute_method"):
+        return plain
+    namespace = {
+        "execute_method": _execute_method,
+        "__module__": plain.__module__,
+        "__qualname__": plain.__qualname__,
+        "__doc__": plain.__doc__,
+    }
+    return type(plain.__name__, (plain,), namespace)
+
+
 def class_fqn(cls: Any) -> str:
     plain, _ = unwrap_actor_class(cls)
     return f"{plain.__module__}.{plain.__qualname__}"
@@ -68,6 +86,8 @@ class _IsolatedWorker:
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return getattr(self._obj, method)(*args, **kwargs)
 
+    execute_method = call  # NeMo RL 2026's name for the same thing
+
 
 class _ProxyMethod:
     def __init__(self, actor: Any, name: str) -> None:
@@ -83,9 +103,11 @@ class WorkerHandle:
     def __init__(self, actor: Any) -> None:
         self.actor = actor
 
-    def __getattr__(self, name: str) -> _ProxyMethod:
+    def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
+        if name == "execute_method":  # (method name, *args): the host's own dispatcher
+            return self.actor.call
         return _ProxyMethod(self.actor, name)
 
 
@@ -138,12 +160,15 @@ class RayWorkerBuilder:
             self._uv_pythons[py] = prepare(py, placement_groups)
 
     def _remote_class(self, cls: Any) -> Any:
+        """The Ray actor class of a worker class, made once. A ``@ray.remote`` class is never
+        wrapped twice: its plain class is made remote anew (its options come back with every
+        worker's ``.options``). Every worker also gets NeMo RL 2026's ``execute_method(name,
+        *args, **kwargs)``, unless its class has its own."""
         import ray
 
-        if hasattr(cls, "__ray_actor_class__"):
-            return cls  # already a Ray actor class: never wrapped twice
         if cls not in self._actor_classes:
-            self._actor_classes[cls] = ray.remote(cls)
+            plain, _ = unwrap_actor_class(cls)
+            self._actor_classes[cls] = ray.remote(with_execute_method(plain))
         return self._actor_classes[cls]
 
     def _py_executable(self, extra_options: dict[str, Any]) -> str:

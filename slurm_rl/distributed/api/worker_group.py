@@ -45,12 +45,12 @@ class RayWorkerGroup:
     ``async_communication`` (``run_all_workers_single_data`` returns an iterator in completion
     order), ``enable_load_balancing``/``load_balancing_strategy`` (``run_balanced``).
 
-    ``env_vars`` (NeMo RL 2026): variables every worker gets. Precedence, lowest first: the
-    driver's environment (init_ray's job-level runtime_env), the worker class's
-    ``@ray.remote(runtime_env=...)``, ``env_vars``, the variables slurm-rl sets per worker (RANK,
-    WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK, NODE_RANK, ...: a worker group's wiring is
-    never overridden), then what the class's ``configure_worker`` returns (it sees the worker's
-    placement)."""
+    ``env_vars`` (NeMo RL 2026): variables every worker gets. Precedence, lowest first (NeMo RL
+    2026's): the worker class's ``@ray.remote(runtime_env=...)``, the driver's environment as it
+    is when the group is made (launcher variables left out), ``env_vars``, the variables slurm-rl
+    sets per worker (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK, NODE_RANK, ...: a
+    worker group's wiring is never overridden), then what the class's ``configure_worker``
+    returns (it sees the worker's placement)."""
 
     def __init__(
         self,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..reliability.health import CallTracker
+from ..worker_env.hygiene import worker_env_vars
 from .named_sharding import NamedSharding
 from .worker_builder import RayWorkerBuilder, WorkerHandle, _actor_of
 
@@ -48,8 +49,9 @@ class GroupSettings:
     enable_gradient_compression: bool = False
     async_communication: bool = False
     load_balancing_strategy: str | None = None
-    # RayWorkerGroup(env_vars=...): every worker's, above the class's @ray.remote runtime_env,
-    # below the rank variables slurm-rl sets (RANK, MASTER_ADDR, ...) and configure_worker's
+    # RayWorkerGroup(env_vars=...): every worker's, above the driver's environment (itself above
+    # the class's @ray.remote runtime_env), below the rank variables slurm-rl sets (RANK,
+    # MASTER_ADDR, ...) and configure_worker's
     env_vars: dict[str, str] = field(default_factory=dict)
 
 
@@ -165,6 +167,7 @@ def plan_workers(
     cluster = state.cluster
     world = sum(len(b) for _, b in tied)
     state.master_address, state.master_port = cluster.get_master_address_and_port()
+    driver_env = worker_env_vars()  # NeMo RL 2026: read when the group is made, launcher variables left out
     rank = 0
     for g, (node, bundles) in enumerate(tied):
         group = []
@@ -172,6 +175,7 @@ def plan_workers(
             name = f"{prefix}-grp{g}-{local}" if named_groups else f"{prefix}-{node}-{bundle}"
             # the user's environment comes from init_ray's job-level runtime_env (lowest)
             env = {
+                **driver_env,  # the driver's environment now, over the class's @ray.remote runtime_env
                 **state.settings.env_vars,
                 "RANK": str(rank),
                 "LOCAL_RANK": str(bundle),
