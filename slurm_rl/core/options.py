@@ -139,13 +139,6 @@ class JobOptions(BaseModel):
         help="Start Ray's dashboard on the head (state API: `ray list tasks`, `attach --dashboard`); "
         "interactive clusters always have it.",
     )
-    ray_client: bool = option(
-        False,
-        "--ray-client",
-        spec=True,
-        help="Also serve Ray Client on the head (a free port, the job's token required): "
-        "ray://HOST:PORT, in cluster.json and gym_env.yaml, reaches the job from off its nodes.",
-    )
     head_partition: SlurmName | None = option(
         None,
         "--head-partition",

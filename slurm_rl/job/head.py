@@ -15,7 +15,6 @@ from pathlib import Path
 
 from ..core.events import write_atomic, write_json
 from ..core.paths import JobPaths
-from ..core.ports import free_port
 from .board import Board, BoardUnreachable
 from .context import NodeContext, NodeFailure
 
@@ -103,20 +102,15 @@ def run_head(ctx: NodeContext) -> int:
         "attempt": ctx.attempt,
         "ready_time": None,
     }
-    client = []
-    if ctx.manifest.ray_client:  # ray://HOST:PORT for drivers off the job's nodes (NeMo Gym's form)
-        client_port = free_port()
-        cluster["ray_client_address"] = f"ray://{head_ip}:{client_port}"
-        client = [f"--ray-client-server-port={client_port}"]
     write_json(ctx.paths.cluster, cluster)
     # Ray's dashboard on the head's address when asked for, or interactive (`attach --dashboard`)
     dashboard = [f"--include-dashboard={str(ctx.manifest.wants_dashboard).lower()}", f"--dashboard-host={head_ip}"]
     # Ray's monitor stays: it is what `ray status` (attach -- ray status) reads; one process, head only
-    ctx.ray_start(["--head", f"--port={ports.gcs}", f"--dashboard-port={ports.dashboard}", *dashboard, *client])
+    ctx.ray_start(["--head", f"--port={ports.gcs}", f"--dashboard-port={ports.dashboard}", *dashboard])
     ctx.board = Board(address, ctx.attempt)
     ctx.event("node_up", address=address, **ctx.ray_node_cost())
     threading.Thread(target=watch_joins, args=(ctx, cluster), name="joins", daemon=True).start()
-    write_gym_env(ctx.paths, str(cluster.get("ray_client_address") or address))
+    write_gym_env(ctx.paths, address)
     if ctx.manifest.interactive:  # no driver: up until teardown, scancel or the time limit
         ctx.say(f"interactive cluster up at {address}; `slurm-rl attach {ctx.job_id}` to use it")
         ctx.wait_until(lambda: False, float("inf"), "teardown, scancel or the time limit")
