@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..core.events import read_json
 from ..core.paths import JobPaths
 from .board import Board, BoardUnreachable
-from .context import NodeContext, Stopped, port_open
+from .context import NodeContext, port_open
 
 HEAD_LOST_AFTER_S = 2.0
 STAY_POLL_S = 0.25  # a GCS read each: a stop reaches this node within this (+ ~1 ms)
@@ -60,14 +60,10 @@ def run_worker(ctx: NodeContext) -> int:
     # The head picks its GCS port at start and publishes it; join once it answers and has
     # published its session (`ray start` would otherwise sleep 1-2 s between its own retries).
     found: dict[str, str] = {}
-    next_flag_check = [0.0]
 
+    # a driver that ends before this node joined: the lifecycle loop (node.py) reads the stop flag
+    # until the board exists, sets stop_requested, and wait_until raises Stopped
     def head_ready() -> bool:
-        now = time.monotonic()
-        if now >= next_flag_check[0]:
-            next_flag_check[0] = now + PRE_JOIN_FILE_POLL_S
-            if ctx.stop_flag.exists():  # the driver (started with the head) ended before we joined
-                raise Stopped("the driver ended before this node joined")
         address = found.get("address") or published_address(ctx.paths, ctx.attempt)
         if not address:
             return False
