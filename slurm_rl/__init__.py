@@ -46,3 +46,10 @@ def submit(spec: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
     from .login.api import submit as _submit
 
     return _submit(spec, fn, *args, **kwargs)
+
+
+def map_array(spec: Any, fn: Any, *iterables: Any, **kwargs: Any) -> Any:
+    """``fn(*args)`` for each args in ``zip(*iterables)``, one job array task each (see slurm_rl.login.api)."""
+    from .login.api import map_array as _map_array
+
+    return _map_array(spec, fn, *iterables, **kwargs)

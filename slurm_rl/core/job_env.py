@@ -31,6 +31,7 @@ class JobEnvironment:
     """What this process knows about the job it is part of (all optional outside a job)."""
 
     job_id: str | None  # SLURM_JOB_ID (a hetjob component's own id)
+    array_task: str | None  # "<SLURM_ARRAY_JOB_ID>_<SLURM_ARRAY_TASK_ID>": a sweep's task, slurm-rl's id of it
     attempt: int  # SLURM_RESTART_COUNT: 0 for the first run, +1 per requeue
     job_dir: Path | None  # SLURM_RL_JOB_DIR: the slurm-rl job dir
     node: str  # SLURMD_NODENAME, else the host name
@@ -48,6 +49,11 @@ class JobEnvironment:
         job_dir = env.get(JOB_DIR_ENV)
         return cls(
             job_id=env.get("SLURM_JOB_ID") or None,
+            array_task=(
+                f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
+                if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID")
+                else None
+            ),
             attempt=_int(env.get("SLURM_RESTART_COUNT")),
             job_dir=Path(job_dir) if job_dir else None,
             node=env.get("SLURMD_NODENAME") or socket.gethostname(),

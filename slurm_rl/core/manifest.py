@@ -89,6 +89,7 @@ class JobManifest(JobOptions):
     node_local_dir: str = "/tmp"  # the spec's: the job's Ray temp dir is <node_local_dir>/srl-<id>
     network_interface: str = ""  # the spec's: the interface or network Ray uses ("": the node's name)
     snapshot_root: str = ""  # --snapshot: the repository copied into <job dir>/code at submit
+    sweep_point: dict[str, str] = Field(default_factory=dict)  # a sweep's task: its point (name -> value)
 
     def in_snapshot(self, path: str, job_dir: Path) -> str:
         """``path`` inside the job's snapshot when it lies in the snapshotted repository."""

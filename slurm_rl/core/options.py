@@ -61,6 +61,8 @@ class JobOptions(BaseModel):
 
     experiment: str = ""  # the driver script; "" is an interactive cluster (no driver)
     experiment_args: tuple[str, ...] = ()
+    array: str = ""  # a sweep: SLURM's --array (e.g. "0-3%2"); each task is a job of its own (login/sweep.py)
+    run_dir: str = ""  # a chain (--chain): the directory its jobs share, checkpoints in it; "": the job dir
     user: str = "user"
     workdir: str = option(
         "",
@@ -124,6 +126,14 @@ class JobOptions(BaseModel):
         help="early: the driver starts with the head and init_ray() waits for the nodes; ready: it starts "
         "once the nodes are up (a plain Ray program, NeMo Gym's initialize_ray); auto: early when the "
         "experiment calls init_ray, else ready.",
+    )
+    chain: AtLeast0 = option(
+        0,
+        "--chain",
+        metavar="K",
+        help="Submit up to K jobs, each starting when the one before ends (afterany), sharing one run "
+        "directory (slurm_rl.run_dir()): a run longer than the time limit resumes from its checkpoint in "
+        "the next; the rest are cancelled once the driver exits 0.",
     )
     snapshot: bool = option(
         False,
@@ -219,6 +229,19 @@ class JobOptions(BaseModel):
             both = sorted(named & set(expand_hostlist(self.exclude or "")))
             if both:
                 raise FieldProblem("nodelist", repr(self.nodelist), f"and --exclude both name {', '.join(both)}")
+        return self
+
+    @model_validator(mode="after")
+    def _array_or_chain(self) -> JobOptions:
+        if self.array and self.heterogeneous:
+            raise FieldProblem(
+                "head_partition",
+                repr(self.head_partition),
+                "makes a heterogeneous job, which SLURM cannot run as a job array (a sweep); "
+                "drop it (--head-node cpu works in a sweep)",
+            )
+        if self.array and self.chain > 1:
+            raise FieldProblem("chain", self.chain, "does not combine with a sweep; submit the sweep without it")
         return self
 
     @model_validator(mode="after")

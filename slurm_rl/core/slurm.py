@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .errors import SlurmCommandError, UsageError
+from .job_ids import as_slurm_id, is_array_task, is_slurm_job_id
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class PartitionInfo:
 
 @dataclass(frozen=True)
 class JobState:
-    job_id: int
+    job_id: int | str  # a job, or a job array's task ("1234_5")
     state: str  # e.g. PENDING, RUNNING, COMPLETED; "UNKNOWN" if SLURM forgot it
     nodelist: str = ""
     exit_code: int | None = None
@@ -103,7 +104,7 @@ class JobState:
 class JobRecord:
     """SLURM's accounting record of a job (sacct), kept after squeue and scontrol forgot it."""
 
-    job_id: int
+    job_id: int | str
     state: str
     exit_code: int | None
     elapsed: str  # [D-]HH:MM:SS as sacct prints it
@@ -113,7 +114,7 @@ class JobRecord:
         return {"state": self.state, "exit_code": self.exit_code, "elapsed": self.elapsed, "max_rss": self.max_rss}
 
 
-def parse_sacct_record(job_id: int, stdout: str) -> JobRecord | None:
+def parse_sacct_record(job_id: int | str, stdout: str) -> JobRecord | None:
     """``sacct -n -P -o JobID,State,ExitCode,Elapsed,MaxRSS,MaxRSSNode`` of one job: the
     allocation's line, then one per step (``J.batch``, ``J.0``...) with its largest task's RSS
     and that task's node."""
@@ -170,20 +171,20 @@ class SlurmClient:
             raise SlurmCommandError(argv, 0, out, "", hint="could not read a job id from sbatch's output")
         return int(m.group(1))
 
-    def release(self, job_id: int) -> None:
+    def release(self, job_id: int | str) -> None:
         self.run(["scontrol", "release", str(job_id)])
 
-    def scancel(self, job_id: int) -> None:
+    def scancel(self, job_id: int | str) -> None:
         self.run(["scancel", str(job_id)])
 
-    def requeue(self, job_id: int, make_requeueable: bool = False) -> None:
+    def requeue(self, job_id: int | str, make_requeueable: bool = False) -> None:
         """Requeue a running job. A job submitted ``--no-requeue`` refuses ("presently
         disabled"): ``make_requeueable`` first allows it (for a requeue the driver asked for)."""
         if make_requeueable:
             self.run(["scontrol", "update", f"JobId={job_id}", "Requeue=1"])
         self.run(["scontrol", "requeue", str(job_id)])
 
-    def job_state(self, job_id: int) -> JobState:
+    def job_state(self, job_id: int | str) -> JobState:
         """State from squeue while queued, else sacct, else scontrol; UNKNOWN if all forgot it."""
         res = self.run(["squeue", "-h", "-j", str(job_id), "-o", "%i|%T|%N|%r"], check=False)
         for line in res.stdout.splitlines():  # a heterogeneous job lists as <id>+0, <id>+1
@@ -203,7 +204,7 @@ class SlurmClient:
             )
         return self.accounting_table([job_id]).get(job_id) or JobState(job_id, "UNKNOWN")
 
-    def accounting(self, job_id: int) -> JobRecord | None:
+    def accounting(self, job_id: int | str) -> JobRecord | None:
         """SLURM's accounting record of a job (state, exit code, elapsed, MaxRSS per node), or
         None where the site keeps no accounting or it has no record of the job."""
         res = self.run(
@@ -212,33 +213,35 @@ class SlurmClient:
         )
         return parse_sacct_record(job_id, res.stdout) if res.returncode == 0 else None
 
-    def my_queue(self) -> dict[int, JobState]:
+    def my_queue(self) -> dict[int | str, JobState]:
         """Every job of the calling user that SLURM still queues or runs, in one squeue call."""
-        res = self.run(["squeue", "-h", "--me", "-o", "%i|%T|%N|%r"], check=False)
-        out: dict[int, JobState] = {}
+        # -r: one line per array task, pending ones too (else "1234_[2-3%2]")
+        res = self.run(["squeue", "-h", "-r", "--me", "-o", "%i|%T|%N|%r"], check=False)
+        out: dict[int | str, JobState] = {}
         for line in res.stdout.splitlines():
             parts = line.strip().split("|")
-            head = parts[0].split("+")[0].split("_")[0]
-            if len(parts) == 4 and head.isdigit():
-                out.setdefault(int(head), JobState(int(head), parts[1], parts[2], None, parts[3]))
+            head = parts[0].split("+")[0]
+            if len(parts) == 4 and is_slurm_job_id(head):
+                key = as_slurm_id(head)
+                out.setdefault(key, JobState(key, parts[1], parts[2], None, parts[3]))
         return out
 
-    def accounting_table(self, job_ids: Sequence[int]) -> dict[int, JobState]:
+    def accounting_table(self, job_ids: Sequence[int | str]) -> dict[int | str, JobState]:
         """The states of many jobs from SLURM's accounting, in one sacct call ({} where the site
         keeps no accounting, or for jobs it has no record of)."""
         if not job_ids:
             return {}
         fields = "JobID,State,NodeList,ExitCode"
         res = self.run(["sacct", "-n", "-X", "-P", "-j", ",".join(map(str, job_ids)), "-o", fields], check=False)
-        out: dict[int, JobState] = {}
+        out: dict[int | str, JobState] = {}
         for line in res.stdout.splitlines() if res.returncode == 0 else []:
             parts = line.strip().split("|")
             head = parts[0].split("+")[0]  # a heterogeneous job lists as <id>+0, <id>+1
-            if len(parts) != 4 or not head.isdigit():
+            if len(parts) != 4 or not is_slurm_job_id(head):
                 continue
             code = parts[3].split(":")[0]
-            state = JobState(int(head), parts[1].split()[0], parts[2], int(code) if code.isdigit() else None)
-            out.setdefault(int(head), state)
+            key = as_slurm_id(head)
+            out.setdefault(key, JobState(key, parts[1].split()[0], parts[2], int(code) if code.isdigit() else None))
         return out
 
     @staticmethod
@@ -255,7 +258,18 @@ class SlurmClient:
             run = ["enroot", "exec", *(a for v in variables for a in ("--env", v)), str(pid), *run]
         return [*base, *run] if command else [*base, "--pty", *run]
 
-    def job_output_path(self, job_id: int) -> str | None:
+    def numeric_job_id(self, job_id: int | str) -> int:
+        """The plain SLURM job id that srun --jobid takes: an array task ("1234_5") has its
+        own once it started (scontrol's JobId); a plain id is itself."""
+        if not is_array_task(job_id):
+            return int(job_id)
+        res = self.run(["scontrol", "show", "job", "-o", str(job_id)], check=False)
+        m = re.search(r"\bJobId=(\d+)", res.stdout) if res.returncode == 0 else None
+        if m is None:
+            raise UsageError(f"job {job_id}: SLURM no longer knows this array task (it has ended)")
+        return int(m.group(1))
+
+    def job_output_path(self, job_id: int | str) -> str | None:
         """The StdOut path SLURM recorded for a job it still knows (slurm-rl's is
         <job dir>/logs/batch.log), else None."""
         res = self.run(["scontrol", "show", "job", "-o", str(job_id)], check=False)
@@ -306,7 +320,7 @@ class SlurmClient:
         found = self.partition(partition)
         return (found.cpus, found.mem_mb, found.gpus) if found else None
 
-    def job_owner(self, job_id: int) -> str | None:
+    def job_owner(self, job_id: int | str) -> str | None:
         """The user name owning a job SLURM still knows, else None."""
         res = self.run(["squeue", "-h", "-j", str(job_id), "-o", "%u"], check=False)
         owner = res.stdout.strip()

@@ -18,6 +18,7 @@ from typing import IO
 
 from ..core.events import append_event
 from ..core.job_env import JobEnvironment
+from ..core.job_ids import is_array_task, job_number
 from ..core.manifest import JobManifest
 from ..core.paths import JobPaths
 from ..core.ports import PortsBusy, RayPorts, choose_ports
@@ -94,7 +95,7 @@ class NodeContext:
         """This node's ports, chosen once (free right now; see core/ports.py)."""
         if self._ports is None:
             try:
-                self._ports = choose_ports(int(self.job_id), self.manifest.port_base, head=self.rank == 0)
+                self._ports = choose_ports(job_number(self.job_id), self.manifest.port_base, head=self.rank == 0)
             except PortsBusy as exc:
                 raise NodeFailure(f"{exc} ({self.node})") from None
         return self._ports
@@ -152,6 +153,9 @@ class NodeContext:
             f"slurm_job_{self.job_id}": 1,
             **self.manifest.type_resources(self.node, self.gpus),
         }
+        own = JobEnvironment.current().job_id
+        if own and is_array_task(self.job_id):  # a sweep's task (1234_5) is also SLURM job <own id> (srun --jobid)
+            resources[f"slurm_job_{own}"] = 1
         budget, warning = ray_memory(
             self.memory_limit, psutil.virtual_memory().available, shutil.disk_usage("/dev/shm").free
         )

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from ..core.events import write_atomic, write_json
+from ..core.job_ids import as_slurm_id
 from ..core.paths import JobPaths
 from .board import Board, BoardUnreachable
 from .context import NodeContext, NodeFailure
@@ -90,7 +91,7 @@ def run_head(ctx: NodeContext) -> int:
     ports = ctx.ports  # picked free now; the GCS port is published before Ray starts, so that
     address = f"{head_ip}:{ports.gcs}"  # the other nodes join the moment it answers
     cluster = {
-        "job_id": int(ctx.job_id),
+        "job_id": as_slurm_id(ctx.job_id),
         "head_node": ctx.node,
         "head_ip": head_ip,
         "network_interface": ctx.address.interface,  # null: the address the node's name resolves to

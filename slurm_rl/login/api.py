@@ -2,6 +2,8 @@
 runs ``fn(*args, **kwargs)`` as the driver of a slurm-rl job (one Ray cluster over ``nodes``
 nodes, torn down after) and ``job.result()`` returns what it returned, or raises
 ``submitit``'s ``FailedJobError`` with the remote traceback or the job's exit reason.
+``slurm_rl.map_array(spec, fn, xs, ys, nodes=2)`` runs ``fn(x, y)`` for each pair as one task
+of a sweep (a SLURM job array), each task its own Ray cluster, and returns one Job per task.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ CALL_DRIVER = Path(__file__).resolve().parent.parent / "driver" / "call.py"
 class Job:
     """A submitted function call: its SLURM job id, its job dir, and its result when done."""
 
-    def __init__(self, job_id: int, paths: JobPaths, client: SlurmClient) -> None:
+    def __init__(self, job_id: int | str, paths: JobPaths, client: SlurmClient) -> None:
         self.job_id = job_id
         self.paths = paths
         self._client = client
@@ -97,3 +99,41 @@ def submit(
     client = client or SlurmClient()
     done = submit_job(resolved, opts, client, stage_extra=lambda stage: call.dump(stage.call_pickle))
     return Job(done.job_id, done.paths, client)
+
+
+def map_array(
+    spec: str | ClusterSpec | None,
+    fn: Callable[..., Any],
+    *iterables: Any,
+    nodes: int = 1,
+    max_concurrent: int | None = None,
+    job_options: dict[str, Any] | None = None,
+    client: SlurmClient | None = None,
+) -> list[Job]:
+    """``fn(*args)`` for each ``args`` in ``zip(*iterables)`` (submitit's ``map_array``), as
+    one SLURM job array: task i runs the i-th call as the driver of its own ``nodes``-node Ray
+    cluster. Returns one Job per call, in order (``job.result()``, ``job.job_id`` = ARRAY_TASK)."""
+    from submitit.helpers import DelayedSubmission
+
+    from .sweep import Point, submit_sweep
+
+    resolved = spec if isinstance(spec, ClusterSpec) else load_spec(spec)
+    if not callable(fn):
+        raise UsageError(f"slurm_rl.map_array: fn must be callable, got {type(fn).__name__}")
+    calls = [tuple(args) for args in zip(*iterables)]
+    if not calls:
+        raise UsageError("slurm_rl.map_array: no calls (give at least one non-empty iterable of arguments)")
+    options = dict(job_options or {})
+    options.setdefault("name", getattr(fn, "__name__", "call").strip("<>") or "call")
+    opts = resolve_options(resolved, str(CALL_DRIVER), nodes=nodes, user=current_user(), **options)
+    points = [Point((), {f"arg{k}": repr(a)[:60] for k, a in enumerate(args)}) for args in calls]
+    client = client or SlurmClient()
+    done = submit_sweep(
+        resolved,
+        opts,
+        points,
+        client,
+        max_concurrent=max_concurrent,
+        stage_task=lambda i, stage: DelayedSubmission(fn, *calls[i]).dump(stage.call_pickle),
+    )
+    return [Job(t, paths, client) for t, paths in zip(done.task_ids, done.task_paths())]

@@ -11,7 +11,7 @@ import click
 from .. import __version__
 from ..core.paths import current_user
 from ..core.spec import load_spec, resolve_spec_path
-from . import cli_jobs
+from . import cli_jobs, cli_sweep
 from .cli_common import CONTEXT, Main, _resolve, job_options
 
 
@@ -186,6 +186,8 @@ def run(
 
 
 for _command in (
+    cli_sweep.sweep,
+    cli_sweep.sweep_summary,
     cli_jobs.status,
     cli_jobs.list_jobs,
     cli_jobs.logs,

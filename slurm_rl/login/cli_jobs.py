@@ -32,15 +32,22 @@ def _still_running(job_id: int | str) -> None:
 @spec_option()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job.")
 def status(job: str | None, spec_flag: str | None, as_json: bool) -> None:
-    """State (from SLURM), phase and nodes up of one job (a SLURM job id or a local run's id),
-    or of your recent jobs."""
+    """State (from SLURM), phase and nodes up of one job (a SLURM job id, a sweep task's
+    ARRAYID_TASK or a local run's id), of every task of a sweep (its ARRAYID), or of your
+    recent jobs."""
     from ..core.slurm import SlurmClient
     from .jobs import job_summary, print_table, record_line, summarize
     from .lookup import all_job_dirs, job_state_for, parse_job_id
+    from .sweep import find_sweep
+    from .sweep_report import task_views
 
     s, client = load_spec(spec_flag), SlurmClient()
-    if job is not None:
-        rows = [job_summary(parse_job_id(job), current_user(), client, s)]
+    job_id = parse_job_id(job) if job is not None else None
+    found = find_sweep(job_id, current_user(), s) if isinstance(job_id, int) else None
+    if found is not None:  # a sweep's array id: every task
+        rows = [v.summary for v in task_views(found, client)]
+    elif job_id is not None:
+        rows = [job_summary(job_id, current_user(), client, s)]
     else:
         rows = [summarize(p, job_state_for(p, client)) for p in all_job_dirs(current_user(), s)[:10]]
     if as_json:
@@ -127,11 +134,11 @@ def plot(job: str, spec_flag: str | None) -> None:
 
 
 @click.command(context_settings=CONTEXT)
-@click.argument("job_id", type=int)
+@click.argument("job")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option("--dashboard", is_flag=True, help="Print the ssh port-forward that reaches the job's Ray dashboard.")
 @spec_option()
-def attach(job_id: int, command: tuple[str, ...], dashboard: bool, spec_flag: str | None) -> None:
+def attach(job: str, command: tuple[str, ...], dashboard: bool, spec_flag: str | None) -> None:
     """A shell (or COMMAND) on the job's head node, inside the job (and inside its container
     under pyxis), attached to its Ray.
 
@@ -145,9 +152,9 @@ def attach(job_id: int, command: tuple[str, ...], dashboard: bool, spec_flag: st
     from ..core.events import read_json
     from ..core.manifest import load_manifest
     from ..core.slurm import SlurmClient
-    from .lookup import find_job_dir
+    from .lookup import find_job_dir, parse_job_id
 
-    client = SlurmClient()
+    client, job_id = SlurmClient(), parse_job_id(job)
     paths = find_job_dir(job_id, current_user(), client, load_spec(spec_flag))
     state = client.job_state(job_id)
     if state.finished or state.state == "UNKNOWN":
@@ -176,7 +183,7 @@ def attach(job_id: int, command: tuple[str, ...], dashboard: bool, spec_flag: st
                 f"job {job_id}: no node_start event from {cluster['head_node']} yet; try again in a moment"
             )
         join = (pid, sorted(ray_env))
-    argv = SlurmClient.attach_argv(job_id, cluster["head_node"], list(command), join)
+    argv = SlurmClient.attach_argv(client.numeric_job_id(job_id), cluster["head_node"], list(command), join)
     if not command:  # a shell: say what it is attached to, and the NeMo Gym override
         click.echo(
             f"job {job_id} on {cluster['head_node']}: RAY_ADDRESS={cluster['address']} (token set); NeMo Gym: "
@@ -195,7 +202,7 @@ def _bootstrap_pid(paths: Any, node: str) -> int | None:
     return int(starts[-1]["pid"]) if starts and "pid" in starts[-1] else None
 
 
-def _dashboard_forward(job_id: int, paths: Any, cluster: dict[str, Any]) -> str:
+def _dashboard_forward(job_id: int | str, paths: Any, cluster: dict[str, Any]) -> str:
     """The one ssh command (run on your laptop) that forwards the job's dashboard to localhost."""
     import getpass
     import socket
@@ -215,11 +222,20 @@ def _dashboard_forward(job_id: int, paths: Any, cluster: dict[str, Any]) -> str:
     )
 
 
-def _teardown(job_id: int, force: bool, as_json: bool, spec_flag: str | None) -> None:
+def _teardown(job: str, force: bool, as_json: bool, spec_flag: str | None) -> None:
     from ..core.slurm import SlurmClient
+    from .lookup import parse_job_id
+    from .sweep import find_sweep
     from .teardown import teardown as do_teardown
 
-    report = do_teardown(load_spec(spec_flag), current_user(), job_id, SlurmClient(), force=force)
+    s, client, job_id = load_spec(spec_flag), SlurmClient(), parse_job_id(job)
+    sweep = find_sweep(job_id, current_user(), s) if isinstance(job_id, int) else None
+    if sweep is not None:  # a sweep's array id: every task of it
+        client.scancel(job_id)
+        for task in sweep.task_ids:
+            _teardown(task, force, as_json, spec_flag)
+        return
+    report = do_teardown(s, current_user(), job_id, client, force=force)
     if as_json:
         click.echo(json.dumps(report.as_dict()))
         return
@@ -234,7 +250,7 @@ def _teardown(job_id: int, force: bool, as_json: bool, spec_flag: str | None) ->
 
 
 _TEARDOWN_OPTS = [
-    click.argument("job_id", type=int),
+    click.argument("job"),
     click.option(
         "--force", is_flag=True, help="Kill the job's processes at once instead of letting them stop on SIGTERM first."
     ),
@@ -245,18 +261,19 @@ _TEARDOWN_OPTS = [
 
 @click.command(context_settings=CONTEXT)
 @functools.partial(_with, _TEARDOWN_OPTS)
-def teardown(job_id: int, force: bool, as_json: bool, spec_flag: str | None) -> None:
-    """Cancel JOB_ID if it runs, then stop whatever of it is left on each of its nodes.
+def teardown(job: str, force: bool, as_json: bool, spec_flag: str | None) -> None:
+    """Cancel JOB if it runs, then stop whatever of it is left on each of its nodes. JOB: a job
+    id, a sweep task (1234_5), or a sweep's array id (every task).
 
     Only processes positively marked as this job's are touched (its marker variable, its
     node-local temp dir); never another job's or user's. Safe to run twice. Exit 2 for a job
     that is not yours or unknown.
     """
-    _teardown(job_id, force, as_json, spec_flag)
+    _teardown(job, force, as_json, spec_flag)
 
 
 @click.command(context_settings=CONTEXT)
 @functools.partial(_with, _TEARDOWN_OPTS)
-def cancel(job_id: int, force: bool, as_json: bool, spec_flag: str | None) -> None:
+def cancel(job: str, force: bool, as_json: bool, spec_flag: str | None) -> None:
     """Alias of `teardown`."""
-    _teardown(job_id, force, as_json, spec_flag)
+    _teardown(job, force, as_json, spec_flag)

@@ -16,12 +16,13 @@ from ..core.errors import JobError
 from ..core.events import read_events
 from ..core.exits import read_exit, with_oom_kills
 from ..core.fields import time_minutes
+from ..core.job_ids import as_slurm_id, is_slurm_job_id
 from ..core.manifest import JobManifest, load_manifest
 from ..core.paths import JobPaths
 from ..core.slurm import JobRecord, JobState, SlurmClient
 from ..core.spec import ClusterSpec
 from .follow import LogFollower, last_traceback
-from .lookup import JobId, find_job_dir, job_state_for, parse_job_id
+from .lookup import JobId, find_job_dir, is_local, job_state_for, parse_job_id
 
 PHASES = [
     "submitted",
@@ -126,7 +127,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
 def job_summary(job_id: JobId, user: str, client: SlurmClient, spec: ClusterSpec | None = None) -> JobSummary:
     paths = find_job_dir(job_id, user, client, spec)
     summary = summarize(paths, job_state_for(paths, client))
-    if isinstance(job_id, int) and not JobState(job_id, summary.state.split()[0]).in_queue:
+    if not is_local(job_id) and not JobState(job_id, summary.state.split()[0]).in_queue:
         # what SLURM's accounting kept (elapsed, memory per node), where the site keeps it
         summary = replace(summary, record=client.accounting(job_id))
     return summary
@@ -168,7 +169,7 @@ class GentleState:
 
 
 def wait_for_job(
-    paths: JobPaths, job_id: int, client: SlurmClient, quiet: bool = False, poll_s: float = 0.5
+    paths: JobPaths, job_id: JobId, client: SlurmClient, quiet: bool = False, poll_s: float = 0.5
 ) -> JobSummary:
     """Follow a job until it ended; show state, phase and nodes up meanwhile.
 
@@ -228,7 +229,7 @@ def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
     dirs = list(dirs)
     # two SLURM calls for the whole list (not several per job: a user with 500 jobs waited 50 s)
     queued = client.my_queue()
-    accounted = client.accounting_table([int(p.job_id) for p in dirs if p.job_id.isdigit()])
+    accounted = client.accounting_table([as_slurm_id(p.job_id) for p in dirs if is_slurm_job_id(p.job_id)])
     table = Table(box=None, pad_edge=False)
     table.add_column("job", no_wrap=True)
     table.add_column("name", overflow="ellipsis", max_width=16, no_wrap=True)
@@ -236,10 +237,10 @@ def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
     table.add_column("submitted", no_wrap=True)
     table.add_column("job dir", overflow="fold")
     for p in dirs:
-        if p.job_id.isdigit():
-            known = queued.get(int(p.job_id)) or accounted.get(int(p.job_id))
+        if is_slurm_job_id(p.job_id):
+            key = as_slurm_id(p.job_id)
             # neither: SLURM forgot it (no accounting); its exit files say how it ended
-            slurm = known or JobState(int(p.job_id), "UNKNOWN")
+            slurm = queued.get(key) or accounted.get(key) or JobState(key, "UNKNOWN")
         else:
             slurm = job_state_for(p, client)  # a local run
         state = summarize(p, slurm).state

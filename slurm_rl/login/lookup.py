@@ -8,23 +8,30 @@ from pathlib import Path
 
 from ..core.errors import UnknownJobError, UsageError
 from ..core.exits import read_exit
+from ..core.job_ids import as_slurm_id, is_array_task, is_slurm_job_id
 from ..core.paths import JobPaths
 from ..core.slurm import JobState, SlurmClient
 from ..core.spec import ClusterSpec
 from . import index
 
-JobId = int | str  # a SLURM job id, or a local run's "local-YYYYmmdd-HHMMSS-PID"
+JobId = int | str  # a SLURM job id, a sweep's task "1234_5", or a local run's "local-YYYYmmdd-HHMMSS-PID"
 LOCAL_PREFIX = "local-"
 
 
 def parse_job_id(text: str | int) -> JobId:
-    """``1234`` -> 1234, ``local-...`` -> itself; anything else is a usage error."""
+    """``1234`` -> 1234, ``1234_5`` (a sweep's task) and ``local-...`` -> themselves; anything
+    else is a usage error."""
     value = str(text).strip()
     if value.isdigit():
         return int(value)
+    if is_array_task(value):
+        return value
     if value.startswith(LOCAL_PREFIX) and len(value) > len(LOCAL_PREFIX):
         return value
-    raise UsageError(f"job {value!r}: not a job id; use the SLURM job id or a local run's id (`slurm-rl list`)")
+    raise UsageError(
+        f"job {value!r}: not a job id; use the SLURM job id, a sweep task's (1234_5) or a local run's id "
+        f"(`slurm-rl list`)"
+    )
 
 
 def is_local(job_id: JobId) -> bool:
@@ -38,7 +45,7 @@ def find_job_dir(
     output path (<job dir>/logs/batch.log), else the spec's fileroot. No --spec needed."""
     found = index.lookup(job_id)
     if found is None and client is not None and not is_local(job_id):
-        out = client.job_output_path(int(job_id))
+        out = client.job_output_path(job_id)
         candidate = JobPaths(Path(out).parent.parent) if out else None
         if candidate is not None and candidate.manifest.exists() and candidate.job_id == str(job_id):
             found = candidate
@@ -60,7 +67,11 @@ def all_job_dirs(user: str, spec: ClusterSpec | None = None) -> list[JobPaths]:
     dirs = {e["job_dir"]: JobPaths(Path(str(e["job_dir"]))) for e in index.entries()}
     if spec is not None:
         for p in (Path(spec.fileroot) / user).glob("*/*"):
-            if p.is_dir() and (p.name.isdigit() or p.name.startswith(LOCAL_PREFIX)) and JobPaths(p).manifest.exists():
+            if (
+                p.is_dir()
+                and (is_slurm_job_id(p.name) or p.name.startswith(LOCAL_PREFIX))
+                and JobPaths(p).manifest.exists()
+            ):
                 dirs.setdefault(str(p), JobPaths(p))
     return sorted(dirs.values(), key=lambda p: p.manifest.stat().st_mtime, reverse=True)
 
@@ -68,7 +79,7 @@ def all_job_dirs(user: str, spec: ClusterSpec | None = None) -> list[JobPaths]:
 def job_state_for(paths: JobPaths, client: SlurmClient) -> JobState:
     """SLURM's state of a submitted job; a local run's from its exit files (RUNNING until then)."""
     if not paths.job_id.startswith(LOCAL_PREFIX):
-        return client.job_state(int(paths.job_id))
+        return client.job_state(as_slurm_id(paths.job_id))
     rc, _ = read_exit(paths)
     state = "RUNNING" if rc is None else "COMPLETED" if rc == 0 else "FAILED"
     return JobState(0, state, "localhost", rc, "local run")

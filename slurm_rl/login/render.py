@@ -65,7 +65,9 @@ def sbatch_directives(opts: JobOptions, name_dir: Path) -> list[str]:
     workers, whose nodes they describe)."""
     job: dict[str, str | None] = {
         "--job-name": opts.name,
-        "--output": f"{name_dir}/%j/logs/batch.log",
+        # a sweep's task is named as SLURM names it (<array>_<task>): its job dir, its log
+        "--output": f"{name_dir}/{'%A_%a' if opts.array else '%j'}/logs/batch.log",
+        "--array": opts.array or None,
         "--open-mode": "append",
         "--account": opts.account,
         "--signal": opts.signal or None,
@@ -137,16 +139,21 @@ def container_for(spec: ClusterSpec, opts: JobOptions) -> Container:
 _SAFE = re.compile(r"[\w@%+=:,./-]*")
 
 
-def shell_words(argv: list[str]) -> list[str]:
+JOB_KEY = "$SLURM_JOB_ID"
+ARRAY_TASK_KEY = "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"  # a sweep's task: 1234_5
+
+
+def shell_words(argv: list[str], key: str = JOB_KEY) -> list[str]:
     """Shell-quote argv items; in ``--flag=value`` items (made by slurm-rl, never user text)
-    the job id placeholder becomes ``"...$SLURM_JOB_ID"``."""
+    the job id placeholder becomes ``"...$SLURM_JOB_ID"`` (``key``: the shell spelling of the
+    job dir's id)."""
     out = []
     for item in argv:
         if JOB_ID_PLACEHOLDER in item and _SAFE.fullmatch(item.replace(JOB_ID_PLACEHOLDER, "")):
             flag, _, value = item.partition("=")
-            out.append(f'{flag}="{value.replace(JOB_ID_PLACEHOLDER, "$SLURM_JOB_ID")}"')
+            out.append(f'{flag}="{value.replace(JOB_ID_PLACEHOLDER, key)}"')
         elif JOB_ID_PLACEHOLDER in item:  # an awkward path: quote the pieces around the id
-            out.append('"$SLURM_JOB_ID"'.join(shlex.quote(p) if p else "" for p in item.split(JOB_ID_PLACEHOLDER)))
+            out.append(f'"{key}"'.join(shlex.quote(p) if p else "" for p in item.split(JOB_ID_PLACEHOLDER)))
         else:
             out.append(shlex.quote(item))
     return out
@@ -190,16 +197,19 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
     srun_flags, prefix = container.launch(f"{name_dir}/{JOB_ID_PLACEHOLDER}")
     srun_flags = [*srun_flags, *opts.srun_args]
     python = shlex.quote(opts.python)
+    key = ARRAY_TASK_KEY if opts.array else JOB_KEY
     context = dict(
         version=__version__,
         spec=spec,
         directives=sbatch_directives(opts, name_dir),
         name_dir=str(name_dir),
+        job_key=key,
+        array=bool(opts.array),
         env=sorted(spec.public_env.items()),
-        srun_flags=shell_words(srun_flags),
+        srun_flags=shell_words(srun_flags, key),
         secrets=sorted(spec.secret_env),
         secrets_file=SECRETS_FILE,
-        launch=" ".join([*shell_words(prefix), 'bash -c "$SLURM_RL_NODE_SCRIPT"']),
+        launch=" ".join([*shell_words(prefix, key), 'bash -c "$SLURM_RL_NODE_SCRIPT"']),
         files=finalize_files(),
         requeue=opts.requeue,
         requested_limit=REQUESTED_REQUEUE_LIMIT,

@@ -46,8 +46,11 @@ class Submitted:
     script: str
 
 
-def stage_job_dir(stage: JobPaths, spec: ClusterSpec, opts: JobOptions, job: RenderedJob) -> None:
-    """The job dir, mode 0700: its logs and files can carry secrets."""
+def stage_job_dir(
+    stage: JobPaths, spec: ClusterSpec, opts: JobOptions, job: RenderedJob, snapshot: bool = True
+) -> None:
+    """The job dir, mode 0700: its logs and files can carry secrets. ``snapshot``: copy the
+    repository into it (a sweep's tasks share one copy instead)."""
     stage.job_dir.mkdir(mode=0o700)
     stage.job_dir.chmod(0o700)  # whatever the umask
     stage.logs.mkdir()
@@ -60,7 +63,7 @@ def stage_job_dir(stage: JobPaths, spec: ClusterSpec, opts: JobOptions, job: Ren
     job.manifest.write(stage.manifest)
     if opts.experiment:
         shutil.copy2(opts.experiment, stage.experiment)
-    if job.manifest.snapshot_root:
+    if job.manifest.snapshot_root and snapshot:
         copy_snapshot(Path(job.manifest.snapshot_root), stage.job_dir / SNAPSHOT_DIR)
 
 

@@ -28,7 +28,7 @@ from .jobs import find_job_dir
 
 @dataclass
 class TeardownReport:
-    job_id: int
+    job_id: int | str
     cancelled: bool
     state_before: str
     nodes: list[str]
@@ -64,7 +64,7 @@ def job_nodes(paths: JobPaths, slurm_nodelist: str) -> list[str]:
 def teardown(
     spec: ClusterSpec,
     user: str,
-    job_id: int,
+    job_id: int | str,
     client: SlurmClient,
     grace_s: float = 1.0,
     gone_timeout_s: float = 30.0,
@@ -102,7 +102,7 @@ def teardown(
     forced: list[dict[str, Any]] = []
     if force and state.state == "RUNNING" and nodes and started:
         # kill first, inside the live allocation (no new allocation, no SIGTERM grace), then cancel
-        res = client.run_on_nodes(job_id, nodes, cleanup_command(paths, job_id, 0.0))
+        res = client.run_on_nodes(client.numeric_job_id(job_id), nodes, cleanup_command(paths, job_id, 0.0))
         forced = parse_reports(res.stdout)
     if state.in_queue:
         client.scancel(job_id)
@@ -146,7 +146,7 @@ def site_flags(paths: JobPaths) -> list[str]:
 CLEANUP_SHELL = Path(__file__).resolve().parent.parent / "job" / "cleanup_node.sh"
 
 
-def cleanup_command(paths: JobPaths, job_id: int, grace_s: float) -> list[str]:
+def cleanup_command(paths: JobPaths, job_id: int | str, grace_s: float) -> list[str]:
     """argv of the cleanup step on the job's nodes. A container job's is plain
     shell on the bare node (job/cleanup_node.sh): no python there, and starting the image again
     would unpack it on every node; it also removes container filesystems pyxis left. Other jobs

@@ -104,9 +104,10 @@ def _check_same_job(resources: dict[str, float]) -> None:
     """A driver inside SLURM job J must use J's cluster, never one a stale RAY_ADDRESS names."""
     import ray
 
-    mine = JobEnvironment.current().job_id
+    env = JobEnvironment.current()
+    mine = env.array_task or env.job_id  # a sweep's task: 1234_5 (its cluster also names its own SLURM id)
     theirs = sorted(k.removeprefix("slurm_job_") for k in resources if k.startswith("slurm_job_"))
-    if mine and theirs and mine not in theirs:
+    if mine and theirs and not {mine, env.job_id} & set(theirs):
         ray.shutdown()
         raise ForeignClusterError(
             f"init_ray: the Ray cluster at {os.environ.get('RAY_ADDRESS', 'auto')} belongs to SLURM job "
