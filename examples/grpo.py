@@ -15,8 +15,9 @@ one virtual cluster (colocated, each worker half a bundle):
   ``state_dict`` call returns one object that every generation worker reads (never re-put).
 
 Every ``--checkpoint-every`` steps (and when SLURM warns of the time limit) the run writes a
-checkpoint into the job dir atomically: model, optimizer, RNG states and the next step. On the
-warning it then asks to be requeued (``slurm_rl.requeue()``); the next attempt resumes from it.
+checkpoint into ``slurm_rl.run_dir()`` atomically (the job dir; with ``--chain K`` the chain's
+shared dir): model, optimizer, RNG states and the next step. On the warning it then asks to be
+requeued (``slurm_rl.requeue()``); the next attempt, or the chain's next job, resumes from it.
 Prompts and sampling noise are drawn from (seed, step, rank), so a resumed run follows the same
 path as an uninterrupted one. Metrics go to ``metrics.jsonl`` and, at the end, PNGs
 (``slurm-rl plot JOBID`` redraws them).
@@ -167,7 +168,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers-per-node", type=int, default=1, help="policy (and generation) workers per node")
     p.add_argument("--checkpoint-every", type=int, default=10, help="checkpoint every K steps (default 10)")
-    p.add_argument("--out", default=None, help="where checkpoints and metrics go (default: the job dir)")
+    p.add_argument("--out", default=None, help="where checkpoints and metrics go (default: slurm_rl.run_dir(): the job dir, or a chain's shared dir)")
     p.add_argument(
         "--health-every",
         type=int,
@@ -180,7 +181,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
-    out = Path(args.out or os.environ.get("SLURM_RL_JOB_DIR") or "grpo-out")
+    # a chain's (--chain) shared run dir, else the job dir: where the checkpoint survives the job
+    out = Path(args.out or os.environ.get("SLURM_RL_RUN_DIR") or os.environ.get("SLURM_RL_JOB_DIR") or "grpo-out")
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / "grpo_checkpoint.pt"
     metrics = slurm_rl.MetricsLog(out)

@@ -26,6 +26,17 @@ def requeue(reason: str = "") -> Any:
     _requeue(reason)
 
 
+def run_dir() -> Any:
+    """Where this run keeps what outlives one job (checkpoints): the chain's shared directory
+    (``--chain``), else the job dir (a local run's dir under ``slurm-rl run``); a Path."""
+    from .core.job_env import JobEnvironment
+
+    found = JobEnvironment.current().run_dir
+    if found is None:
+        raise RuntimeError("slurm_rl.run_dir(): not inside a slurm-rl job or run (SLURM_RL_JOB_DIR is unset)")
+    return found
+
+
 def plot_job(job_dir: Any) -> Any:
     """Write metrics.png and timeline.png into a job dir (see slurm_rl.login.plots)."""
     from .login.plots import plot_job as _plot_job

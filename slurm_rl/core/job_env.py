@@ -17,6 +17,7 @@ from .nodelist import expand_hostlist
 JOB_DIR_ENV = "SLURM_RL_JOB_DIR"  # set by the batch script, local runs and the driver's env
 EXTERNAL_RAY_ENV = "SLURM_RL_EXTERNAL_RAY"  # a run on a Ray cluster slurm-rl did not start
 TEMP_DIR_ENV = "SLURM_RL_TEMP_DIR"
+RUN_DIR_ENV = "SLURM_RL_RUN_DIR"  # the driver's: a chain's shared run dir (--chain), else the job dir
 
 
 def _int(raw: str | None, default: int = 0) -> int:
@@ -74,6 +75,12 @@ class JobEnvironment:
     def in_slurm_rl_job(self) -> bool:
         """A slurm-rl job dir and a SLURM job: the driver or a node of a submitted job."""
         return self.job_dir is not None and self.job_id is not None
+
+    @property
+    def run_dir(self) -> Path | None:
+        """Where a run keeps what outlives one job (checkpoints): a chain's shared dir, else the job dir."""
+        raw = self.environ.get(RUN_DIR_ENV)
+        return Path(raw) if raw else self.job_dir
 
     def require_job_dir(self) -> Path:
         if self.job_dir is None:

@@ -125,6 +125,16 @@ class JobPaths:
         return self.markers / f"requeue-{attempt}"
 
     @property
+    def chain_jobs(self) -> Path:
+        """A chain's (``--chain``) job ids, one per line, in the run dir (its first job's dir)."""
+        return self.job_dir / "chain_jobs"
+
+    @property
+    def chain_finished(self) -> Path:
+        """In a chain's run dir: the id of the job whose driver finished the run (exit 0)."""
+        return self.job_dir / "chain_finished"
+
+    @property
     def rollouts(self) -> Path:
         """Rollout records of ``slurm_rl.rollouts.RolloutPool`` (one JSON object a line)."""
         return self.job_dir / "rollouts.jsonl"

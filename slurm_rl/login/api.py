@@ -8,6 +8,7 @@ of a sweep (a SLURM job array), each task its own Ray cluster, and returns one J
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,13 @@ from ..core.spec import ClusterSpec, load_spec
 from .options import resolve_options
 
 CALL_DRIVER = Path(__file__).resolve().parent.parent / "driver" / "call.py"
+
+
+def default_name(fn: Callable[..., Any]) -> str:
+    """The job name of a call: the function's name as a job name may spell it (``<lambda>``,
+    ``_helper``: ``lambda``, ``helper``), else ``call``."""
+    name = re.sub(r"[^\w.-]", "", getattr(fn, "__name__", "")).lstrip("._-")[:64]
+    return name or "call"
 
 
 class Job:
@@ -93,7 +101,7 @@ def submit(
     if not callable(fn):
         raise UsageError(f"slurm_rl.submit: fn must be callable, got {type(fn).__name__}")
     options = dict(job_options or {})
-    options.setdefault("name", getattr(fn, "__name__", "call").strip("<>") or "call")
+    options.setdefault("name", default_name(fn))
     opts = resolve_options(resolved, str(CALL_DRIVER), nodes=nodes, user=current_user(), **options)
     call = DelayedSubmission(fn, *args, **kwargs)
     client = client or SlurmClient()
@@ -124,7 +132,7 @@ def map_array(
     if not calls:
         raise UsageError("slurm_rl.map_array: no calls (give at least one non-empty iterable of arguments)")
     options = dict(job_options or {})
-    options.setdefault("name", getattr(fn, "__name__", "call").strip("<>") or "call")
+    options.setdefault("name", default_name(fn))
     opts = resolve_options(resolved, str(CALL_DRIVER), nodes=nodes, user=current_user(), **options)
     points = [Point((), {f"arg{k}": repr(a)[:60] for k, a in enumerate(args)}) for args in calls]
     client = client or SlurmClient()

@@ -111,6 +111,11 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
         click.echo(render_sbatch(s, opts), nl=False)
         return
     client = SlurmClient()
+    if opts.chain > 1:
+        from .cli_chain import submit_and_follow_chain
+
+        submit_and_follow_chain(s, opts, client, wait, as_json, hold)
+        return
     res = do_submit(s, opts, client, release=not hold)
     try:  # from here on the job exists: Ctrl-C stops following it, never the job
         _after_submit(res, opts, client, wait, as_json)

@@ -40,6 +40,7 @@ def sweep(
     ({"lr": 1e-4, "seed": 0}). Then: `slurm-rl status ARRAYID`, `slurm-rl sweep-summary ARRAYID`.
     """
     from ..core.slurm import SlurmClient
+    from .options import changed
     from .render import render_sbatch
     from .sweep import array_spec, point_text_args, submit_sweep, sweep_points
 
@@ -48,7 +49,7 @@ def sweep(
         raise UsageError("sweep: give an experiment (each task runs it with its own arguments)")
     points = sweep_points(opts.experiment_args, grid)
     if dry_run:
-        opts = opts.replace(array=array_spec(len(points), max_concurrent))
+        opts = changed(opts, array=array_spec(len(points), max_concurrent))
         if as_json:
             click.echo(
                 json.dumps(

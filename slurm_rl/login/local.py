@@ -23,7 +23,7 @@ from .. import __version__
 from ..core.errors import UsageError
 from ..core.events import append_event
 from ..core.exits import describe_returncode, record_exit, shell_exit_code
-from ..core.job_env import EXTERNAL_RAY_ENV, JOB_DIR_ENV
+from ..core.job_env import EXTERNAL_RAY_ENV, JOB_DIR_ENV, RUN_DIR_ENV
 from ..core.manifest import JobManifest
 from ..core.paths import JobPaths
 from ..core.procs import MARKER_ENV, stop_job_processes
@@ -92,7 +92,7 @@ def run_local(
         write_token(paths.ray_auth_token)
         env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(paths.ray_auth_token)})
     env[MARKER_ENV] = run_id
-    env[JOB_DIR_ENV] = str(paths.job_dir)
+    env[JOB_DIR_ENV] = env[RUN_DIR_ENV] = str(paths.job_dir)
     where = f"on the Ray cluster at {external[EXTERNAL_RAY_ENV]}" if external else "on an embedded local Ray"
     print(
         f"slurm-rl: local run {run_id} {where}; job dir {paths.job_dir}\n"

@@ -53,6 +53,14 @@ def _usage_error(exc: ValidationError) -> UsageError:
     return UsageError(f"{flag_of(field)} {shown}: {msg}")
 
 
+def changed(opts: JobOptions, **changes: Any) -> JobOptions:
+    """``opts`` with ``changes``, checked; a problem is a UsageError naming the flag."""
+    try:
+        return opts.replace(**changes)
+    except ValidationError as exc:
+        raise _usage_error(exc) from None
+
+
 def resolve_options(
     spec: ClusterSpec,
     experiment: str | None,

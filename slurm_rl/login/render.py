@@ -186,6 +186,8 @@ def finalize_files() -> dict[str, str]:
         "exit_reason": paths.exit_reason,
         "batch_log": paths.batch_log,
         "requeue_request": paths.requeue_request(""),
+        "chain_jobs": paths.chain_jobs,
+        "chain_finished": paths.chain_finished,
     }
     return {name: shlex.quote(str(p.relative_to(paths.job_dir))) for name, p in files.items()}
 
@@ -212,6 +214,8 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         launch=" ".join([*shell_words(prefix, key), 'bash -c "$SLURM_RL_NODE_SCRIPT"']),
         files=finalize_files(),
         requeue=opts.requeue,
+        chain=opts.chain > 1 or bool(opts.run_dir),
+        run_dir=shlex.quote(opts.run_dir) if opts.run_dir else '"$SLURM_RL_JOB_DIR"',
         requested_limit=REQUESTED_REQUEUE_LIMIT,
         setup=spec.setup,
         het_groups="0,1" if opts.head_partition else "",

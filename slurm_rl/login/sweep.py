@@ -27,7 +27,7 @@ from ..core.paths import JobPaths
 from ..core.slurm import SlurmClient
 from ..core.spec import ClusterSpec
 from . import index
-from .options import JobOptions
+from .options import JobOptions, changed
 from .render import RenderedJob, render_job
 from .snapshot import SNAPSHOT_DIR, copy_snapshot
 from .submit import check_node_capacity, check_partition_size, sbatch_refusal, stage_job_dir
@@ -157,7 +157,7 @@ def sweep_dir_for(name_dir: Path, array_id: int) -> Path:
 
 
 def task_options(opts: JobOptions, point: Point) -> JobOptions:
-    return opts.replace(experiment_args=point.args)
+    return changed(opts, experiment_args=point.args)
 
 
 def render_tasks(spec: ClusterSpec, opts: JobOptions, points: list[Point]) -> list[RenderedJob]:
@@ -187,7 +187,7 @@ def submit_sweep(
         )
     if not points:
         raise UsageError("sweep: no tasks (the grid is empty)")
-    opts = opts.replace(array=array_spec(len(points), max_concurrent))
+    opts = changed(opts, array=array_spec(len(points), max_concurrent))
     check_partition_size(opts, client)
     check_node_capacity(opts, client)
     jobs = render_tasks(spec, opts, points)

@@ -18,20 +18,30 @@ from slurm_rl.login.render import _env, finalize_files
 pytestmark = pytest.mark.unit
 
 
-def finalize(tmp_path: Path, srun_rc: int, requeue: int = 0, attempt: int = 0) -> tuple[int, list[str]]:
-    script = _env().get_template("finalize.sh.j2").render(files=finalize_files(), requeue=requeue, requested_limit=20)
+def finalize(
+    tmp_path: Path, srun_rc: int, requeue: int = 0, attempt: int = 0, run_dir: Path | None = None, job_id: str = "42"
+) -> tuple[int, list[str]]:
+    """Run finalize; ``run_dir``: as a job of a chain sharing it. Returns (exit, scontrol and
+    scancel calls)."""
+    script = (
+        _env()
+        .get_template("finalize.sh.j2")
+        .render(files=finalize_files(), requeue=requeue, requested_limit=20, chain=run_dir is not None)
+    )
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     log = tmp_path / "scontrol.calls"
-    fake = bin_dir / "scontrol"
-    fake.write_text(f'#!/bin/sh\necho "$*" >>{log}\n')
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    for command in ("scontrol", "scancel"):
+        fake = bin_dir / command
+        fake.write_text(f'#!/bin/sh\necho "$(basename "$0") $*" >>{log}\n')
+        fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     env = {
         **os.environ,
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "SLURM_RL_JOB_DIR": str(tmp_path / "job"),
-        "SLURM_JOB_ID": "42",
+        "SLURM_JOB_ID": job_id,
         "SLURM_RESTART_COUNT": str(attempt),
+        "SLURM_RL_RUN_DIR": str(run_dir or ""),
     }
     res = subprocess.run(["bash", "-c", f'{script}\nslurm_rl_finalize "$1"', "-", str(srun_rc)], env=env, timeout=30)
     calls = log.read_text().splitlines() if log.exists() else []
@@ -60,7 +70,7 @@ def test_a_failed_attempt_is_requeued_while_attempts_are_left(tmp_path: Path) ->
     paths = JobPaths(tmp_path / "job")
     record_exit(paths, 1, 'worker died: "node2" \\ lost')
     rc, calls = finalize(tmp_path, srun_rc=1, requeue=2, attempt=1)
-    assert rc == 1 and calls == ["requeue 42"]
+    assert rc == 1 and calls == ["scontrol requeue 42"]
     event = read_events(paths.events)[-1]  # valid JSON with the reason's quotes and backslash
     assert event["event"] == "requeue" and event["reason"] == 'worker died: "node2" \\ lost'
     assert read_exit(paths) == (None, "")  # the next attempt starts with no exit
@@ -77,5 +87,46 @@ def test_a_requested_requeue_works_even_without_requeue(tmp_path: Path) -> None:
     paths.requeue_request(0).write_text("warned\n")
     record_exit(paths, 75, "driver exited 75", keep_existing=False)
     rc, calls = finalize(tmp_path, srun_rc=75)
-    assert rc == 75 and calls == ["update JobId=42 Requeue=1", "requeue 42"]
+    assert rc == 75 and calls == ["scontrol update JobId=42 Requeue=1", "scontrol requeue 42"]
     assert read_events(paths.events)[-1]["requested"] is True
+
+
+def chain_of_three(tmp_path: Path) -> Path:
+    run_dir = tmp_path / "job"  # the chain's first job's dir is its run dir
+    JobPaths(run_dir).job_dir.mkdir(parents=True, exist_ok=True)
+    JobPaths(run_dir).chain_jobs.write_text("42\n43\n44\n")
+    return run_dir
+
+
+def test_a_chain_ends_when_its_run_finished_and_cancels_the_rest(tmp_path: Path) -> None:
+    run_dir = chain_of_three(tmp_path)
+    paths = JobPaths(run_dir)
+    record_exit(paths, 0, "driver exited 0")
+    assert finalize(tmp_path, srun_rc=0, run_dir=run_dir) == (0, ["scancel 43 44"])
+    assert paths.chain_finished.read_text().strip() == "42"
+    end = [e for e in read_events(paths.events) if e["event"] == "chain_end"]
+    assert end and end[0]["cancelled"] == "43 44" and "finished" in end[0]["why"]
+
+
+def test_a_requeue_asked_in_a_chain_is_the_next_jobs_to_do(tmp_path: Path) -> None:
+    run_dir = chain_of_three(tmp_path)
+    paths = JobPaths(run_dir)
+    paths.requeue_request(0).parent.mkdir(parents=True, exist_ok=True)
+    paths.requeue_request(0).write_text("warned\n")
+    record_exit(paths, 75, "driver exited 75")
+    assert finalize(tmp_path, srun_rc=75, run_dir=run_dir) == (75, [])  # no requeue, nothing cancelled
+    assert [e["event"] for e in read_events(paths.events)][-2:] == ["chain_next", "job_end"]
+    # the chain's last job has no next one: it requeues itself as a lone job would
+    record_exit(paths, 75, "driver exited 75", keep_existing=False)
+    rc, calls = finalize(tmp_path, srun_rc=75, run_dir=run_dir, job_id="44")
+    assert rc == 75 and calls[-1] == "scontrol requeue 44"
+
+
+def test_a_driver_that_fails_by_itself_ends_the_chain_a_lost_step_does_not(tmp_path: Path) -> None:
+    run_dir = chain_of_three(tmp_path)
+    paths = JobPaths(run_dir)
+    paths.job_dir.mkdir(parents=True, exist_ok=True)
+    assert finalize(tmp_path, srun_rc=137, run_dir=run_dir) == (137, [])  # the step died: the next job goes on
+    record_exit(paths, 1, "driver exited 1", keep_existing=False)
+    assert finalize(tmp_path, srun_rc=1, run_dir=run_dir) == (1, ["scancel 43 44"])
+    assert not paths.chain_finished.exists()

@@ -46,6 +46,16 @@ CASES = {
             gpus_per_node=8, nodes=2, time="1:00:00", head_node="cpu", head_partition="cpu", workdir="/lustre/alice"
         ),
     ),
+    # a sweep's tasks (a job array) in containers: the job dir is <array>_<task> everywhere
+    "sweep-pyxis": (
+        REPO / "cluster_specs" / "example-pyxis.json",
+        BASE_OPTS.replace(gpus_per_node=8, nodes=2, workdir="", array="0-3%2"),
+    ),
+    # a later job of a chain: the run dir it shares, the chain's end in finalize
+    "chain": (
+        REPO / "cluster_specs" / "lab.json",
+        BASE_OPTS.replace(nodes=2, time="4:00:00", chain=3, run_dir="/var/tmp/slurm-rl/alice/grpo/4711"),
+    ),
 }
 
 
@@ -84,7 +94,9 @@ def _resolved(spec, opts: JobOptions, tmp_path: Path) -> JobOptions:  # type: ig
         head_node=opts.head_node,
         head_partition=opts.head_partition,
     )
-    return got.replace(experiment=opts.experiment, workdir=opts.workdir)
+    return got.replace(
+        experiment=opts.experiment, workdir=opts.workdir, array=opts.array, chain=opts.chain, run_dir=opts.run_dir
+    )
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

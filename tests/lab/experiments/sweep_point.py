@@ -24,8 +24,7 @@ def main() -> None:
     args = p.parse_args()
     init_ray()
     nodes = sorted(ray.get([node_name.remote() for _ in range(4)]))
-    token = os.environ["RAY_AUTH_TOKEN_PATH"] if "RAY_AUTH_TOKEN_PATH" in os.environ else ""
-    print(f"point lr={args.lr} seed={args.seed} job_dir={os.environ['SLURM_RL_JOB_DIR']} nodes={set(nodes)} token={token}")
+    print(f"point lr={args.lr} seed={args.seed} nodes={sorted(set(nodes))} file={os.path.realpath(__file__)}")
     log = slurm_rl.MetricsLog(os.environ["SLURM_RL_JOB_DIR"], tensorboard=False)
     for step in range(3):
         log.log(step=step, loss=args.seed + args.lr / (step + 1))
