@@ -168,7 +168,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers-per-node", type=int, default=1, help="policy (and generation) workers per node")
     p.add_argument("--checkpoint-every", type=int, default=10, help="checkpoint every K steps (default 10)")
-    p.add_argument("--out", default=None, help="where checkpoints and metrics go (default: slurm_rl.run_dir(): the job dir, or a chain's shared dir)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="where checkpoints and metrics go (default: slurm_rl.run_dir(): the job dir, or a chain's shared dir)",
+    )
     p.add_argument(
         "--health-every",
         type=int,

@@ -66,3 +66,27 @@ def test_grpo_on_three_nodes_preempted_requeued_resumed_then_plotted(lab: list[s
     assert (job_dir / "metrics.png").stat().st_size > 5000
     assert_no_leftovers(lab, job_id)
     assert wait_for(lambda: not job_containers(lab, job_id), 15), job_containers(lab, job_id)
+
+
+def test_grpo_lm_runs_unchanged_on_three_nodes(lab: list[str]) -> None:
+    """examples/grpo_lm.py as written, a few steps: data-parallel policy ranks and generation
+    workers on all 3 nodes, the warm start, GRPO steps, held-out accuracy, the PNGs."""
+    res = run_cli(
+        "submit",
+        SPEC,
+        str(REPO / "examples" / "grpo_lm.py"),
+        *("--nodes", "3", "--wait", "--json", "--"),
+        *("--steps", "4", "--eval-every", "2", "--sft-steps", "30"),
+        timeout=240,
+    )
+    assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-3000:])
+    data = json.loads(res.stdout.splitlines()[-1])
+    job_dir = Path(data["job_dir"])
+    log = (job_dir / "logs" / "driver.log").read_text()
+    assert "3 policy workers (data-parallel) and 3 generation workers on 3 node(s)" in log, log
+    assert "warm start: 30 supervised steps" in log and "held-out accuracy:" in log, log
+    rows = [json.loads(line) for line in (job_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "heldout_accuracy" in r] == [0, 2, 4]
+    assert [r["step"] for r in rows if "reward" in r] == [1, 2, 3, 4]
+    assert (job_dir / "metrics.png").stat().st_size > 5000
+    assert_no_leftovers(lab, data["job_id"])
