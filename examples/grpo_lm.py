@@ -353,7 +353,7 @@ class PolicyWorker:
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--steps", type=int, default=200, help="GRPO steps (default 200)")
+    p.add_argument("--steps", type=int, default=300, help="GRPO steps (default 300)")
     p.add_argument("--sft-steps", type=int, default=600, help="at most this many warm-start steps (default 600)")
     p.add_argument(
         "--sft-target", type=float, default=0.3, help="warm start until this share of answers is exact (default 0.3)"
