@@ -42,6 +42,8 @@ class JobEnvironment:
     gpus_on_node: int  # SLURM_GPUS_ON_NODE
     external_ray: str | None  # HOST:PORT of a Ray cluster slurm-rl did not start (cluster_type "ray")
     temp_dir: str | None  # SLURM_RL_TEMP_DIR: the job's node-local dir (the bootstrap exports it)
+    topology_addr: str  # SLURM_TOPOLOGY_ADDR: switches from the top down to this node (topology/tree)
+    topology_pattern: str  # SLURM_TOPOLOGY_ADDR_PATTERN: what each part of it is ("switch.switch.node")
     environ: Mapping[str, str]  # the variables read, for what only a few callers need
 
     @classmethod
@@ -64,6 +66,8 @@ class JobEnvironment:
             gpus_on_node=_int(env.get("SLURM_GPUS_ON_NODE")),
             external_ray=env.get(EXTERNAL_RAY_ENV) or None,
             temp_dir=env.get(TEMP_DIR_ENV) or None,
+            topology_addr=env.get("SLURM_TOPOLOGY_ADDR", ""),
+            topology_pattern=env.get("SLURM_TOPOLOGY_ADDR_PATTERN", ""),
             environ=dict(env),
         )
 
@@ -81,6 +85,15 @@ class JobEnvironment:
         """Where a run keeps what outlives one job (checkpoints): a chain's shared dir, else the job dir."""
         raw = self.environ.get(RUN_DIR_ENV)
         return Path(raw) if raw else self.job_dir
+
+    def leaf_switch(self) -> str | None:
+        """The switch this node hangs from in SLURM's topology (the last switch of its address)."""
+        switches = [
+            part
+            for part, kind in zip(self.topology_addr.split("."), self.topology_pattern.split("."))
+            if kind == "switch" and part
+        ]
+        return switches[-1] if switches else None
 
     def require_job_dir(self) -> Path:
         if self.job_dir is None:

@@ -25,6 +25,7 @@ from ..core.ports import PortsBusy, RayPorts, choose_ports
 from .board import Board
 from .memory import MemoryLimit, node_memory_limit
 from .network import AddressProblem, NodeAddress, choose_address, ipv4_addresses
+from .topology import topology_resources
 
 POLL_S = 0.05
 
@@ -153,9 +154,12 @@ class NodeContext:
             f"slurm_job_{self.job_id}": 1,
             **self.manifest.type_resources(self.node, self.gpus),
         }
-        own = JobEnvironment.current().job_id
-        if own and is_array_task(self.job_id):  # a sweep's task (1234_5) is also SLURM job <own id> (srun --jobid)
-            resources[f"slurm_job_{own}"] = 1
+        env = JobEnvironment.current()
+        if env.job_id and is_array_task(self.job_id):  # a sweep's task (1234_5) is also SLURM job <own id>
+            resources[f"slurm_job_{env.job_id}"] = 1
+        topology, note = topology_resources(env.leaf_switch(), self.rank, env.topology_addr)
+        resources.update(topology)
+        self.say(note)
         budget, warning = ray_memory(
             self.memory_limit, psutil.virtual_memory().available, shutil.disk_usage("/dev/shm").free
         )

@@ -68,3 +68,25 @@ def test_a_running_job_leaves_the_job_dir_alone_and_a_stop_reaches_every_node_wi
 
 def events(jd: Path) -> list[dict]:
     return [json.loads(line) for line in (jd / "events.jsonl").read_text().splitlines()]
+
+
+def test_slurm_switch_tree_reaches_ray_as_topology(lab: list[str]) -> None:
+    """The lab's topology/tree (leaf1: node1-2, leaf2: node3): every node tells Ray its leaf
+    switch and its place in the job; a 2-node segment is the pair under one switch; bundles
+    are ordered domain by domain."""
+    from tests.lab.helpers import submit
+
+    res, data = submit("topology_check.py", nodes=3, timeout=150)
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    line = next(x for x in (job_dir(data) / "logs" / "driver.log").read_text().splitlines() if x.startswith("{"))
+    seen = json.loads(line)
+    assert seen["topology"] == {
+        "node1": ["nvlink_domain_leaf1", 1],
+        "node2": ["nvlink_domain_leaf1", 2],
+        "node3": ["nvlink_domain_leaf2", 3],
+    }
+    assert seen["segment"] == ["node1", "node2"]
+    assert sorted(seen["sorted_bundles"]) == [0, 1, 2]
+    node_log = (job_dir(data) / "logs" / "node-node3.log").read_text()
+    assert "topology: domain leaf2 (leaf switch of spine.leaf2.node3), topo rank 3" in node_log
+    assert_no_leftovers(lab, data["job_id"])

@@ -121,5 +121,7 @@ def test_srun_gets_an_array_tasks_own_numeric_id() -> None:
 def test_a_function_names_its_job_as_slurm_allows() -> None:
     def _helper() -> None: ...
 
+    def train() -> None: ...
+
     assert default_name(_helper) == "helper" and default_name(lambda: 0) == "lambda"
-    assert default_name(print) == "print"
+    assert default_name(train) == "train"

@@ -35,6 +35,13 @@ from .node_address import (  # noqa: F401 - NeMo RL's names, importable here; te
     check_port_range,
 )
 from .ray_init import PY_EXECUTABLES, init_ray, local_tag, worker_env_vars  # noqa: F401 - API.md: importable here
+from .topology import (  # noqa: F401 - NeMo RL 2026 imports these from virtual_cluster
+    ResourceInsufficientError,
+    _parse_topology_from_resources,
+    _sort_bundle_indices_by_topology,
+    get_ray_cluster_topology,
+    select_segment_nodes,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -45,10 +52,6 @@ class ClusterConfig(TypedDict):
     master_port_range_low: NotRequired[int]  # RayVirtualCluster(port_range_low=...)
     master_port_range_high: NotRequired[int]
     segment_size: NotRequired[int | None]  # nodes per NVLink domain (topology-aware placement)
-
-
-class ResourceInsufficientError(Exception):
-    """The Ray cluster has fewer CPUs/GPUs than the virtual cluster asks for."""
 
 
 NOT_STARTED = (
@@ -131,7 +134,7 @@ class RayVirtualCluster:
         self.placement_group_strategy = placement_group_strategy
         self._node_placement_groups: list[Any] | None = None
         self._constructing = False  # True while the constructor makes its attempts
-        self._sorted_bundle_indices: list[int] | None = None  # NeMo RL 2026's topology order: none here
+        self._sorted_bundle_indices: list[int] | None = None  # bundles in topology order, once placed
         self._next_probe: Any = None  # the master address/port probe starts when first asked for
         self._shut_down = False
         if not any(self._bundle_ct_per_node_list):
@@ -246,6 +249,7 @@ class RayVirtualCluster:
         from ray.util.placement_group import placement_group_table
 
         pgs = self.get_placement_groups()
+        self._sorted_bundle_indices = self._topology_order(pgs)
         if self.gpu_ids is not None:
             from ..worker_env.gpu_pinning import node_gpu_counts, resolve
 
@@ -259,6 +263,24 @@ class RayVirtualCluster:
 
             nodes = list(dict.fromkeys(placement_group_table(pg)["bundles_to_node_id"][0] for pg in pgs))
             self._memory_monitor = MemoryMonitor(nodes)
+
+    @staticmethod
+    def _topology_order(pgs: list[Any]) -> list[int] | None:
+        """The cluster's bundles (numbered across its placement groups, in order) sorted by the
+        topology of the nodes they landed on (NeMo RL 2026's ``_sorted_bundle_indices``); None
+        where no node knows its topology."""
+        from ray.util.placement_group import placement_group_table
+
+        topology = get_ray_cluster_topology()
+        data = []
+        for pg in pgs:
+            placed = placement_group_table(pg)["bundles_to_node_id"]
+            for bundle in range(len(pg.bundle_specs)):
+                node = placed[bundle]
+                data.append((bundle, *topology.get(node, (NVLINK_DOMAIN_UNKNOWN, TOPO_RANK_UNKNOWN)), node))
+        if all(d == NVLINK_DOMAIN_UNKNOWN and r == TOPO_RANK_UNKNOWN for _, d, r, _ in data):
+            return None
+        return _sort_bundle_indices_by_topology(data)
 
     @property
     def memory_monitor(self) -> Any:
