@@ -10,7 +10,7 @@ import time
 import ray
 
 
-@ray.remote(num_cpus=0)
+@ray.remote(num_cpus=0.25)  # a share of a CPU: SPREAD places zero-CPU work mostly on the local node
 class Server:
     def __init__(self, port: int) -> None:
         self.proc = subprocess.Popen(
@@ -24,7 +24,7 @@ class Server:
         return f"{os.uname().nodename} pid {self.proc.pid}"
 
 
-@ray.remote(num_cpus=0, scheduling_strategy="SPREAD")
+@ray.remote(num_cpus=1, scheduling_strategy="SPREAD")
 def rollout(i: int) -> str:
     time.sleep(0.05)
     return os.uname().nodename
