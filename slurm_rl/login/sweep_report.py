@@ -49,12 +49,15 @@ class TaskView:
         return self.summary.phase == "job_end" or not JobState(0, self.summary.state).in_queue
 
 
-def task_views(sweep: Sweep, client: SlurmClient) -> list[TaskView]:
+def task_views(sweep: Sweep, client: SlurmClient, ended: dict[int, TaskView] | None = None) -> list[TaskView]:
     """Every task's summary: queued tasks from one squeue call, the others from their job dir
-    and SLURM's record."""
+    and SLURM's record; tasks in ``ended`` (already seen ended) are not asked about again."""
     queued = client.my_queue()
     views = []
     for t, paths in zip(sweep.tasks, sweep.task_paths()):
+        if ended and int(str(t["task"])) in ended:
+            views.append(ended[int(str(t["task"]))])
+            continue
         state = queued.get(as_slurm_id(paths.job_id))
         if state is None:
             state = job_state_for(paths, client)
@@ -70,9 +73,11 @@ def wait_for_sweep(sweep: Sweep, client: SlurmClient, quiet: bool = False) -> li
     """Follow every task until the last one ended; a line whenever a task's state changes."""
     console = Console(stderr=True)
     seen: dict[int, str] = {}
+    ended: dict[int, TaskView] = {}  # with its exit known: SLURM is not asked about it again
     interval = POLL_MIN_S
     while True:
-        views = task_views(sweep, client)
+        views = task_views(sweep, client, ended)
+        ended.update({v.task: v for v in views if v.ended and v.summary.exit_code is not None})
         for v in views:
             text = f"{v.summary.state}, {v.summary.phase}"
             if seen.get(v.task) != text and not quiet:
