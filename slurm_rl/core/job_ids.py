@@ -19,14 +19,6 @@ def array_task_id(array_id: int | str, task: int) -> str:
     return f"{array_id}_{task}"
 
 
-def split_array_task(job_id: str) -> tuple[int, int]:
-    """``"1234_5"`` -> (1234, 5)."""
-    m = ARRAY_TASK.match(job_id)
-    if m is None:
-        raise ValueError(f"{job_id!r} is not an array task id")
-    return int(m.group(1)), int(m.group(2))
-
-
 def is_slurm_job_id(name: str) -> bool:
     """A job dir's name that is a SLURM job or an array task (not a local run)."""
     return name.isdigit() or ARRAY_TASK.match(name) is not None

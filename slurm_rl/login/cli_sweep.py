@@ -111,9 +111,8 @@ def sweep_summary(array_id: int, metric: str | None, as_json: bool, spec_flag: s
     failed ones with their reason, and comparison.png in the sweep's dir (METRIC per step, a
     line per task)."""
     from ..core.slurm import SlurmClient
-    from ..driver.metrics import read_metrics
     from .sweep import find_sweep
-    from .sweep_report import choose_metric, plot_comparison, print_summary, summary_rows, task_views
+    from .sweep_report import choose_metric, plot_comparison, print_summary, summary_rows, task_metrics, task_views
 
     found = find_sweep(array_id, current_user(), load_spec(spec_flag))
     if found is None:
@@ -121,9 +120,10 @@ def sweep_summary(array_id: int, metric: str | None, as_json: bool, spec_flag: s
             f"sweep {array_id}: no sweep with that array id (`slurm-rl list` shows your jobs; a task is ARRAYID_TASK)"
         )
     views = task_views(found, SlurmClient())
-    rows = summary_rows(found, views)
-    chosen = choose_metric([read_metrics(p.metrics) for p in found.task_paths()], metric)
-    plot = plot_comparison(found, views, chosen, found.sweep_dir / "comparison.png") if chosen else None
+    metrics = task_metrics(found)
+    rows = summary_rows(found, views, metrics)
+    chosen = choose_metric(metrics, metric)
+    plot = plot_comparison(found, views, metrics, chosen, found.sweep_dir / "comparison.png") if chosen else None
     if metric and plot is None:
         logged = ", ".join(sorted({k for r in rows for k in r["metrics"]})) or "nothing yet"
         raise UsageError(f"--metric {metric}: no task logged it; logged: {logged}")

@@ -119,6 +119,19 @@ def sbatch_refusal(exc: SlurmCommandError) -> SlurmRlError:
     return UsageError(f"sbatch refused the job: {reason}; nothing was submitted")
 
 
+def make_name_dir(spec: ClusterSpec, opts: JobOptions) -> Path:
+    """``<fileroot>/<user>/<name>``, where a job's dir is staged and then named by its id; a
+    fileroot that cannot hold it is a usage error naming the fix."""
+    name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir
+    try:
+        name_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"fileroot: cannot create {name_dir} ({exc.strerror}); set fileroot to a writable shared path"
+        ) from None
+    return name_dir
+
+
 def submit(
     spec: ClusterSpec,
     opts: JobOptions,
@@ -135,13 +148,7 @@ def submit(
     check_partition_size(opts, client)
     check_node_capacity(opts, client)
     job = render_job(spec, opts)
-    name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir
-    try:
-        name_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(
-            f"fileroot: cannot create {name_dir} ({exc.strerror}); set fileroot to a writable shared path"
-        ) from None
+    name_dir = make_name_dir(spec, opts)
     stage = JobPaths(name_dir / f".stage-{uuid.uuid4().hex[:12]}")
     try:
         stage_job_dir(stage, spec, opts, job)

@@ -30,7 +30,7 @@ from . import index
 from .options import JobOptions, changed
 from .render import RenderedJob, render_job
 from .snapshot import SNAPSHOT_DIR, copy_snapshot
-from .submit import check_node_capacity, check_partition_size, sbatch_refusal, stage_job_dir
+from .submit import check_node_capacity, check_partition_size, make_name_dir, sbatch_refusal, stage_job_dir
 
 SWEEP_RECORD = "sweep.json"
 
@@ -160,11 +160,11 @@ def task_options(opts: JobOptions, point: Point) -> JobOptions:
     return changed(opts, experiment_args=point.args)
 
 
-def render_tasks(spec: ClusterSpec, opts: JobOptions, points: list[Point]) -> list[RenderedJob]:
+def render_tasks(spec: ClusterSpec, task_opts: list[JobOptions], points: list[Point]) -> list[RenderedJob]:
     """Every task's script (the same for all: their arguments are in their manifests) and manifest."""
     jobs = []
-    for point in points:
-        job = render_job(spec, task_options(opts, point))
+    for opts, point in zip(task_opts, points):
+        job = render_job(spec, opts)
         jobs.append(RenderedJob(job.script, job.manifest.model_copy(update={"sweep_point": point.values})))
     return jobs
 
@@ -190,20 +190,15 @@ def submit_sweep(
     opts = changed(opts, array=array_spec(len(points), max_concurrent))
     check_partition_size(opts, client)
     check_node_capacity(opts, client)
-    jobs = render_tasks(spec, opts, points)
-    name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir
-    try:
-        name_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(
-            f"fileroot: cannot create {name_dir} ({exc.strerror}); set fileroot to a writable shared path"
-        ) from None
+    task_opts = [task_options(opts, point) for point in points]
+    jobs = render_tasks(spec, task_opts, points)
+    name_dir = make_name_dir(spec, opts)
     stage_root = name_dir / f".stage-{uuid.uuid4().hex[:12]}"
     stages = [JobPaths(stage_root / str(i)) for i in range(len(points))]
     try:
         stage_root.mkdir(mode=0o700)
         for i, (stage, job) in enumerate(zip(stages, jobs)):
-            stage_job_dir(stage, spec, task_options(opts, points[i]), job, snapshot=False)
+            stage_job_dir(stage, spec, task_opts[i], job, snapshot=False)
             if stage_task is not None:
                 stage_task(i, stage)
         if jobs[0].manifest.snapshot_root:  # one copy of the code for every task

@@ -95,7 +95,8 @@ def wait_for_sweep(sweep: Sweep, client: SlurmClient, quiet: bool = False) -> li
     deadline = time.monotonic() + 5
     while any(v.summary.exit_code is None for v in views) and time.monotonic() < deadline:
         time.sleep(0.2)
-        views = task_views(sweep, client)
+        views = task_views(sweep, client, ended)
+        ended.update({v.task: v for v in views if v.summary.exit_code is not None})
     return views
 
 
@@ -119,12 +120,19 @@ def choose_metric(per_task: list[list[dict[str, Any]]], asked: str | None) -> st
     return keys[0] if keys else None
 
 
-def plot_comparison(sweep: Sweep, views: list[TaskView], metric: str, out: Path) -> Path | None:
+def task_metrics(sweep: Sweep) -> list[list[dict[str, Any]]]:
+    """Every task's ``metrics.jsonl`` rows, read once for the table and the plot."""
+    return [read_metrics(paths.metrics) for paths in sweep.task_paths()]
+
+
+def plot_comparison(
+    sweep: Sweep, views: list[TaskView], metrics: list[list[dict[str, Any]]], metric: str, out: Path
+) -> Path | None:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.6))
     drawn = 0
-    for v, paths in zip(views, sweep.task_paths()):
-        rows = [r for r in read_metrics(paths.metrics) if isinstance(r.get(metric), (int, float))]
+    for v, task_rows in zip(views, metrics):
+        rows = [r for r in task_rows if isinstance(r.get(metric), (int, float))]
         if not rows:
             continue
         ax.plot(
@@ -148,10 +156,10 @@ def plot_comparison(sweep: Sweep, views: list[TaskView], metric: str, out: Path)
     return out
 
 
-def summary_rows(sweep: Sweep, views: list[TaskView]) -> list[dict[str, Any]]:
+def summary_rows(sweep: Sweep, views: list[TaskView], metrics: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """One dict per task: what `sweep-summary --json` prints."""
     rows = []
-    for v, paths in zip(views, sweep.task_paths()):
+    for v, paths, task_rows in zip(views, sweep.task_paths(), metrics):
         rows.append(
             {
                 "task": v.task,
@@ -160,7 +168,7 @@ def summary_rows(sweep: Sweep, views: list[TaskView]) -> list[dict[str, Any]]:
                 "state": v.summary.state,
                 "exit_code": v.summary.exit_code,
                 "reason": v.summary.exit_reason if v.failed else "",
-                "metrics": last_metrics(read_metrics(paths.metrics)),
+                "metrics": last_metrics(task_rows),
                 "job_dir": str(paths.job_dir),
             }
         )

@@ -130,3 +130,22 @@ def test_a_driver_that_fails_by_itself_ends_the_chain_a_lost_step_does_not(tmp_p
     record_exit(paths, 1, "driver exited 1", keep_existing=False)
     assert finalize(tmp_path, srun_rc=1, run_dir=run_dir) == (1, ["scancel 43 44"])
     assert not paths.chain_finished.exists()
+
+
+def test_a_chain_job_that_starts_after_the_run_finished_ends_at_once(tmp_path: Path) -> None:
+    run_dir = chain_of_three(tmp_path)
+    job = JobPaths(tmp_path / "job44")
+    job.job_dir.mkdir()
+    script = (
+        _env().get_template("finalize.sh.j2").render(files=finalize_files(), requeue=0, requested_limit=20, chain=True)
+    )
+    env = {**os.environ, "SLURM_RL_JOB_DIR": str(job.job_dir), "SLURM_RL_RUN_DIR": str(run_dir), "SLURM_JOB_ID": "44"}
+    call = f'{script}\nslurm_rl_chain_skip\necho "went on"'
+    went_on = subprocess.run(["bash", "-c", call], env=env, capture_output=True, text=True, timeout=30)
+    assert went_on.returncode == 0 and "went on" in went_on.stdout and read_exit(job) == (None, "")
+    JobPaths(run_dir).chain_finished.write_text("43\n")
+    skipped = subprocess.run(["bash", "-c", call], env=env, capture_output=True, text=True, timeout=30)
+    assert skipped.returncode == 0 and "went on" not in skipped.stdout
+    assert read_exit(job) == (0, "the chain's run already finished; nothing to do")
+    [event] = read_events(job.events)
+    assert event["event"] == "chain_skip" and event["finished_by"] == "43"
