@@ -81,6 +81,12 @@ class JobEnvironment:
         return self.job_dir is not None and self.job_id is not None
 
     @property
+    def in_local_run(self) -> bool:
+        """A driver under `slurm-rl run` on its embedded local Ray (a job dir, no SLURM job, no
+        --ray-address)."""
+        return self.job_dir is not None and self.job_id is None and self.external_ray is None
+
+    @property
     def run_dir(self) -> Path | None:
         """Where a run keeps what outlives one job (checkpoints): a chain's shared dir, else the job dir."""
         raw = self.environ.get(RUN_DIR_ENV)

@@ -73,7 +73,8 @@ def events(jd: Path) -> list[dict]:
 def test_slurm_switch_tree_reaches_ray_as_topology(lab: list[str]) -> None:
     """The lab's topology/tree (leaf1: node1-2, leaf2: node3): every node tells Ray its leaf
     switch and its place in the job; a 2-node segment is the pair under one switch; bundles
-    are ordered domain by domain."""
+    are ordered domain by domain; a unified placement group's ranks follow that order; a cluster
+    pinned to one segment stays under its switch."""
     from tests.lab.helpers import submit
 
     res, data = submit("topology_check.py", nodes=3, timeout=150)
@@ -87,6 +88,11 @@ def test_slurm_switch_tree_reaches_ray_as_topology(lab: list[str]) -> None:
     }
     assert seen["segment"] == ["node1", "node2"]
     assert sorted(seen["sorted_bundles"]) == [0, 1, 2]
+    # one placement group spread over the nodes: ranks follow the topology, not Ray's bundle order
+    assert seen["unified_ranks"] == ["node1", "node2", "node3"]
+    # a 2-node cluster pinned to one segment lands under leaf1; node3 is left for the next role
+    assert seen["constraints"] == [{"nvlink_domain_leaf1": 0.001}] * 2 and seen["remaining"] == ["node3"]
+    assert set(seen["pinned_hosts"]) <= {"node1", "node2"}
     node_log = (job_dir(data) / "logs" / "node-node3.log").read_text()
     assert "topology: domain leaf2 (leaf switch of spine.leaf2.node3), topo rank 3" in node_log
     assert_no_leftovers(lab, data["job_id"])

@@ -163,3 +163,22 @@ def test_a_driver_in_one_job_refuses_another_jobs_cluster() -> None:
     )
     assert "222 1" in out and "belongs to SLURM job 111, but this is job 222" in out
     assert "111 0 slurm_managed" in out
+
+
+def test_an_untagged_cluster_is_used_except_by_a_local_run(tmp_path) -> None:
+    """NeMo RL's rule: a running Ray that no init_ray tagged (``ray start``, KubeRay) is used as
+    it is; a driver under ``slurm-rl run`` (a job dir, no SLURM job) gets its own Ray instead."""
+    out = _run(
+        f"""
+        import ray
+        ray.init(num_cpus=1, include_dashboard=False)
+        import os, subprocess, sys
+        env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
+        code = "from slurm_rl.distributed import init_ray; print(init_ray())"
+        run = lambda e: subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True)
+        print("plain", run(env).stdout.strip())
+        print("run", run(dict(env, SLURM_RL_JOB_DIR={str(tmp_path)!r})).stdout.strip())
+    """,
+        {"RAY_AUTH_MODE": "disabled"},
+    )
+    assert "plain external" in out and "run local_new" in out, out

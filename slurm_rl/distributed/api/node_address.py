@@ -13,6 +13,12 @@ from typing import Any
 # kernel's ephemeral range (32768-60999 on stock Linux, as low as 9000 on some GPU nodes): an
 # ephemeral port that is free when probed can be taken by any outgoing connection before the
 # worker binds it; a port below that range cannot.
+DEFAULT_DATA_PLANE_PORT_RANGE_LOW = 1100  # a data plane's metadata, master RPC and metrics servers
+DEFAULT_DATA_PLANE_PORT_RANGE_HIGH = 1200
+DEFAULT_GENERATION_ROUTER_PORT_RANGE_LOW = 1202  # a single-controller generation router (driver-local)
+DEFAULT_GENERATION_ROUTER_PORT_RANGE_HIGH = 1300
+DEFAULT_DYNAMO_CONTROL_PORT_RANGE_LOW = 1313  # Dynamo's etcd/NATS control plane (driver-local)
+DEFAULT_DYNAMO_CONTROL_PORT_RANGE_HIGH = 1400
 DEFAULT_MASTER_PORT_RANGE_LOW = 1400
 DEFAULT_MASTER_PORT_RANGE_HIGH = 1999
 DEFAULT_GENERATION_PORT_RANGE_LOW = 3000
@@ -47,26 +53,55 @@ def _get_node_ip_local() -> str:
     return socket.gethostbyname(socket.gethostname()) if ip.startswith("0.") else ip
 
 
-def _bind_socket_in_range(sock: socket.socket, port_range_low: int, port_range_high: int, max_retries: int = 50) -> int:
-    """Bind ``sock`` to a random free port in [low, high); RuntimeError after ``max_retries``."""
+def _bind_socket_in_range(
+    sock: socket.socket,
+    port_range_low: int,
+    port_range_high: int,
+    max_retries: int | None = 50,
+    excluded_ports: set[int] | None = None,
+    rng: random.Random | None = None,
+) -> int:
+    """Bind ``sock`` to a free port in [low, high) and return it.
+
+    ``max_retries`` random draws (a draw in ``excluded_ports`` counts as a try), or, with
+    ``max_retries=None``, every port of the range not excluded once, in random order.
+    ``rng`` (default: the ``random`` module) makes the draws: callers on one node that seed it
+    differently (e.g. by rank) do not all try the same ports first. RuntimeError when none binds."""
     check_port_range(port_range_low, port_range_high)
-    for _ in range(max_retries):
-        port = random.randrange(port_range_low, port_range_high)
+    draw = rng or random
+    excluded = excluded_ports or set()
+    if max_retries is None:
+        candidates = [p for p in range(port_range_low, port_range_high) if p not in excluded]
+        draw.shuffle(candidates)
+        tried = f"all {len(candidates)} available ports"
+    else:
+        candidates = [draw.randint(port_range_low, port_range_high - 1) for _ in range(max_retries)]
+        tried = f"{max_retries} attempts"
+    for port in candidates:
+        if port in excluded:
+            continue
         try:
             sock.bind(("", port))
         except OSError:
             continue
         return port
-    raise RuntimeError(
-        f"Could not find a free port in range [{port_range_low}, {port_range_high}) after {max_retries} attempts."
-    )
+    raise RuntimeError(f"Could not find a free port in range [{port_range_low}, {port_range_high}) after {tried}.")
 
 
 def _get_free_port_local(
-    port_range_low: int = DEFAULT_MASTER_PORT_RANGE_LOW, port_range_high: int = DEFAULT_MASTER_PORT_RANGE_HIGH
+    port_range_low: int = DEFAULT_MASTER_PORT_RANGE_LOW,
+    port_range_high: int = DEFAULT_MASTER_PORT_RANGE_HIGH,
+    *,
+    max_retries: int | None = 50,
+    excluded_ports: set[int] | None = None,
 ) -> int:
+    """A port of [low, high) that was free a moment ago (bound, listened on, released)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        return _bind_socket_in_range(s, port_range_low, port_range_high)
+        port = _bind_socket_in_range(
+            s, port_range_low, port_range_high, max_retries=max_retries, excluded_ports=excluded_ports
+        )
+        s.listen(1)
+    return port
 
 
 def _get_free_consecutive_ports_local(
@@ -74,8 +109,7 @@ def _get_free_consecutive_ports_local(
 ) -> int:
     """The first port of ``consecutive`` free ports in a row, scanning up from ``start_port``
     (or the range's start); RuntimeError if the range has no such block."""
-    if consecutive < 1:
-        raise ValueError(f"consecutive must be >= 1, got {consecutive}")
+    assert consecutive >= 1, f"consecutive must be >= 1, got {consecutive}"  # NeMo RL's contract
     check_port_range(port_range_low, port_range_high)
     base = port_range_low if start_port is None else max(start_port, port_range_low)
     while base + consecutive <= port_range_high:

@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Mapping
 
 from ...core.job_env import JobEnvironment
 from ..worker_env.hygiene import setup_hook, worker_env_vars
@@ -20,6 +21,13 @@ SLURM_MANAGED_RESOURCE = "slurm_managed_ray_cluster"
 # warnings and errors still show. init_ray's own INFO lines are on the "slurm_rl" logger.
 RAY_LOG_LEVEL = logging.WARNING
 LOCAL_TAG_PREFIX = "nrl"  # NeMo RL's: either tool reuses a local cluster the other started
+EXCLUDES_ENV = "NRL_RAY_RUNTIME_ENV_EXCLUDES"  # NeMo RL's: comma-separated runtime_env excludes
+
+# What init_ray found (its return value; NeMo RL 2026's names for the three it knows)
+RAY_CLUSTER_EXTERNAL = "external"  # a cluster somebody else started (no nrl_tag_ resource), or --ray-address
+RAY_CLUSTER_SLURM_MANAGED = "slurm_managed"  # this slurm-rl job's cluster
+RAY_CLUSTER_REUSED_LOCAL = "local_reused"  # a local cluster started earlier for the same devices
+RAY_CLUSTER_STARTED_LOCAL = "local_new"  # a local cluster started now
 
 
 class PY_EXECUTABLES:
@@ -59,26 +67,53 @@ def _record_connected(resources: dict[str, float]) -> None:
         append_event(JobPaths(job_dir).events, "driver_connected", nodes=int(resources.get(SLURM_MANAGED_RESOURCE, 0)))
 
 
-def _auto_address_usable() -> bool:
-    """Whether ``address="auto"`` leads to a cluster we can talk to, decided in one quick GCS
-    call: Ray's own connect retries for ~20 s on a cluster that rejects us (e.g. another
-    user's, with token auth) or is gone."""
+def _auto_address_state() -> str:
+    """What ``address="auto"`` leads to, decided in one quick GCS call: "none" (no address: Ray
+    says so at once), "usable", or "unusable" (gone, or another user's cluster that rejects us:
+    Ray's own connect would retry for ~20 s before failing)."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+
+        address = canonicalize_bootstrap_address("auto")
+    except Exception:  # noqa: BLE001 - no running cluster recorded anywhere
+        return "none"
+    if not address:
+        return "none"
     try:
         import socket
 
-        from ray._private.services import canonicalize_bootstrap_address
         from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
-        address = canonicalize_bootstrap_address("auto")
-        if not address:
-            return False
         host, _, port = address.rpartition(":")
         with socket.create_connection((host, int(port)), timeout=1):
             pass  # nothing listens: gone (GcsClient would retry for a long while)
         GcsClient(address=address).internal_kv_get(b"session_name", b"session", timeout=2)
-        return True
+        return "usable"
     except Exception:  # noqa: BLE001 - any failure means: not usable, start our own
-        return False
+        return "unusable"
+
+
+def _auto_address_usable() -> bool:
+    return _auto_address_state() == "usable"
+
+
+def ray_runtime_env_excludes(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The runtime_env ``excludes`` named in ``NRL_RAY_RUNTIME_ENV_EXCLUDES`` (comma-separated
+    globs, blanks dropped): files Ray must not package with the job's code."""
+    env = os.environ if environ is None else environ
+    return [p.strip() for p in env.get(EXCLUDES_ENV, "").split(",") if p.strip()]
+
+
+def _driver_env_vars() -> dict[str, str]:
+    """The driver's environment for every worker (launcher variables left out). Classes that
+    ``trust_remote_code`` loaded from ``HF_MODULES_CACHE`` must unpickle in workers: that
+    directory goes first on their PYTHONPATH."""
+    env = worker_env_vars()
+    hf_modules = env.get("HF_MODULES_CACHE")
+    if hf_modules:
+        paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join([hf_modules, *(p for p in paths if p != hf_modules)])
+    return env
 
 
 # Ray puts Unix sockets at <temp dir>/session_<date>_<time>_<us>_<pid>/sockets/plasma_store.
@@ -172,20 +207,30 @@ def _connect_external(address: str, runtime_env: dict[str, object]) -> None:
         ) from exc
 
 
-def init_ray(log_dir: str | None = None) -> str:
-    """Attach to the right Ray cluster or start a local one; returns which branch was taken.
+def _init_ray(log_dir: str | None = None) -> str:
+    """Attach to the right Ray cluster or start a local one; returns which (``RAY_CLUSTER_*``).
 
     0. ``SLURM_RL_EXTERNAL_RAY`` (set by ``slurm-rl run --ray-address``): that cluster;
-    1. a cluster carrying ``slurm_managed_ray_cluster`` (a slurm-rl job): reuse it;
-    2. a local cluster carrying this process's tag: reuse it;
-    3. otherwise start a fresh local cluster tagged with this process's tag.
+    1. a cluster carrying ``slurm_managed_ray_cluster`` (a slurm-rl job): reuse it, once the
+       job's nodes (or ``--min-nodes``) joined;
+    2. a local cluster carrying this process's tag (``nrl_tag_<devices>``): reuse it;
+    3. a cluster without any ``nrl_tag_`` (somebody else's: ``ray start``, KubeRay): use it
+       (never under ``slurm-rl run``, whose driver gets the run's own local Ray);
+    4. otherwise (nothing, another device set's local cluster, a cluster that does not answer
+       or rejects us) start a fresh local cluster tagged with this process's tag.
     """
     import ray
+
+    temp_dir = {"_temp_dir": _checked_log_dir(log_dir)} if log_dir else {}  # refused before anything starts
+    excludes = ray_runtime_env_excludes()
 
     def runtime_env() -> dict[str, object]:
         """Fresh for every ray.init (Ray rewrites the dict it is given): the user's environment
         minus launcher variables, and a hook that removes those inherited from the raylet."""
-        return {"env_vars": worker_env_vars(), "worker_process_setup_hook": setup_hook()}
+        env: dict[str, object] = {"env_vars": _driver_env_vars(), "worker_process_setup_hook": setup_hook()}
+        if excludes:
+            env["excludes"] = list(excludes)
+        return env
 
     tag = local_tag()
     external = JobEnvironment.current().external_ray
@@ -194,10 +239,12 @@ def init_ray(log_dir: str | None = None) -> str:
         resources = ray.cluster_resources()
         logger.info("init_ray: connected to the existing Ray cluster at %s (%s)", external, resources)
         _record_connected(resources)
-        return "external"
+        return RAY_CLUSTER_EXTERNAL
     try:
-        if not _auto_address_usable():
-            raise ConnectionError("no usable running Ray cluster")
+        if JobEnvironment.current().in_local_run:  # `slurm-rl run` promises its own Ray, stopped at its end
+            raise ConnectionError("`slurm-rl run` starts its own local Ray")
+        if _auto_address_state() == "unusable":
+            raise ConnectionError("the running Ray cluster does not answer or rejects this driver")
         ray.init(address="auto", log_to_driver=True, runtime_env=runtime_env(), logging_level=RAY_LOG_LEVEL)
         resources = ray.cluster_resources()
         if SLURM_MANAGED_RESOURCE in resources:
@@ -205,15 +252,19 @@ def init_ray(log_dir: str | None = None) -> str:
             resources = _wait_for_job_nodes(resources)
             logger.info("init_ray: connected to a SLURM-managed Ray cluster (%s)", resources)
             _record_connected(resources)
-            return "slurm_managed"
+            return RAY_CLUSTER_SLURM_MANAGED
         if tag in resources:
             logger.info("init_ray: reusing the local Ray cluster tagged %s", tag)
-            return "local_reused"
-        logger.info("init_ray: the running Ray cluster is neither SLURM-managed nor tagged %s; starting a new one", tag)
+            return RAY_CLUSTER_REUSED_LOCAL
+        theirs = [k for k in resources if k.startswith(f"{LOCAL_TAG_PREFIX}_tag_")]
+        if not theirs:
+            logger.info("init_ray: connected to an existing Ray cluster started outside slurm-rl (%s)", resources)
+            return RAY_CLUSTER_EXTERNAL
+        logger.info("init_ray: the running local Ray cluster is tagged %s, not %s; starting a new one", theirs[0], tag)
         ray.shutdown()
-    except ConnectionError:
-        logger.info("init_ray: no running Ray cluster found")
-    kwargs = {"_temp_dir": _checked_log_dir(log_dir)} if log_dir else {}
+    except ConnectionError as exc:
+        logger.info("init_ray: no usable running Ray cluster (%s)", exc)
+        ray.shutdown()
     ray.init(
         address="local",
         log_to_driver=True,
@@ -221,7 +272,12 @@ def init_ray(log_dir: str | None = None) -> str:
         logging_level=RAY_LOG_LEVEL,
         runtime_env=runtime_env(),
         resources={tag: 1},
-        **kwargs,  # type: ignore[arg-type]
+        **temp_dir,  # type: ignore[arg-type]
     )
     logger.info("init_ray: started a local Ray cluster tagged %s", tag)
-    return "local_new"
+    return RAY_CLUSTER_STARTED_LOCAL
+
+
+def init_ray(log_dir: str | None = None) -> str:
+    """NeMo RL's ``init_ray``: see ``_init_ray``; returns what it found (``RAY_CLUSTER_*``)."""
+    return _init_ray(log_dir)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .node_address import NVLINK_DOMAIN_PREFIX, NVLINK_DOMAIN_UNKNOWN, TOPO_RANK_KEY, TOPO_RANK_UNKNOWN
 
@@ -98,3 +99,93 @@ def select_segment_nodes(
         )
     chosen = set(selected)
     return selected, [n for n in topology if n not in chosen]
+
+
+def prepare_segment_topology(
+    segment_size: int | None,
+    num_nodes: int,
+    *,
+    topology: Mapping[str, tuple[str, int]] | None = None,
+    role: str = "training",
+) -> tuple[list[dict[str, float]] | None, list[str], dict[str, tuple[str, int]]]:
+    """Per-node constraints that pin a cluster of ``num_nodes`` nodes to whole segments.
+
+    Returns ``(node_resource_constraints, remaining_node_ids, topology)``: the constraints
+    (``[{"nvlink_domain_X": 0.001}, ...]``, one per node, for ``RayVirtualCluster``) or None
+    without ``segment_size`` or without any known domain (then every node remains); the nodes
+    not selected (hand their sub-topology to the next call, e.g. for inference); the topology
+    used (``{}`` without ``segment_size``)."""
+    import logging
+
+    log = logging.getLogger(__name__)
+    if segment_size is None:
+        return None, [], {}
+    topo = dict(get_ray_cluster_topology() if topology is None else topology)
+    if all(domain == NVLINK_DOMAIN_UNKNOWN for domain, _ in topo.values()):
+        log.warning(
+            "segment_size=%s for %s: no node knows its NVLink domain or switch; nodes are placed unordered",
+            segment_size,
+            role,
+        )
+        return None, list(topo), topo
+    selected, remaining = select_segment_nodes(topo, segment_size, num_nodes)
+    log.info(
+        "%s: %d nodes in %d domain(s), segments of %d",
+        role,
+        num_nodes,
+        len({topo[n][0] for n in selected}),
+        segment_size,
+    )
+    return [{topo[n][0]: 0.001} for n in selected], remaining, topo
+
+
+def _bundle_device() -> int:
+    """The first GPU Ray gave this task (run in a bundle to learn its device)."""
+    import ray
+
+    return int(ray.get_gpu_ids()[0])
+
+
+def get_reordered_bundle(
+    pg: Any, segment_size: int | None = None, gpus_per_node: int | None = None
+) -> tuple[list[int], list[int], tuple[str, ...]]:
+    """A placement group's bundles in rank order by topology.
+
+    Returns ``(bundle indices in order, their device ids in that order, each bundle's domain by
+    original index)``. A bundle's node and domain come from the placement group table and the
+    nodes' resources; its device from a tiny task in the bundle where bundles hold GPUs (else
+    its position among the group's bundles on that node)."""
+    import ray
+    from ray.util.placement_group import placement_group_table
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    placed = placement_group_table(pg)["bundles_to_node_id"]
+    specs = pg.bundle_specs
+    topology = get_ray_cluster_topology()
+    nodes = [str(placed[i]) for i in range(len(specs))]
+    if all(spec.get("GPU", 0) > 0 for spec in specs):
+        probe = ray.remote(_bundle_device)
+        devices = ray.get(
+            [
+                probe.options(
+                    num_cpus=0,
+                    num_gpus=0.01,  # fits beside workers already holding the bundle
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(
+                        placement_group=pg, placement_group_bundle_index=i
+                    ),
+                ).remote()
+                for i in range(len(specs))
+            ]
+        )
+    else:
+        seen: dict[str, int] = defaultdict(int)
+        devices = []
+        for node in nodes:
+            devices.append(seen[node])
+            seen[node] += 1
+    data = [
+        (devices[i], *topology.get(nodes[i], (NVLINK_DOMAIN_UNKNOWN, TOPO_RANK_UNKNOWN)), nodes[i])
+        for i in range(len(specs))
+    ]
+    order = _sort_bundle_indices_by_topology(data, segment_size=segment_size, gpus_per_node=gpus_per_node)
+    return order, [devices[i] for i in order], tuple(d[1] for d in data)

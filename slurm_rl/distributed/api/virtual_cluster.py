@@ -10,8 +10,14 @@ from typing import Any, TypedDict
 from typing_extensions import NotRequired
 
 from .node_address import (  # noqa: F401 - NeMo RL's names, importable here; tests patch the probe
+    DEFAULT_DATA_PLANE_PORT_RANGE_HIGH,
+    DEFAULT_DATA_PLANE_PORT_RANGE_LOW,
+    DEFAULT_DYNAMO_CONTROL_PORT_RANGE_HIGH,
+    DEFAULT_DYNAMO_CONTROL_PORT_RANGE_LOW,
     DEFAULT_GENERATION_PORT_RANGE_HIGH,
     DEFAULT_GENERATION_PORT_RANGE_LOW,
+    DEFAULT_GENERATION_ROUTER_PORT_RANGE_HIGH,
+    DEFAULT_GENERATION_ROUTER_PORT_RANGE_LOW,
     DEFAULT_GYM_PORT_RANGE_HIGH,
     DEFAULT_GYM_PORT_RANGE_LOW,
     DEFAULT_MASTER_PORT_RANGE_HIGH,
@@ -34,12 +40,25 @@ from .node_address import (  # noqa: F401 - NeMo RL's names, importable here; te
     _get_node_ip_local,
     check_port_range,
 )
-from .ray_init import PY_EXECUTABLES, init_ray, local_tag, worker_env_vars  # noqa: F401 - API.md: importable here
+from .ray_init import (  # noqa: F401 - API.md and NeMo RL 2026: importable here
+    PY_EXECUTABLES,
+    RAY_CLUSTER_EXTERNAL,
+    RAY_CLUSTER_REUSED_LOCAL,
+    RAY_CLUSTER_SLURM_MANAGED,
+    RAY_CLUSTER_STARTED_LOCAL,
+    _init_ray,
+    init_ray,
+    local_tag,
+    ray_runtime_env_excludes,
+    worker_env_vars,
+)
 from .topology import (  # noqa: F401 - NeMo RL 2026 imports these from virtual_cluster
     ResourceInsufficientError,
     _parse_topology_from_resources,
     _sort_bundle_indices_by_topology,
     get_ray_cluster_topology,
+    get_reordered_bundle,
+    prepare_segment_topology,
     select_segment_nodes,
 )
 
@@ -62,6 +81,24 @@ NOT_STARTED = (
 MAX_RETRIES_ENV = "NRL_VIRTUAL_CLUSTER_MAX_RETRIES"
 MAX_RETRIES_ENV_TWIN = "SLURM_RL_VIRTUAL_CLUSTER_MAX_RETRIES"
 PLACEMENT_GROUP_TIMEOUT_S = 180.0
+
+
+def _reserve_data_plane_ports(count: int) -> list[int]:
+    """``count`` distinct ports of the data-plane band [DEFAULT_DATA_PLANE_PORT_RANGE_LOW, _HIGH),
+    each free on this node when chosen (below the kernel's ephemeral range, so no outgoing
+    connection takes one before its server binds it); RuntimeError when the band has too few.
+    Reads the band from this module at call time (a site or a test may narrow it)."""
+    chosen: list[int] = []
+    for _ in range(count):
+        chosen.append(
+            _get_free_port_local(
+                DEFAULT_DATA_PLANE_PORT_RANGE_LOW,
+                DEFAULT_DATA_PLANE_PORT_RANGE_HIGH,
+                max_retries=None,
+                excluded_ports=set(chosen),
+            )
+        )
+    return chosen
 
 
 def _max_retries() -> int:
@@ -96,12 +133,26 @@ class RayVirtualCluster:
         placement_group_strategy: str = "STRICT_PACK",
         port_range_low: int | None = None,
         port_range_high: int | None = None,
+        segment_size: int | None = None,
+        node_resource_constraints: list[dict[str, float]] | None = None,
         *,
+        use_unified_pg: bool = False,
         gpu_ids: Any = None,
         enable_colocation: bool = False,
         monitor_memory: bool = False,
         communication_backend: str | None = None,
     ) -> None:
+        if node_resource_constraints is not None:
+            assert len(node_resource_constraints) == len(bundle_ct_per_node_list), (
+                f"node_resource_constraints length ({len(node_resource_constraints)}) must match "
+                f"bundle_ct_per_node_list length ({len(bundle_ct_per_node_list)})"
+            )
+        if use_unified_pg and gpu_ids is not None:
+            raise ValueError("gpu_ids pins bundles node by node; it cannot be combined with use_unified_pg=True")
+        self.segment_size = segment_size
+        self.node_resource_constraints = node_resource_constraints
+        self._unified = False  # one placement group holding every bundle (use_unified_pg)
+        self._handed_out = False  # get_placement_groups() was called: the layout is in use
         if max_colocated_worker_groups is None:
             max_colocated_worker_groups = 2 if enable_colocation else 1
         if communication_backend is not None and communication_backend not in BACKENDS:
@@ -135,6 +186,7 @@ class RayVirtualCluster:
         self._node_placement_groups: list[Any] | None = None
         self._constructing = False  # True while the constructor makes its attempts
         self._sorted_bundle_indices: list[int] | None = None  # bundles in topology order, once placed
+        self._nvlink_domain_per_bundle_index: tuple[str, ...] | None = None
         self._next_probe: Any = None  # the master address/port probe starts when first asked for
         self._shut_down = False
         if not any(self._bundle_ct_per_node_list):
@@ -150,7 +202,10 @@ class RayVirtualCluster:
             try:
                 self._constructing = True
                 try:
-                    self._node_placement_groups = self._init_placement_groups(placement_group_strategy)
+                    if use_unified_pg:
+                        self._node_placement_groups = self._init_placement_groups(placement_group_strategy, True)
+                    else:  # the call NeMo RL's first API made (tests patch it by that contract)
+                        self._node_placement_groups = self._init_placement_groups(placement_group_strategy)
                 finally:
                     self._constructing = False
                 self._after_placement(monitor_memory)
@@ -167,8 +222,13 @@ class RayVirtualCluster:
         )
 
     # ---- creation ----------------------------------------------------------------------------
-    def _bundle(self) -> dict[str, float]:
-        return {"CPU": self.max_colocated_worker_groups, "GPU": 1 if self.use_gpus else 0}
+    def _bundle(self, node: int = 0) -> dict[str, float]:
+        """One bundle of logical node ``node``: its CPUs and GPU, and the node's constraint (e.g.
+        ``{"nvlink_domain_X": 0.001}`` from ``prepare_segment_topology``)."""
+        bundle: dict[str, float] = {"CPU": self.max_colocated_worker_groups, "GPU": 1 if self.use_gpus else 0}
+        if self.node_resource_constraints and self.node_resource_constraints[node]:
+            bundle.update(self.node_resource_constraints[node])
+        return bundle
 
     def _check_resources(self) -> None:
         import ray
@@ -191,12 +251,15 @@ class RayVirtualCluster:
         if self._constructing:
             return self._create_placement_groups_internal(strategy, use_unified_pg)
         if self._node_placement_groups is not None:
-            return self._node_placement_groups
+            if bool(use_unified_pg) == self._unified or not any(self._bundle_ct_per_node_list):
+                return self._node_placement_groups
+            self._change_layout(bool(use_unified_pg))
         retries = _max_retries()
         last = ""
         for attempt in range(retries):
             try:
                 self._node_placement_groups = self._create_placement_groups_internal(strategy, use_unified_pg)
+                self._after_layout()
                 return self._node_placement_groups
             except ResourceInsufficientError as exc:
                 last = str(exc)
@@ -211,29 +274,33 @@ class RayVirtualCluster:
         import ray
         from ray.util.placement_group import placement_group, remove_placement_group
 
-        if use_unified_pg:
-            raise NotImplementedError(
-                "use_unified_pg=True (one placement group across nodes, for model parallelism spanning nodes) is "
-                "not supported by slurm-rl; use one placement group per node (the default)"
-            )
         if not ray.is_initialized():
             raise RuntimeError(NOT_STARTED)
         self._check_resources()
-        bundle = self._bundle()
-        strategy = strategy or self.placement_group_strategy
-        # Logical node 0 (rank 0 of every group) goes to the driver's node when it has room: the
-        # head, where the driver and its logs are (a soft hint; STRICT_PACK groups only).
-        head = {"_soft_target_node_id": ray.get_runtime_context().get_node_id()} if strategy == "STRICT_PACK" else {}
-        pgs = [
-            placement_group(
-                [dict(bundle) for _ in range(n)],
-                strategy=strategy,
-                name=f"{self.name}-node{i}" if self.name else "",
-                **(head if i == 0 else {}),
+        if use_unified_pg:
+            # one group of every bundle, spread over nodes as Ray finds room: STRICT_PACK (one
+            # node) would refuse anything bigger than a node, so the default becomes PACK
+            if strategy is None:
+                strategy = "PACK" if self.placement_group_strategy == "STRICT_PACK" else self.placement_group_strategy
+            bundles = [self._bundle(i) for i, n in enumerate(self._bundle_ct_per_node_list) for _ in range(n)]
+            pgs = [placement_group(bundles, strategy=strategy, name=f"{self.name}-unified" if self.name else "")]
+        else:
+            strategy = strategy or self.placement_group_strategy
+            # Logical node 0 (rank 0 of every group) goes to the driver's node when it has room:
+            # the head, where the driver and its logs are (a soft hint; STRICT_PACK groups only).
+            head = (
+                {"_soft_target_node_id": ray.get_runtime_context().get_node_id()} if strategy == "STRICT_PACK" else {}
             )
-            for i, n in enumerate(self._bundle_ct_per_node_list)
-            if n > 0
-        ]
+            pgs = [
+                placement_group(
+                    [self._bundle(i) for _ in range(n)],
+                    strategy=strategy,
+                    name=f"{self.name}-node{i}" if self.name else "",
+                    **(head if i == 0 else {}),
+                )
+                for i, n in enumerate(self._bundle_ct_per_node_list)
+                if n > 0
+            ]
         try:
             ray.get([pg.ready() for pg in pgs], timeout=PLACEMENT_GROUP_TIMEOUT_S)
         except (ray.exceptions.GetTimeoutError, TimeoutError):
@@ -243,13 +310,74 @@ class RayVirtualCluster:
                 f"placement groups for {self._bundle_ct_per_node_list} bundles were not ready within "
                 f"{PLACEMENT_GROUP_TIMEOUT_S:g} s; the cluster may lack resources (ray status shows them)"
             ) from None
+        self._unified = bool(use_unified_pg)
         return pgs
+
+    def _change_layout(self, unified: bool) -> None:
+        """Replace the placement groups by the other layout (one per node <-> one for all),
+        before any worker group uses them."""
+        from ray.util.placement_group import remove_placement_group
+
+        if self._handed_out:
+            raise RuntimeError(
+                f"_init_placement_groups(use_unified_pg={unified}): this cluster's placement groups "
+                f"({'one for all bundles' if self._unified else 'one per node'}) are already in use by a worker "
+                f"group; pass use_unified_pg={unified} to RayVirtualCluster(...) instead"
+            )
+        for pg in self._node_placement_groups or []:
+            remove_placement_group(pg)
+        self._node_placement_groups, self._sorted_bundle_indices = None, None
+
+    def _after_layout(self) -> None:
+        """The bundles' topology order for the layout just made (best effort)."""
+        try:
+            self._sorted_bundle_indices = (
+                self._get_sorted_bundle_indices() if self._unified else self._topology_order(self._pgs())
+            )
+        except Exception as exc:  # noqa: BLE001 - an order nobody asked for never fails a cluster
+            logger.debug("RayVirtualCluster: no topology order (%s)", exc)
+
+    def _get_sorted_bundle_indices(self) -> list[int] | None:
+        """A unified placement group's bundles in rank order (NeMo RL's name): by topology where
+        nodes know it, else by node and device; None for per-node groups."""
+        if self._node_placement_groups is None:
+            raise ValueError("Placement groups must be initialized before calling _get_sorted_bundle_indices")
+        if len(self._node_placement_groups) != 1 or not self._unified:
+            return None
+        order, _, domains = get_reordered_bundle(
+            self._node_placement_groups[0],
+            segment_size=self.segment_size,
+            gpus_per_node=self.num_gpus_per_node if self.segment_size else None,
+        )
+        self._nvlink_domain_per_bundle_index = domains
+        if len(order) != len(domains):
+            raise ResourceInsufficientError(
+                f"the topology order keeps {len(order)} of {len(domains)} bundles: some NVLink domain holds an "
+                f"incomplete segment of {self.segment_size} nodes; pin nodes to whole segments with "
+                f"node_resource_constraints (prepare_segment_topology) before making the cluster"
+            )
+        return order
+
+    def bundle_slots(self) -> list[list[tuple[Any, int]]]:
+        """Per logical node (nodes with bundles), its bundles as (placement group, bundle index)
+        in rank order. One placement group per node: that group's bundles. A unified group:
+        the bundles taken in topology order (``_sorted_bundle_indices``), node by node."""
+        pgs = self._pgs()
+        if not self._unified:
+            return [[(pg, b) for b in range(len(pg.bundle_specs))] for pg in pgs]
+        counts = [n for n in self._bundle_ct_per_node_list if n > 0]
+        order = self._sorted_bundle_indices or list(range(sum(counts)))
+        slots, start = [], 0
+        for n in counts:
+            slots.append([(pgs[0], order[i]) for i in range(start, start + n)])
+            start += n
+        return slots
 
     def _after_placement(self, monitor_memory: bool) -> None:
         from ray.util.placement_group import placement_group_table
 
-        pgs = self.get_placement_groups()
-        self._sorted_bundle_indices = self._topology_order(pgs)
+        self._after_layout()
+        pgs = self._pgs()
         if self.gpu_ids is not None:
             from ..worker_env.gpu_pinning import node_gpu_counts, resolve
 
@@ -261,7 +389,9 @@ class RayVirtualCluster:
         if monitor_memory:
             from ..reliability.memory_monitor import MemoryMonitor
 
-            nodes = list(dict.fromkeys(placement_group_table(pg)["bundles_to_node_id"][0] for pg in pgs))
+            nodes = list(
+                dict.fromkeys(n for pg in pgs for n in placement_group_table(pg)["bundles_to_node_id"].values())
+            )
             self._memory_monitor = MemoryMonitor(nodes)
 
     @staticmethod
@@ -302,6 +432,10 @@ class RayVirtualCluster:
 
     # ---- queries -----------------------------------------------------------------------------
     def get_placement_groups(self) -> list[Any]:
+        self._handed_out = True  # a worker group may place actors in them from now on
+        return self._pgs()
+
+    def _pgs(self) -> list[Any]:
         return [pg for pg in (self._node_placement_groups or []) if pg.bundle_specs]
 
     def world_size(self) -> int:
@@ -317,7 +451,7 @@ class RayVirtualCluster:
     def _probe(self, pg_idx: int = 0, bundle_idx: int = 0) -> Any:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        pgs = self.get_placement_groups()
+        pgs = self._pgs()
         if not pgs:
             raise RuntimeError("No valid placement groups found to get available address and port")
         pg = pgs[0] if len(pgs) == 1 else pgs[pg_idx]
@@ -327,6 +461,11 @@ class RayVirtualCluster:
             ),
             num_cpus=0,  # schedulable even when the bundle's CPUs are taken by workers
         ).remote(self.port_range_low, self.port_range_high)
+
+    def _master_probe(self) -> Any:
+        """The probe on rank 0's bundle: bundle 0 of node 0, or a unified group's first in order."""
+        first = self._sorted_bundle_indices[0] if self._unified and self._sorted_bundle_indices else 0
+        return self._probe(0, first)
 
     def get_available_address_and_port(self, pg_idx: int, bundle_idx: int) -> tuple[str, int]:
         """(IP of that bundle's node, a free port there in the cluster's port range)."""
@@ -357,11 +496,11 @@ class RayVirtualCluster:
         call takes its result and starts the next one."""
         import ray
 
-        if not self.get_placement_groups():
+        if not self._pgs():
             raise ValueError("get_master_address_and_port: the virtual cluster is empty (no bundles)")
         for _ in range(10):
-            ref = self._next_probe if self._next_probe is not None else self._probe()
-            self._next_probe = self._probe()
+            ref = self._next_probe if self._next_probe is not None else self._master_probe()
+            self._next_probe = self._master_probe()
             address, port = ray.get(ref)
             if port not in self._allocated_master_ports:
                 self._allocated_master_ports.add(port)

@@ -23,6 +23,7 @@ from .worker_plan import (
     GroupState,
     as_builder,
     build_workers,
+    bundle_slots,
     check_env_vars,
     checked_sharding,
     plan_workers,
@@ -87,7 +88,8 @@ class RayWorkerGroup:
         pgs = cluster.get_placement_groups()
         if not pgs:
             raise ValueError("the virtual cluster has no placement groups (empty, or shut down)")
-        node_bundles = [len(pg.bundle_specs) for pg in pgs]
+        slots = bundle_slots(cluster, pgs)
+        node_bundles = [len(s) for s in slots]
         tied = (
             bundle_indices_list
             if bundle_indices_list is not None
@@ -101,15 +103,17 @@ class RayWorkerGroup:
         self._dispatch = Dispatcher(state, self.sharding_annotations, self._restarts.before_dispatch, owner=self)
         self._status = Status(state)
         self._balancer = Balancer(state, self.get_results)
-        self._create(pgs, tied, bundle_indices_list is not None)
+        self._create(slots, tied, bundle_indices_list is not None)
 
-    def _create(self, pgs: list[Any], tied: list[tuple[int, list[int]]], named_groups: bool) -> None:
+    def _create(
+        self, slots: list[list[tuple[Any, int]]], tied: list[tuple[int, list[int]]], named_groups: bool
+    ) -> None:
         state = self._state
         # Actor names are unique per Ray namespace: groups built without a name_prefix (as the
         # documentation's colocation example builds two) get one from the class and a counter.
         prefix = state.name_prefix or f"{state.builder.ray_actor_class_fqn.rpartition('.')[2].lower()}{next(_UNNAMED)}"
         state.frac = 1.0 / state.cluster.max_colocated_worker_groups if state.cluster.use_gpus else 0
-        plan_workers(state, tied, pgs, prefix, named_groups)
+        plan_workers(state, tied, slots, prefix, named_groups)
         try:
             self._memory.reserve([(p.placement_group, p.bundle) for p in state.plans])
             state.workers = build_workers(state.builder, state.plans, state.frac)

@@ -160,10 +160,26 @@ def validate_tied(tied: list[tuple[int, list[int]]], node_bundles: list[int]) ->
             raise ValueError(f"bundle_indices_list: node {node} has bundles 0..{node_bundles[node] - 1}, got {bundles}")
 
 
+def bundle_slots(cluster: Any, pgs: list[Any]) -> list[list[tuple[Any, int]]]:
+    """Per logical node, its bundles as (placement group, bundle index) in rank order: the
+    cluster's own ``bundle_slots`` (a unified placement group maps node/bundle through the
+    topology order), else one placement group per node (stand-in clusters)."""
+    from .virtual_cluster import RayVirtualCluster
+
+    if isinstance(cluster, RayVirtualCluster):
+        return cluster.bundle_slots()
+    return [[(pg, b) for b in range(len(pg.bundle_specs))] for pg in pgs]
+
+
 def plan_workers(
-    state: GroupState, tied: list[tuple[int, list[int]]], pgs: list[Any], prefix: str, named_groups: bool
+    state: GroupState,
+    tied: list[tuple[int, list[int]]],
+    slots: list[list[tuple[Any, int]]],
+    prefix: str,
+    named_groups: bool,
 ) -> None:
-    """Fill ``state`` with one plan per worker: rank, env and name, tied group by tied group."""
+    """Fill ``state`` with one plan per worker: rank, env and name, tied group by tied group.
+    ``node``/``bundle`` are logical (NODE_RANK, LOCAL_RANK); ``slots`` says where each is."""
     cluster = state.cluster
     world = sum(len(b) for _, b in tied)
     state.master_address, state.master_port = cluster.get_master_address_and_port()
@@ -191,7 +207,8 @@ def plan_workers(
             if local == 0:
                 state.dp_leader_worker_indices.append(rank)
             options = {"name": name, "num_cpus": 1, "runtime_env": {"env_vars": env}}
-            state.plans.append(WorkerPlan(options, bundle_indices, pgs[node], bundle))
+            pg, physical = slots[node][bundle]
+            state.plans.append(WorkerPlan(options, bundle_indices, pg, physical))
             state.metadata.append(
                 {
                     "node_idx": node,

@@ -113,16 +113,21 @@ def _uv() -> str:
         raise RuntimeError("py_executable starts with 'uv' but uv is not installed here: pip install uv") from None
 
 
+def _ray_node_id() -> str | None:
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+
+
 def build(spec: dict[str, Any], path: str) -> dict[str, Any]:
     """Build the environment at ``path`` on this node unless it is there (a file lock makes
-    concurrent builders on one node wait for the first). Runs inside a Ray task."""
+    concurrent builders on one node wait for the first). Runs inside a Ray task (``node`` is
+    its Ray node) or in a plain process (``node`` is None)."""
     import fcntl
     import site
 
-    import ray
-
     t0 = time.monotonic()
-    node = ray.get_runtime_context().get_node_id()
+    node = _ray_node_id()
     python = f"{path}/bin/python"
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(f"{path}.lock", "w") as lock:

@@ -1,0 +1,1 @@
+"""Helpers NeMo RL code imports from ``nemo_rl.utils`` (``venvs``)."""
