@@ -18,17 +18,23 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-import json
 import logging
 import os
 from collections.abc import Mapping
 from typing import Any
 
+from ..utils.nsys import _parse_extra_options
+
 logger = logging.getLogger(__name__)
 
-NSYS_PATTERNS_ENV = "NRL_NSYS_WORKER_PATTERNS"
-NSYS_STEPS_ENV = "NRL_NSYS_PROFILE_STEP_RANGE"
-NSYS_EXTRA_ENV = "NRL_NSYS_EXTRA_OPTIONS"
+# NeMo RL reads these once, at import; a test or a launcher may set the module values. An
+# environment variable set later (while the driver runs) wins over the module's value.
+NRL_NSYS_WORKER_PATTERNS = os.environ.get("NRL_NSYS_WORKER_PATTERNS", "")
+NRL_NSYS_PROFILE_STEP_RANGE = os.environ.get("NRL_NSYS_PROFILE_STEP_RANGE", "")
+try:
+    NRL_NSYS_EXTRA_OPTIONS: dict[str, Any] = _parse_extra_options(os.environ.get("NRL_NSYS_EXTRA_OPTIONS", ""))
+except ValueError:  # said when a worker would be profiled, not when this module is imported
+    NRL_NSYS_EXTRA_OPTIONS = {}
 
 
 def _merge_into(base: dict[str, Any], incoming: Mapping[str, Any]) -> None:
@@ -52,27 +58,13 @@ def merge_env_vars_with_process_env(env_vars: Mapping[str, str] | None) -> dict[
     return {**os.environ, **(env_vars or {})}
 
 
-def _extra_nsys_options() -> dict[str, Any]:
-    raw = os.environ.get(NSYS_EXTRA_ENV, "").strip()
-    if not raw:
-        return {}
-    try:
-        extra = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        example = '{"cuda-memory-usage": "true"}'
-        raise ValueError(f"{NSYS_EXTRA_ENV} is not a JSON object ({exc}); e.g. '{example}'") from None
-    if not isinstance(extra, dict):
-        raise ValueError(f"{NSYS_EXTRA_ENV} must be a JSON object, got {type(extra).__name__}")
-    return extra
-
-
 def get_nsight_config_if_pattern_matches(worker_name: str) -> dict[str, Any]:
-    patterns_env = os.environ.get(NSYS_PATTERNS_ENV, "")
-    steps = os.environ.get(NSYS_STEPS_ENV, "")
+    patterns_env = os.environ.get("NRL_NSYS_WORKER_PATTERNS", NRL_NSYS_WORKER_PATTERNS)
+    steps = os.environ.get("NRL_NSYS_PROFILE_STEP_RANGE", NRL_NSYS_PROFILE_STEP_RANGE)
     if bool(patterns_env) != bool(steps):
         raise ValueError(
-            f"set both {NSYS_PATTERNS_ENV} (worker name patterns, e.g. 'policy*') and {NSYS_STEPS_ENV} "
-            f"(e.g. '3:5'), or neither"
+            "set both NRL_NSYS_WORKER_PATTERNS (worker name patterns, e.g. 'policy*') and "
+            "NRL_NSYS_PROFILE_STEP_RANGE (e.g. '3:5'), or neither"
         )
     for pattern in filter(None, (p.strip() for p in patterns_env.split(","))):
         if fnmatch.fnmatch(worker_name, pattern):
@@ -84,7 +76,9 @@ def get_nsight_config_if_pattern_matches(worker_name: str) -> dict[str, Any]:
                 "s": "none",
                 "capture-range": "cudaProfilerApi",
                 "capture-range-end": "stop",
+                "cuda-graph-trace": "node",
             }
-            config.update(_extra_nsys_options())
+            raw = os.environ.get("NRL_NSYS_EXTRA_OPTIONS")
+            config.update(_parse_extra_options(raw) if raw is not None else NRL_NSYS_EXTRA_OPTIONS)
             return {"nsight": config}
     return {}

@@ -44,6 +44,13 @@ def submit(
     return res, (json.loads(lines[-1]) if lines else {})
 
 
+def last_json(text: str, first_key: str) -> dict:
+    """The last JSON object in a driver log that starts with ``{"first_key"``: Ray's own log
+    lines (a killed worker's warning) may end without a newline, gluing the next line to them."""
+    start = text.rindex('{"' + first_key + '"')
+    return json.loads(text[start:].splitlines()[0])
+
+
 def node_processes(node: str) -> list[str]:
     """Command lines of every process on a lab node except the baseline ones."""
     out = subprocess.run(

@@ -15,6 +15,7 @@ from tests.conftest import LAB, run_cli
 from tests.lab.helpers import (
     assert_no_leftovers,
     lab_up_args,
+    last_json,
     start,
     submit,
     wait_gone,
@@ -58,7 +59,7 @@ def test_ray_plans_within_the_jobs_memory_and_an_oom_kill_is_named(cgroup_lab: l
     res, data = submit("memory_check.py", "2000", nodes=3, extra=("--mem", "1500M"), timeout=300)
     assert res.returncode == 1 and data, res.stderr  # `--wait` exits with the job's exit code
     driver = Path(data["job_dir"]) / "logs" / "driver.log"
-    report = json.loads([line for line in driver.read_text().splitlines() if line.startswith("{")][-1])
+    report = last_json(driver.read_text(), "per_node")  # after Ray's warning about the killed worker
     assert len(report["per_node"]) == 3
     for node, sizes in report["per_node"].items():
         assert 0 < sizes["memory"] + sizes["object_store_memory"] <= 1500 * MIB, (node, sizes)

@@ -18,7 +18,16 @@ from pathlib import Path
 from tests.conftest import run_cli
 from tests.lab import helpers
 from tests.lab.helpers import SPEC_PYXIS as SPEC
-from tests.lab.helpers import STATE, in_queue, job_containers, job_leftovers, wait_for, wait_gone, wait_ready
+from tests.lab.helpers import (
+    STATE,
+    in_queue,
+    job_containers,
+    job_leftovers,
+    last_json,
+    wait_for,
+    wait_gone,
+    wait_ready,
+)
 
 IMAGE_PYTHON = "/opt/slurm-rl/bin/python"
 
@@ -92,7 +101,7 @@ def test_every_way_a_container_job_ends_leaves_no_process_and_no_container(pyxis
         status = ended(clean["job_id"], 300)
         assert status["exit_code"] == 0, status
         driver = Path(clean["job_dir"]) / "logs" / "driver.log"
-        report = json.loads([line for line in driver.read_text().splitlines() if line.startswith("{")][-1])
+        report = last_json(driver.read_text(), "nodes")
         assert report["nodes"] == 3 and report["driver_python"] == IMAGE_PYTHON
         assert report["driver_cwd"] == clean["job_dir"]  # the job dir, not the submit dir
         assert report["ray_address"]

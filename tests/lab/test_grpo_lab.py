@@ -69,7 +69,6 @@ def test_grpo_lm_on_three_nodes_preempted_requeued_resumed_then_plotted(lab: lis
     # the step count continued: the warm start's evaluation and step 1 in attempt 0, the rest in 1
     assert steps_by_attempt(rows) == [(0, 0), (0, 1), (1, 2), (1, 3), (1, 4)]
     assert [r["step"] for r in rows if "heldout_accuracy" in r] == [0, 2, 4]
-    assert any(e["event"] == "workers_ready" for e in got)
     (job_dir / "metrics.png").unlink()
     plotted = run_cli("plot", str(job_id), timeout=60)
     assert plotted.returncode == 0, plotted.stderr

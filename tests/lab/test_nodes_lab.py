@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LAB, REPO
-from tests.lab.helpers import EXPERIMENTS, SPEC, assert_no_leftovers, job_dir, start, wait_gone, wait_ready
+from tests.lab.helpers import EXPERIMENTS, SPEC, assert_no_leftovers, job_dir, last_json, start, wait_gone, wait_ready
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
 
@@ -30,7 +30,7 @@ def test_open_files_soft_limit_is_raised_to_the_hard_limit_everywhere(lab: list[
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout.splitlines()[-1])
     log = (Path(data["job_dir"]) / "logs" / "driver.log").read_text()
-    report = json.loads([line for line in log.splitlines() if line.startswith("{")][-1])
+    report = last_json(log, "driver")
     assert int(hard) > 1024, "the machine's hard limit must exceed 1024 for this test to mean anything"
     assert report["driver"] == [int(hard), int(hard)], report
     assert sorted(report["workers"]) == ["node1", "node2", "node3"]

@@ -93,7 +93,8 @@ def test_dynamic_batching_respects_token_budget() -> None:
     assert sorted(sorted_indices) == list(range(12))
     for s in shards:
         assert s.micro_batch_indices is not None and s.micro_batch_lengths is not None
-        covered = [i for a, b in s.micro_batch_indices for i in range(a, b)]
+        [ranges] = s.micro_batch_indices  # one chunk (global batch)
+        covered = [i for a, b in ranges for i in range(a, b)]
         assert covered == list(range(s.size))
         for mb in s.make_microbatch_iterator_with_dynamic_shapes():
             width = mb["ids"].shape[1]

@@ -4,6 +4,7 @@ unified placement group with its topology rank order (a local Ray with logical G
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import socket
@@ -28,10 +29,12 @@ def test_port_bands_are_ordered_below_the_ephemeral_floor() -> None:
         (vc.DEFAULT_GYM_PORT_RANGE_LOW, vc.DEFAULT_GYM_PORT_RANGE_HIGH),
     ]
     assert all(1024 < low < high for low, high in bands)
-    assert all(a[1] <= b[0] for a, b in zip(bands, bands[1:])), bands  # no band overlaps the next
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(bands)), bands  # no band overlaps the next
     assert bands[-1][1] < vc.DEFAULT_VLLM_PORT_RANGE_LOW
-    assert vc.DEFAULT_VLLM_PORT_RANGE_LOW + 8 * vc.DEFAULT_VLLM_PORTS_PER_ENGINE < vc.DEFAULT_SGLANG_ROUTER_PORT_RANGE_LOW
-    assert vc.DEFAULT_SGLANG_PROMETHEUS_PORT_RANGE_HIGH < floor
+    assert (
+        vc.DEFAULT_VLLM_PORT_RANGE_LOW + 8 * vc.DEFAULT_VLLM_PORTS_PER_ENGINE < vc.DEFAULT_SGLANG_ROUTER_PORT_RANGE_LOW
+    )
+    assert floor > vc.DEFAULT_SGLANG_PROMETHEUS_PORT_RANGE_HIGH
 
 
 def test_data_plane_ports_are_distinct_bindable_and_in_band() -> None:
@@ -142,3 +145,33 @@ def test_create_local_venv_builds_a_named_environment(tmp_path, monkeypatch) -> 
     assert out.returncode == 0 and out.stdout.strip() == f"{tmp_path}/test_venv", out.stderr
     with pytest.raises(ValueError, match="plain directory name"):
         create_local_venv("uv run --offline", "../elsewhere")
+
+
+# ---- PY_EXECUTABLES ----------------------------------------------------------------------------
+def test_py_executables_name_the_project_and_survive_a_space(tmp_path, monkeypatch) -> None:
+    import shlex
+    import subprocess
+    import sys
+
+    from slurm_rl.distributed.api.py_executables import EXTRAS, make_py_executables, project_root
+    from slurm_rl.distributed.worker_env.uv_envs import parse_uv_run
+
+    project = tmp_path / "my project"  # a space, as in /Users/First Last/...
+    (project / "src" / "deep").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    assert project_root(str(project / "src" / "deep")) == str(project)  # the nearest pyproject.toml above
+    assert project_root(str(tmp_path)) == str(tmp_path)  # none: the directory itself
+    envs = make_py_executables(str(project))
+    for name, extras in EXTRAS.items():
+        words = shlex.split(getattr(envs, name))
+        assert words[words.index("--directory") + 1] == str(project)
+        assert parse_uv_run(getattr(envs, name))["extras"] == list(extras)
+    assert sys.executable == envs.SYSTEM and vc.uv_py_executable(("vllm", "nemo_gym")).count("--extra") == 2
+    probe = "from slurm_rl.distributed.virtual_cluster import PY_EXECUTABLES as P; print(P.VLLM == P.SYSTEM)"
+    flagged = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "NEMO_RL_PY_EXECUTABLES_SYSTEM": "1"},
+        capture_output=True,
+        text=True,
+    )
+    assert flagged.stdout.strip() == "True", flagged.stderr

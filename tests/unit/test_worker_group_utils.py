@@ -62,3 +62,23 @@ def test_nsight_config_for_matching_workers_only(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("NRL_NSYS_PROFILE_STEP_RANGE")
     with pytest.raises(ValueError, match="NRL_NSYS_PROFILE_STEP_RANGE"):
         get_nsight_config_if_pattern_matches("policy-0")
+
+
+def test_nsight_settings_are_module_values_as_in_nemo_rl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NeMo RL reads the NRL_NSYS_* variables at import; code (and NeMo RL's tests) may set the
+    module's values. A profiled worker gets NeMo RL's default flags, then the extra options."""
+    from slurm_rl.distributed import worker_group_utils as wgu
+    from slurm_rl.utils.nsys import _parse_extra_options
+
+    monkeypatch.setattr(wgu, "NRL_NSYS_WORKER_PATTERNS", " *policy* ,, exact ")
+    monkeypatch.setattr(wgu, "NRL_NSYS_PROFILE_STEP_RANGE", "2:3")
+    monkeypatch.setattr(wgu, "NRL_NSYS_EXTRA_OPTIONS", {"capture-range": "none"})
+    config = get_nsight_config_if_pattern_matches("megatron_policy_worker")["nsight"]
+    assert config["o"] == "'megatron_policy_worker_2:3_%p'" and config["capture-range"] == "none"
+    assert config["cuda-graph-trace"] == "node" and get_nsight_config_if_pattern_matches("exact")
+    assert get_nsight_config_if_pattern_matches("critic") == {}
+    assert _parse_extra_options(" ") == {}
+    with pytest.raises(ValueError, match="Failed to parse NRL_NSYS_EXTRA_OPTIONS"):
+        _parse_extra_options("not-json")
+    with pytest.raises(ValueError, match="must be a JSON object"):
+        _parse_extra_options('["a"]')

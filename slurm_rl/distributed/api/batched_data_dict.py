@@ -9,8 +9,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypedDict, TypeVar
 
 import torch
+from typing_extensions import NotRequired
 
 from ...data.multimodal_utils import PackedTensor
+from .sequence_packing import pack
 
 T = TypeVar("T")
 
@@ -28,6 +30,24 @@ class DynamicBatchingArgs(TypedDict):
     sequence_length_round: int
     input_key: str
     input_lengths_key: str
+
+
+class SequencePackingArgs(TypedDict):
+    """Pack sequences into micro-batches of at most ``max_tokens_per_microbatch`` tokens (each
+    sequence's length from ``input_lengths_key``, rounded up to ``sequence_length_pad_multiple``)
+    with ``algorithm``: "modified_first_fit_decreasing" (default), "first_fit_decreasing" or
+    "concatenative" (in order)."""
+
+    max_tokens_per_microbatch: int
+    input_key: str
+    input_lengths_key: str
+    algorithm: NotRequired[str]
+    sequence_length_pad_multiple: NotRequired[int]
+
+
+# Keys a multimodal model takes beside its PackedTensor columns (get_multimodal_dict)
+MULTIMODAL_EXTRA_KEYS = ("token_type_ids", "image_grid_thw", "video_grid_thw", "image_sizes", "pixel_attention_mask")
+Ranges = list[list[int]]  # [[start, end], ...] rows of one micro-batch each
 
 
 def _len(v: Any) -> int:
@@ -51,8 +71,10 @@ class BatchedDataDict(UserDict, Generic[T]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.micro_batch_indices: list[list[int]] | None = None
-        self.micro_batch_lengths: list[int] | None = None
+        # per global batch (chunk) of a shard: its micro-batches' row ranges and token lengths
+        # (dynamic batching: the padded width; sequence packing: the packed token count)
+        self.micro_batch_indices: list[Ranges] | None = None
+        self.micro_batch_lengths: list[list[int]] | None = None
 
     # ---- basics ------------------------------------------------------------------------------
     @property
@@ -114,12 +136,15 @@ class BatchedDataDict(UserDict, Generic[T]):
         return self._new({k: _take(v, idx) for k, v in self.data.items()})
 
     def reorder_data(self, reorded_indices: Sequence[int] | torch.Tensor) -> None:
-        """Reorder rows in place: row i becomes old row ``indices[i]``."""
+        """Move rows in place: row i goes to position ``reorded_indices[i]`` (NeMo RL's rule).
+        Given the ``sorted_indices`` that sharding with dynamic batching or sequence packing
+        returned, the concatenated shards (``from_batches``) come back in their original order."""
         idx = reorded_indices.tolist() if isinstance(reorded_indices, torch.Tensor) else list(reorded_indices)
         if sorted(idx) != list(range(self.size)):
             raise ValueError(f"reorder_data needs a permutation of 0..{self.size - 1}")
+        source = sorted(range(len(idx)), key=lambda i: idx[i])  # new row j is old row source[j]
         for k, v in self.data.items():
-            self.data[k] = _take(v, idx)
+            self.data[k] = _take(v, source)
 
     def slice(self, start: int, end: int) -> SlicedDataDict:
         return SlicedDataDict({k: v[start:end] for k, v in self.data.items()})
@@ -133,7 +158,20 @@ class BatchedDataDict(UserDict, Generic[T]):
         start = rank * base + min(rank, extra)
         return self.slice(start, start + base + (1 if rank < extra else 0))
 
-    def get_batch(self, batch_idx: int, batch_size: int) -> SlicedDataDict:
+    def get_batch(self, batch_idx: int, batch_size: int | None = None) -> SlicedDataDict:
+        """Global batch ``batch_idx`` of a shard: the rows of that chunk's micro-batches when the
+        shard has them (its micro-batches come along, renumbered from 0), else rows
+        ``batch_idx * batch_size`` up to the next multiple."""
+        if self.micro_batch_indices is not None and self.micro_batch_lengths is not None:
+            ranges = self.micro_batch_indices[batch_idx]
+            start = ranges[0][0] if ranges else 0
+            end = ranges[-1][1] if ranges else 0
+            batch = self.slice(start, end)
+            batch.micro_batch_indices = [[[a - start, b - start] for a, b in ranges]]
+            batch.micro_batch_lengths = [list(self.micro_batch_lengths[batch_idx])]
+            return batch
+        if batch_size is None:
+            raise ValueError("get_batch: batch_size is needed for a batch without micro-batches")
         return self.slice(batch_idx * batch_size, (batch_idx + 1) * batch_size)
 
     def repeat_interleave(self, num_repeats: int) -> Any:
@@ -160,10 +198,15 @@ class BatchedDataDict(UserDict, Generic[T]):
         batch_size: int | None = None,
         allow_uneven_shards: bool = False,
         dynamic_batching_args: DynamicBatchingArgs | None = None,
+        sequence_packing_args: SequencePackingArgs | None = None,
     ) -> Any:
         """Cut into chunks of ``batch_size`` (all if None), each chunk into ``shards`` parts;
-        shard i gets the i-th part of every chunk. With dynamic batching, returns
-        ``(shards, sorted_indices)``."""
+        shard i gets the i-th part of every chunk. With dynamic batching or sequence packing,
+        returns ``(shards, sorted_indices)``: each shard's ``micro_batch_indices`` /
+        ``micro_batch_lengths`` per chunk, and the original row of every row of the shards
+        concatenated (``reorder_data(sorted_indices)`` restores the order)."""
+        if dynamic_batching_args is not None and sequence_packing_args is not None:
+            raise ShardingError("dynamic_batching_args and sequence_packing_args cannot be passed together")
         self._check_lengths()
         total = self.size
         bs = total if batch_size is None else batch_size
@@ -176,8 +219,10 @@ class BatchedDataDict(UserDict, Generic[T]):
                 f"Batch size ({bs}) is not a multiple of shards ({shards}); "
                 f"pass allow_uneven_shards=True or change the sizes"
             )
-        if dynamic_batching_args is not None and allow_uneven_shards:
-            raise ShardingError("shard_by_batch_size: dynamic batching needs even shards")
+        if (dynamic_batching_args is not None or sequence_packing_args is not None) and allow_uneven_shards:
+            raise ShardingError("shard_by_batch_size: dynamic batching and sequence packing need even shards")
+        if sequence_packing_args is not None:
+            return self._shard_packed(shards, bs, sequence_packing_args)
         per = -(-bs // shards)  # ceil: uneven shards put the shortfall on the last ones
         shard_rows: list[list[int]] = [[] for _ in range(shards)]
         order = list(range(total))
@@ -191,15 +236,55 @@ class BatchedDataDict(UserDict, Generic[T]):
         if dynamic_batching_args is None:
             return out
         for s in out:
-            s._compute_micro_batches(dynamic_batching_args)
+            s._compute_micro_batches(dynamic_batching_args, per)
         sorted_indices = [i for rows in shard_rows for i in rows]
         return out, sorted_indices
+
+    def _lengths(self, key: str) -> list[int]:
+        lengths = self.data[key]
+        return [int(n) for n in (lengths.tolist() if isinstance(lengths, torch.Tensor) else lengths)]
+
+    def _shard_packed(self, shards: int, bs: int, args: SequencePackingArgs) -> tuple[list[SlicedDataDict], list[int]]:
+        """Per chunk: pack its sequences into bins, deal the bins to the shards (largest bins
+        first, each to the shard with the fewest bins, then the fewest tokens): the shards' bin
+        counts differ by at most one, and every shard gets one where the chunk has enough rows."""
+        lens = self._lengths(args["input_lengths_key"])
+        multiple = int(args.get("sequence_length_pad_multiple", 1) or 1)
+        budget = int(args["max_tokens_per_microbatch"])
+        algorithm = args.get("algorithm", "modified_first_fit_decreasing")
+        shard_rows: list[list[int]] = [[] for _ in range(shards)]
+        ranges: list[list[Ranges]] = [[] for _ in range(shards)]
+        tokens: list[list[list[int]]] = [[] for _ in range(shards)]
+        for c in range(self.size // bs):
+            rows = list(range(c * bs, (c + 1) * bs))
+            sizes = [_round_up(lens[r], multiple) for r in rows]
+            bins = pack(sizes, budget, algorithm, min_bins=shards)
+            bins.sort(key=lambda b: (-sum(sizes[i] for i in b), b[0]))
+            dealt: list[list[list[int]]] = [[] for _ in range(shards)]
+            load = [0] * shards
+            for b in bins:
+                target = min(range(shards), key=lambda s: (len(dealt[s]), load[s], s))
+                dealt[target].append(b)
+                load[target] += sum(sizes[i] for i in b)
+            for s in range(shards):
+                ranges[s].append([])
+                tokens[s].append([])
+                for b in dealt[s]:
+                    start = len(shard_rows[s])
+                    shard_rows[s].extend(rows[i] for i in b)
+                    ranges[s][-1].append([start, len(shard_rows[s])])
+                    tokens[s][-1].append(sum(sizes[i] for i in b))
+        out = []
+        for s in range(shards):
+            shard = SlicedDataDict(self.select_indices(shard_rows[s]).data)
+            shard.micro_batch_indices, shard.micro_batch_lengths = ranges[s], tokens[s]
+            out.append(shard)
+        return out, [i for rows in shard_rows for i in rows]
 
     def _length_sorted_order(self, bs: int, shards: int, args: DynamicBatchingArgs) -> list[int]:
         """Within each chunk: sort by length (longest first) and deal rows to shards so every
         shard gets a similar token count (greedy, to the lightest shard with room)."""
-        lengths = self.data[args["input_lengths_key"]]
-        lens = lengths.tolist() if isinstance(lengths, torch.Tensor) else list(lengths)
+        lens = self._lengths(args["input_lengths_key"])
         per = bs // shards
         order: list[int] = []
         for c in range(self.size // bs):
@@ -214,31 +299,35 @@ class BatchedDataDict(UserDict, Generic[T]):
                 order.extend(sorted(b, key=lambda i: (-lens[i], i)))
         return order
 
-    def _compute_micro_batches(self, args: DynamicBatchingArgs) -> None:
-        lengths = self.data[args["input_lengths_key"]]
-        lens = lengths.tolist() if isinstance(lengths, torch.Tensor) else list(lengths)
+    def _compute_micro_batches(self, args: DynamicBatchingArgs, rows_per_chunk: int) -> None:
+        """Micro-batches of each chunk (``rows_per_chunk`` rows, sorted longest first): as many
+        rows as fit ``max_tokens_per_microbatch`` at the padded width of the longest."""
+        lens = self._lengths(args["input_lengths_key"])
         budget, rnd = args["max_tokens_per_microbatch"], args["sequence_length_round"]
-        indices: list[list[int]] = []
-        padded: list[int] = []
-        start = 0
-        longest = 0
-        for i, n in enumerate(lens):
-            width = _round_up(max(longest, n), rnd)
-            if _round_up(n, rnd) > budget:
-                raise ValueError(
-                    f"dynamic batching: sequence of length {n} (rounded {_round_up(n, rnd)}) exceeds "
-                    f"max_tokens_per_microbatch={budget}"
-                )
-            if i > start and (i - start + 1) * width > budget:
-                indices.append([start, i])
-                padded.append(_round_up(longest, rnd))
-                start, longest = i, 0
-            longest = max(longest, n)
-        if lens:
-            indices.append([start, len(lens)])
-            padded.append(_round_up(longest, rnd))
-        self.micro_batch_indices = indices
-        self.micro_batch_lengths = padded
+        too_long = [n for n in lens if _round_up(n, rnd) > budget]
+        if too_long:
+            raise ValueError(
+                f"dynamic batching: sequence of length {max(too_long)} (rounded {_round_up(max(too_long), rnd)}) "
+                f"exceeds max_tokens_per_microbatch={budget}"
+            )
+        self.micro_batch_indices, self.micro_batch_lengths = [], []
+        for chunk_start in range(0, len(lens), max(rows_per_chunk, 1)):
+            chunk_end = min(chunk_start + rows_per_chunk, len(lens))
+            indices: Ranges = []
+            widths: list[int] = []
+            start, longest = chunk_start, 0
+            for i in range(chunk_start, chunk_end):
+                width = _round_up(max(longest, lens[i]), rnd)
+                if i > start and (i - start + 1) * width > budget:
+                    indices.append([start, i])
+                    widths.append(_round_up(longest, rnd))
+                    start, longest = i, 0
+                longest = max(longest, lens[i])
+            if chunk_end > chunk_start:
+                indices.append([start, chunk_end])
+                widths.append(_round_up(longest, rnd))
+            self.micro_batch_indices.append(indices)
+            self.micro_batch_lengths.append(widths)
 
     # ---- iteration ---------------------------------------------------------------------------
     def make_microbatch_iterator(self, microbatch_size: int) -> Iterator[SlicedDataDict]:
@@ -247,15 +336,45 @@ class BatchedDataDict(UserDict, Generic[T]):
         for start in range(0, self.size, microbatch_size):
             yield self.slice(start, start + microbatch_size)
 
-    def make_microbatch_iterator_with_dynamic_shapes(self) -> Iterator[SlicedDataDict]:
+    def _micro_batches(self, what: str) -> Iterator[tuple[int, int, int]]:
         if self.micro_batch_indices is None or self.micro_batch_lengths is None:
-            raise ValueError("no micro-batches recorded: shard with dynamic_batching_args first")
-        for (start, end), width in zip(self.micro_batch_indices, self.micro_batch_lengths):
+            raise ValueError(f"no micro-batches recorded: shard with {what} first")
+        for ranges, lengths in zip(self.micro_batch_indices, self.micro_batch_lengths):
+            for (start, end), length in zip(ranges, lengths):
+                yield start, end, length
+
+    def make_microbatch_iterator_with_dynamic_shapes(self) -> Iterator[SlicedDataDict]:
+        """Each micro-batch of dynamic batching, its 2-D+ tensors cut to the micro-batch's width."""
+        for start, end, width in self._micro_batches("dynamic_batching_args"):
             mb = self.slice(start, end)
             for k, v in mb.data.items():
                 if isinstance(v, torch.Tensor) and v.dim() >= 2 and v.shape[1] > width:
                     mb.data[k] = v[:, :width]
             yield mb
+
+    def make_microbatch_iterator_for_packable_sequences(self) -> Iterator[SlicedDataDict]:
+        """Each packed micro-batch: the rows whose sequences share it (the model packs them)."""
+        for start, end, _ in self._micro_batches("sequence_packing_args"):
+            yield self.slice(start, end)
+
+    def get_microbatch_iterator_dynamic_shapes_len(self) -> int:
+        return sum(1 for _ in self._micro_batches("dynamic_batching_args"))
+
+    def get_microbatch_iterator_for_packable_sequences_len(self) -> tuple[int, int]:
+        """(number of packed micro-batches, the most tokens in one)."""
+        lengths = [length for _, _, length in self._micro_batches("sequence_packing_args")]
+        return len(lengths), max(lengths, default=0)
+
+    def get_multimodal_dict(self, as_tensors: bool = False, device: str | torch.device | None = None) -> dict[str, Any]:
+        """The columns a multimodal model takes: every PackedTensor (as one tensor with
+        ``as_tensors``) and the extra keys it expects beside them (``token_type_ids``, ...)."""
+        out: dict[str, Any] = {}
+        for k, v in self.data.items():
+            if isinstance(v, PackedTensor):
+                out[k] = v.as_tensor(device) if as_tensors else v
+            elif k in MULTIMODAL_EXTRA_KEYS:
+                out[k] = v.to(device) if device is not None and isinstance(v, torch.Tensor) else v
+        return out
 
     # ---- devices and processes ---------------------------------------------------------------
     def to(self, device: str | torch.device) -> Any:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 from collections.abc import Mapping
 
@@ -28,23 +27,6 @@ RAY_CLUSTER_EXTERNAL = "external"  # a cluster somebody else started (no nrl_tag
 RAY_CLUSTER_SLURM_MANAGED = "slurm_managed"  # this slurm-rl job's cluster
 RAY_CLUSTER_REUSED_LOCAL = "local_reused"  # a local cluster started earlier for the same devices
 RAY_CLUSTER_STARTED_LOCAL = "local_new"  # a local cluster started now
-
-
-class PY_EXECUTABLES:
-    """Python environments for workers. SYSTEM is this interpreter; the others are command
-    prefixes (``uv run ...``): a py_executable starting with ``uv`` gets a venv per node."""
-
-    SYSTEM = sys.executable
-    BASE = "uv run --locked"
-    # NeMo RL 2026's names: each an extra of the driver's own uv project (pyproject.toml
-    # [project.optional-dependencies]); a worker class registered with one gets that venv per node
-    VLLM = "uv run --locked --extra vllm"
-    FSDP = "uv run --locked --extra fsdp"
-    AUTOMODEL = "uv run --locked --extra automodel"
-    MCORE = "uv run --locked --extra mcore"
-    NEMO_GYM = "uv run --locked --extra nemo_gym"
-    SGLANG = "uv run --locked --extra sglang"
-    TRTLLM = "uv run --locked --extra trtllm"
 
 
 def local_tag(environ: dict[str, str] | None = None) -> str:

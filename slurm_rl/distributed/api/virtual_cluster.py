@@ -40,8 +40,8 @@ from .node_address import (  # noqa: F401 - NeMo RL's names, importable here; te
     _get_node_ip_local,
     check_port_range,
 )
+from .py_executables import make_py_executables, project_root, uv_command
 from .ray_init import (  # noqa: F401 - API.md and NeMo RL 2026: importable here
-    PY_EXECUTABLES,
     RAY_CLUSTER_EXTERNAL,
     RAY_CLUSTER_REUSED_LOCAL,
     RAY_CLUSTER_SLURM_MANAGED,
@@ -63,6 +63,16 @@ from .topology import (  # noqa: F401 - NeMo RL 2026 imports these from virtual_
 )
 
 logger = logging.getLogger(__name__)
+
+# The driver's uv project and the worker environments over its extras, computed here (NeMo RL's
+# tests reload this module to see them recomputed for another root)
+git_root = project_root()
+PY_EXECUTABLES: Any = make_py_executables(git_root)
+
+
+def uv_py_executable(extras: tuple[str, ...] | list[str]) -> str:
+    """A ``uv run`` command line over any combination of the project's extras."""
+    return uv_command(extras, git_root)
 
 
 class ClusterConfig(TypedDict):

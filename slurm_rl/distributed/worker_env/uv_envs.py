@@ -4,7 +4,7 @@ asks for the same one, instead of Ray's per-actor uv hook (a build storm on a bi
 
 A ``py_executable`` that starts with ``uv`` is read as a ``uv run`` command line; supported:
 ``--with PKG``, ``--with-requirements FILE``, ``--find-links DIR`` (``-f``), ``--offline``,
-``--index-url URL``, and a project sync with ``--locked`` / ``--frozen`` [``--project DIR``]
+``--index-url URL``, and a project sync with ``--locked`` / ``--frozen`` [``--project DIR`` or ``--directory DIR``]
 [``--extra X``]. The environment lives in the job's node-local temp dir (``/tmp/srl-<job>/venvs``
 on a SLURM node, Ray's session dir for a local run), so it goes when the job ends. It sees the
 driver's site-packages (Ray itself must import in it) behind its own packages.
@@ -59,7 +59,7 @@ def parse_uv_run(py_executable: str) -> dict[str, Any]:
             spec[takes[word]].append(next(it, ""))
         elif word in ("--locked", "--frozen"):
             spec["sync"] = word
-        elif word == "--project":
+        elif word in ("--project", "--directory"):  # the project is found from --directory as uv does
             spec["project"] = next(it, "")
         elif word == "--index-url":
             spec["index_url"] = next(it, "")
@@ -69,7 +69,7 @@ def parse_uv_run(py_executable: str) -> dict[str, Any]:
             raise ValueError(
                 f"py_executable {py_executable!r}: unsupported uv run option {word!r}; supported: "
                 f"--with, --with-requirements, --find-links, --offline, --index-url, --locked, --frozen, "
-                f"--project, --extra"
+                f"--project, --directory, --extra"
             )
     for key in ("requirements", "find_links"):
         spec[key] = [str(Path(p).resolve()) for p in spec[key]]
