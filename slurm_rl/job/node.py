@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import psutil
@@ -269,6 +270,19 @@ def raise_open_files_limit() -> int:
     return soft
 
 
+def config_dir_env(environ: Mapping[str, str], temp_dir: str) -> dict[str, str]:
+    """Where tools keep their caches when the home directory is read-only (a container without
+    the home mounted): matplotlib's MPLCONFIGDIR in the job's node-local dir, instead of a
+    warning and a new temporary font cache in every process that plots."""
+    if "MPLCONFIGDIR" in environ:
+        return {}
+    config = Path(environ.get("XDG_CONFIG_HOME") or Path(environ.get("HOME") or Path.home()) / ".config")
+    probe = config
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return {} if os.access(probe, os.W_OK) else {"MPLCONFIGDIR": f"{temp_dir}/matplotlib"}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if not JobEnvironment.current().in_slurm_job:
@@ -292,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault(key, value)
     # Where this job keeps node-local files (Ray's temp dir; uv environments of worker groups).
     os.environ[TEMP_DIR_ENV] = manifest.temp_dir(paths.job_id)
+    os.environ.update(config_dir_env(os.environ, os.environ[TEMP_DIR_ENV]))
     # The marker goes last in the environment children inherit: processes that rewrite their
     # title (Ray's "ray::..." workers) overwrite the start of /proc/PID/environ.
     os.environ.pop(MARKER_ENV, None)

@@ -341,3 +341,21 @@ def test_dashboard_from_the_flag_or_the_spec(tmp_path: Path) -> None:
         res = run_cli("submit", str(spec), str(exp), "--nodes", "2", "--dry-run", "--json", *flags)
         assert res.returncode == 0, res.stderr
         assert json.loads(res.stdout)["manifest"]["dashboard"] is want
+
+
+def test_a_read_only_home_gets_matplotlib_a_cache_dir_in_the_job(tmp_path, monkeypatch) -> None:
+    """In a container without the home mounted, plotting must not warn and rebuild its font cache
+    in every process: MPLCONFIGDIR goes to the job's node-local dir; a writable home or the
+    user's own MPLCONFIGDIR is left alone."""
+    import os
+
+    from slurm_rl.job import node
+
+    home = tmp_path / "home"
+    home.mkdir()  # no .config yet: its nearest existing parent decides
+    assert node.config_dir_env({"HOME": str(home)}, "/tmp/srl-1") == {}
+    assert node.config_dir_env({"HOME": str(home), "MPLCONFIGDIR": "/mine"}, "/tmp/srl-1") == {}
+    # a read-only file system (root ignores permission bits, so EROFS is what a container shows)
+    real_access = os.access
+    monkeypatch.setattr(node.os, "access", lambda p, mode: not str(p).startswith(str(home)) and real_access(p, mode))
+    assert node.config_dir_env({"HOME": str(home)}, "/tmp/srl-1") == {"MPLCONFIGDIR": "/tmp/srl-1/matplotlib"}
