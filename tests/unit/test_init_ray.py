@@ -89,11 +89,11 @@ def test_unusable_auto_address_is_rejected_fast(monkeypatch) -> None:
     connect retries, before init_ray starts its own."""
     import time
 
-    from slurm_rl.distributed.api.ray_init import _auto_address_usable
+    from slurm_rl.distributed.api.ray_init import _auto_address_state
 
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
     t0 = time.monotonic()
-    assert _auto_address_usable() is False
+    assert _auto_address_state() == "unusable"
     assert time.monotonic() - t0 < 5
 
 

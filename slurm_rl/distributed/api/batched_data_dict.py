@@ -258,22 +258,22 @@ class BatchedDataDict(UserDict, Generic[T]):
         for c in range(self.size // bs):
             rows = list(range(c * bs, (c + 1) * bs))
             sizes = [_round_up(lens[r], multiple) for r in rows]
-            bins = pack(sizes, budget, algorithm, min_bins=shards)
-            bins.sort(key=lambda b: (-sum(sizes[i] for i in b), b[0]))
-            dealt: list[list[list[int]]] = [[] for _ in range(shards)]
+            weighed = [(sum(sizes[i] for i in b), b) for b in pack(sizes, budget, algorithm, min_bins=shards)]
+            weighed.sort(key=lambda wb: (-wb[0], wb[1][0]))
+            dealt: list[list[tuple[int, list[int]]]] = [[] for _ in range(shards)]
             load = [0] * shards
-            for b in bins:
+            for weight, b in weighed:
                 target = min(range(shards), key=lambda s: (len(dealt[s]), load[s], s))
-                dealt[target].append(b)
-                load[target] += sum(sizes[i] for i in b)
+                dealt[target].append((weight, b))
+                load[target] += weight
             for s in range(shards):
                 ranges[s].append([])
                 tokens[s].append([])
-                for b in dealt[s]:
+                for weight, b in dealt[s]:
                     start = len(shard_rows[s])
                     shard_rows[s].extend(rows[i] for i in b)
                     ranges[s][-1].append([start, len(shard_rows[s])])
-                    tokens[s][-1].append(sum(sizes[i] for i in b))
+                    tokens[s][-1].append(weight)
         out = []
         for s in range(shards):
             shard = SlicedDataDict(self.select_indices(shard_rows[s]).data)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import socket
+from collections.abc import Iterable
 from typing import Any
 
 # Port ranges (NeMo RL 2026's layout; its users' configs name these). A worker group's rendezvous
@@ -70,12 +71,13 @@ def _bind_socket_in_range(
     check_port_range(port_range_low, port_range_high)
     draw = rng or random
     excluded = excluded_ports or set()
+    candidates: Iterable[int]
     if max_retries is None:
-        candidates = [p for p in range(port_range_low, port_range_high) if p not in excluded]
-        draw.shuffle(candidates)
-        tried = f"all {len(candidates)} available ports"
-    else:
-        candidates = [draw.randint(port_range_low, port_range_high - 1) for _ in range(max_retries)]
+        every = [p for p in range(port_range_low, port_range_high) if p not in excluded]
+        draw.shuffle(every)
+        candidates, tried = every, f"all {len(every)} available ports"
+    else:  # drawn one at a time: a port that binds ends the draws
+        candidates = (draw.randint(port_range_low, port_range_high - 1) for _ in range(max_retries))
         tried = f"{max_retries} attempts"
     for port in candidates:
         if port in excluded:

@@ -75,10 +75,6 @@ def _auto_address_state() -> str:
         return "unusable"
 
 
-def _auto_address_usable() -> bool:
-    return _auto_address_state() == "usable"
-
-
 def ray_runtime_env_excludes(environ: Mapping[str, str] | None = None) -> list[str]:
     """The runtime_env ``excludes`` named in ``NRL_RAY_RUNTIME_ENV_EXCLUDES`` (comma-separated
     globs, blanks dropped): files Ray must not package with the job's code."""
@@ -215,7 +211,8 @@ def _init_ray(log_dir: str | None = None) -> str:
         return env
 
     tag = local_tag()
-    external = JobEnvironment.current().external_ray
+    job = JobEnvironment.current()
+    external = job.external_ray
     if external:  # `slurm-rl run --ray-address`, or a spec with cluster_type "ray": that cluster, no other
         _connect_external(external, runtime_env())
         resources = ray.cluster_resources()
@@ -223,7 +220,7 @@ def _init_ray(log_dir: str | None = None) -> str:
         _record_connected(resources)
         return RAY_CLUSTER_EXTERNAL
     try:
-        if JobEnvironment.current().in_local_run:  # `slurm-rl run` promises its own Ray, stopped at its end
+        if job.in_local_run:  # `slurm-rl run` promises its own Ray, stopped at its end
             raise ConnectionError("`slurm-rl run` starts its own local Ray")
         if _auto_address_state() == "unusable":
             raise ConnectionError("the running Ray cluster does not answer or rejects this driver")

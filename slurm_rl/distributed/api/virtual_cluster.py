@@ -93,6 +93,11 @@ MAX_RETRIES_ENV_TWIN = "SLURM_RL_VIRTUAL_CLUSTER_MAX_RETRIES"
 PLACEMENT_GROUP_TIMEOUT_S = 180.0
 
 
+def per_node_slots(pgs: list[Any]) -> list[list[tuple[Any, int]]]:
+    """One placement group per logical node: node n's bundles are group n's, in order."""
+    return [[(pg, b) for b in range(len(pg.bundle_specs))] for pg in pgs]
+
+
 def _reserve_data_plane_ports(count: int) -> list[int]:
     """``count`` distinct ports of the data-plane band [DEFAULT_DATA_PLANE_PORT_RANGE_LOW, _HIGH),
     each free on this node when chosen (below the kernel's ephemeral range, so no outgoing
@@ -232,7 +237,7 @@ class RayVirtualCluster:
         )
 
     # ---- creation ----------------------------------------------------------------------------
-    def _bundle(self, node: int = 0) -> dict[str, float]:
+    def _bundle(self, node: int) -> dict[str, float]:
         """One bundle of logical node ``node``: its CPUs and GPU, and the node's constraint (e.g.
         ``{"nvlink_domain_X": 0.001}`` from ``prepare_segment_topology``)."""
         bundle: dict[str, float] = {"CPU": self.max_colocated_worker_groups, "GPU": 1 if self.use_gpus else 0}
@@ -379,7 +384,7 @@ class RayVirtualCluster:
         the bundles taken in topology order (``_sorted_bundle_indices``), node by node."""
         pgs = self._pgs()
         if not self._unified:
-            return [[(pg, b) for b in range(len(pg.bundle_specs))] for pg in pgs]
+            return per_node_slots(pgs)
         counts = [n for n in self._bundle_ct_per_node_list if n > 0]
         order = self._sorted_bundle_indices or list(range(sum(counts)))
         slots, start = [], 0

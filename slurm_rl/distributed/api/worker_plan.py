@@ -164,11 +164,11 @@ def bundle_slots(cluster: Any, pgs: list[Any]) -> list[list[tuple[Any, int]]]:
     """Per logical node, its bundles as (placement group, bundle index) in rank order: the
     cluster's own ``bundle_slots`` (a unified placement group maps node/bundle through the
     topology order), else one placement group per node (stand-in clusters)."""
-    from .virtual_cluster import RayVirtualCluster
+    from .virtual_cluster import RayVirtualCluster, per_node_slots
 
     if isinstance(cluster, RayVirtualCluster):
         return cluster.bundle_slots()
-    return [[(pg, b) for b in range(len(pg.bundle_specs))] for pg in pgs]
+    return per_node_slots(pgs)
 
 
 def plan_workers(
