@@ -148,6 +148,20 @@ def wait_ready(data: dict, timeout_s: float = 120) -> list[tuple[str, int]]:
     return [(h, int(p)) for h, p in (line.split() for line in ready.read_text().splitlines())]
 
 
+def node_failures(events: Path, tail: int = 12) -> str:
+    """What the job's failed nodes said (node_failed events) and their logs' last lines, for
+    assertion messages: a failure in CI must be readable from the CI log alone."""
+    from slurm_rl.core.events import read_events
+
+    said = []
+    for e in read_events(events):
+        if e.get("event") == "node_failed":
+            log = events.parent / "logs" / f"node-{e.get('host')}.log"
+            lines = log.read_text(errors="replace").splitlines()[-tail:] if log.exists() else []
+            said.append(f"{e.get('host')}: {e.get('error')}\n" + "\n".join(lines))
+    return "\n".join(said) or "no node failed"
+
+
 def wait_gone(job_id: int, timeout_s: float = 120) -> None:
     assert wait_for(lambda: not in_queue(job_id), timeout_s), f"job {job_id} still in the queue"
 

@@ -17,7 +17,7 @@ import pytest
 
 from slurm_rl.core.events import read_events
 from tests.conftest import REPO
-from tests.lab.helpers import EXPERIMENTS, SPEC, assert_no_leftovers, job_dir, last_json, wait_for, wait_gone
+from tests.lab.helpers import EXPERIMENTS, SPEC, assert_no_leftovers, job_dir, last_json, node_failures, wait_for, wait_gone
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
 GYM_VENV = Path(os.environ.get("GYM_VENV", "/var/cache/slurm-lab/gym-venv"))
@@ -62,7 +62,8 @@ def test_gym_code_gen_verification_on_three_nodes(lab: list[str], gym_python: st
     jid = str(cluster["job_id"])
     try:
         events = job_dir(cluster) / "events.jsonl"
-        assert wait_for(lambda: any(e["event"] == "ready" for e in read_events(events)), 120), read_events(events)
+        ready = wait_for(lambda: any(e["event"] == "ready" for e in read_events(events)), 120)
+        assert ready, f"job {jid} never ready: {node_failures(events)}"
         att = gym_cli(gym_python, "attach", jid, "--", gym_python, experiment, "1", timeout=240)
         assert att.returncode == 0, att.stderr[-3000:]
         attached = seen(att.stdout)
