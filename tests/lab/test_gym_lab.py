@@ -17,7 +17,16 @@ import pytest
 
 from slurm_rl.core.events import read_events
 from tests.conftest import REPO
-from tests.lab.helpers import EXPERIMENTS, SPEC, assert_no_leftovers, job_dir, last_json, node_failures, wait_for, wait_gone
+from tests.lab.helpers import (
+    EXPERIMENTS,
+    SPEC,
+    assert_no_leftovers,
+    job_dir,
+    last_json,
+    node_failures,
+    wait_for,
+    wait_gone,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
 GYM_VENV = Path(os.environ.get("GYM_VENV", "/var/cache/slurm-lab/gym-venv"))
