@@ -149,6 +149,13 @@ class JobOptions(BaseModel):
         help="Start Ray's dashboard on the head (state API: `ray list tasks`, `attach --dashboard`); "
         "interactive clusters always have it.",
     )
+    ray_client: bool = option(
+        False,
+        "--ray-client",
+        spec=True,
+        help="Serve Ray Client on the head (a free port, token-protected, in cluster.json): drivers off the "
+        "job's nodes connect with ray://HOST:PORT (`slurm-rl attach JOB --client`).",
+    )
     head_partition: SlurmName | None = option(
         None,
         "--head-partition",

@@ -3,8 +3,9 @@ control can collide with it: not another job sharing the node, not another user'
 
 Only the GCS port must be known to other nodes: the head takes the port derived from the job id
 when it is free (predictable, e.g. for firewall rules), else any free port, and publishes it in
-the job dir (cluster.json). The dashboard agent's and the dashboard's ports are taken free on
-each node (Ray's defaults are fixed numbers that two jobs on one node would share); every other
+the job dir (cluster.json). The dashboard agent's and the dashboard's ports, and Ray Client's
+(``--ray-client``, head only, published the same way), are taken free on each node (Ray's
+defaults are fixed numbers that two jobs on one node would share); every other
 daemon port and every worker port is left to Ray and the OS (``--min/max-worker-port=0``: no
 80-worker ceiling, thousands of workers per node). ``--port-base`` pins the daemon ports to an
 explicit block instead, checked on each node with a clear error when one is taken.
@@ -12,6 +13,7 @@ explicit block instead, checked on each node with a clear error when one is take
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from dataclasses import asdict, dataclass
 
@@ -38,9 +40,17 @@ def port_free(port: int) -> bool:
 
 def free_port() -> int:
     """A port free right now (bound and released: Ray binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports free right now: all held bound until the last is drawn (two draws
+    released one by one can return the same port, and Ray refuses a port given to two daemons)."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(n)]
+        for s in socks:
+            s.bind(("", 0))
+        return [int(s.getsockname()[1]) for s in socks]
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,7 @@ class RayPorts:
 
     gcs: int | None = None  # head only
     dashboard: int | None = None  # head only
+    ray_client_server: int | None = None  # head only, with --ray-client
     dashboard_agent_listen: int | None = None
     node_manager: int = 0
     object_manager: int = 0
@@ -62,8 +73,8 @@ class RayPorts:
         return asdict(self)
 
     def ray_start_args(self) -> list[str]:
-        """Port flags shared by `ray start --head` and `ray start --address` (gcs/dashboard are
-        the head's own flags)."""
+        """Port flags shared by `ray start --head` and `ray start --address` (gcs, dashboard and
+        Ray Client are the head's own flags)."""
         flags = {
             "node-manager-port": self.node_manager,
             "object-manager-port": self.object_manager,
@@ -89,13 +100,14 @@ def check_port_base(port_base: int) -> None:
         )
 
 
-def block(port_base: int) -> RayPorts:
+def block(port_base: int, ray_client: bool = False) -> RayPorts:
     """The explicit layout of ``--port-base``: every daemon port pinned, workers left to the OS."""
     check_port_base(port_base)
     b = port_base
     return RayPorts(
         gcs=b,
         dashboard=b + 1,
+        ray_client_server=b + 8 if ray_client else None,
         dashboard_agent_listen=b + 2,
         node_manager=b + 3,
         object_manager=b + 4,
@@ -105,19 +117,26 @@ def block(port_base: int) -> RayPorts:
     )
 
 
-def choose_ports(job_id: int, port_base: int | None, head: bool) -> RayPorts:
-    """This node's ports (see the module doc); PortsBusy names a taken port of a --port-base."""
+def choose_ports(job_id: int, port_base: int | None, head: bool, ray_client: bool = False) -> RayPorts:
+    """This node's ports (see the module doc); PortsBusy names a taken port of a --port-base.
+
+    With Ray Client the head also pins its runtime-env agent's port: Ray hands the client proxy
+    the agent's address, and an agent port left to Ray reaches the proxy as port 0 (a client's
+    ``runtime_env`` then fails)."""
+    head_only = ("gcs", "dashboard", "ray_client_server")
     if port_base is not None:
-        pinned = block(port_base)
+        pinned = block(port_base, ray_client and head)
         for name, port in pinned.as_dict().items():
-            if port and (head or name not in ("gcs", "dashboard")) and not port_free(port):
+            if port and (head or name not in head_only) and not port_free(port):
                 raise PortsBusy(
                     f"--port-base {port_base}: port {port} ({name}) is already in use on this node; "
                     f"choose another --port-base, or leave it out and slurm-rl picks free ports"
                 )
-        return pinned if head else RayPorts(**{**pinned.as_dict(), "gcs": None, "dashboard": None})  # type: ignore[arg-type]
+        return pinned if head else RayPorts(**{**pinned.as_dict(), **dict.fromkeys(head_only)})  # type: ignore[arg-type]
     if not head:
         return RayPorts(dashboard_agent_listen=free_port())
     preferred = preferred_gcs_port(job_id)
-    gcs = preferred if port_free(preferred) else free_port()
-    return RayPorts(gcs=gcs, dashboard=free_port(), dashboard_agent_listen=free_port())
+    drawn = free_ports(5 if ray_client else 3)  # the preferred GCS port is below the OS's range
+    gcs = preferred if port_free(preferred) else drawn[2]
+    client = {"ray_client_server": drawn[3], "runtime_env_agent": drawn[4]} if ray_client else {}
+    return RayPorts(gcs=gcs, dashboard=drawn[0], dashboard_agent_listen=drawn[1], **client)

@@ -64,6 +64,7 @@ class ClusterSpec(BaseModel):
     constraint: Constraint | None = None
     exclusive: bool = False
     dashboard: bool = False  # every job starts Ray's dashboard on its head (--dashboard)
+    ray_client: bool = False  # every job serves Ray Client on its head (--ray-client)
     snapshot: bool = False  # every job runs from a copy of its git repository (--snapshot)
     mem: SlurmMemory | None = None
     mem_per_cpu: SlurmMemory | None = None

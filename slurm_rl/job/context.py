@@ -96,7 +96,8 @@ class NodeContext:
         """This node's ports, chosen once (free right now; see core/ports.py)."""
         if self._ports is None:
             try:
-                self._ports = choose_ports(job_number(self.job_id), self.manifest.port_base, head=self.rank == 0)
+                head, client = self.rank == 0, self.manifest.ray_client
+                self._ports = choose_ports(job_number(self.job_id), self.manifest.port_base, head, client)
             except PortsBusy as exc:
                 raise NodeFailure(f"{exc} ({self.node})") from None
         return self._ports

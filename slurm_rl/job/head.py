@@ -97,6 +97,8 @@ def run_head(ctx: NodeContext) -> int:
         "head_ip": head_ip,
         "network_interface": ctx.address.interface,  # null: the address the node's name resolves to
         "address": address,
+        # Ray Client (--ray-client): drivers off the job's nodes, with the job's token
+        "client_address": f"ray://{head_ip}:{ports.ray_client_server}" if ports.ray_client_server else None,
         "ports": ports.as_dict(),
         "nodes": ctx.nodes,
         "temp_dir": ctx.temp_dir,
@@ -108,7 +110,8 @@ def run_head(ctx: NodeContext) -> int:
     # Ray's dashboard on the head's address when asked for, or interactive (`attach --dashboard`)
     dashboard = [f"--include-dashboard={str(ctx.manifest.wants_dashboard).lower()}", f"--dashboard-host={head_ip}"]
     # Ray's monitor stays: it is what `ray status` (attach -- ray status) reads; one process, head only
-    ctx.ray_start(["--head", f"--port={ports.gcs}", f"--dashboard-port={ports.dashboard}", *dashboard])
+    client = [f"--ray-client-server-port={ports.ray_client_server}"] if ports.ray_client_server else []
+    ctx.ray_start(["--head", f"--port={ports.gcs}", f"--dashboard-port={ports.dashboard}", *dashboard, *client])
     ctx.board = Board(address, ctx.attempt)
     ctx.event("node_up", address=address, **ctx.ray_node_cost())
     threading.Thread(target=watch_joins, args=(ctx, cluster), name="joins", daemon=True).start()

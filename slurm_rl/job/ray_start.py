@@ -3,10 +3,16 @@
 Ray's CLI starts a Ray Client server on the head whenever its dependencies are importable, and
 offers no flag to turn it off (port 0 is rejected). A slurm-rl driver runs inside the job and
 connects to the GCS directly, so the client server is only a process competing for the node's
-CPUs during bring-up. Everything else is the unmodified `ray start`.
+CPUs during bring-up: it runs only for ``--ray-client`` (drivers off the job's nodes), started
+so that its per-client servers survive their fork. Everything else is the unmodified `ray start`.
 """
 
 from __future__ import annotations
+
+import os
+from typing import Any
+
+GRPC_FORK_ENV = "GRPC_ENABLE_FORK_SUPPORT"
 
 # Ray's GCS declares a node dead after `failure_threshold` failed health checks `period_ms` apart
 # (defaults 5 x 3 s, each waiting up to 10 s). A job's nodes sit on one fast network: 5 x 2 s,
@@ -63,7 +69,9 @@ def start_in_process(argv: list[str], dashboard: bool = False) -> None:
     import ray._private.utils
     from ray.scripts import scripts
 
-    if not any(a.startswith("--ray-client-server-port") for a in argv):
+    if any(a.startswith("--ray-client-server-port") for a in argv):
+        _client_proxy_without_grpc_fork_handlers()
+    else:
         scripts.get_ray_client_dependency_error = lambda: "disabled by slurm-rl"  # type: ignore[assignment,return-value]
     if not dashboard:
         no_dashboard = ImportError("no dashboard in this job (slurm-rl)")
@@ -73,6 +81,39 @@ def start_in_process(argv: list[str], dashboard: bool = False) -> None:
         # both back); one Python process, ~0.6 CPU-s and ~115 MB less per job
         setattr(ray._private.node.Node, "start_api_server", _no_api_server)  # noqa: B010 - a patch, on purpose
     scripts.start.main(args=argv, prog_name="ray start", standalone_mode=False)
+
+
+def _client_proxy_without_grpc_fork_handlers() -> None:
+    """Ray Client's proxy starts with GRPC_ENABLE_FORK_SUPPORT=0.
+
+    The proxy forks one server per client connection from a gRPC handler thread (a Python
+    ``preexec_fn``, so the fork runs gRPC's fork handlers while its other threads are busy:
+    "Other threads are currently calling into gRPC, skipping fork() handlers"), and the new
+    server can die before it execs: the client fails after 30-40 s ("Starting Ray client server
+    failed", or the proxy's own psutil.ZombieProcess). Measured on this Ray, first connections to
+    fresh heads: 8 of 30 failed on the host and 2 of 14 lab jobs on a busy machine; with gRPC's
+    fork support off for the proxy, 0 of 16 and 0 of 14 (the proxy does not need it: its child
+    execs a new Python at once).
+    Only the proxy and its servers get the setting, not the node's other daemons or workers."""
+    import ray._private.services as services
+
+    start = services.start_ray_client_server
+    if getattr(start, "slurm_rl_patched", False):
+        return
+
+    def start_without_fork_handlers(*args: Any, **kwargs: Any) -> Any:
+        before = os.environ.get(GRPC_FORK_ENV)
+        os.environ[GRPC_FORK_ENV] = "0"  # the proxy's environment is copied from ours at Popen
+        try:
+            return start(*args, **kwargs)
+        finally:
+            if before is None:
+                os.environ.pop(GRPC_FORK_ENV, None)
+            else:
+                os.environ[GRPC_FORK_ENV] = before
+
+    start_without_fork_handlers.slurm_rl_patched = True  # type: ignore[attr-defined]
+    services.start_ray_client_server = start_without_fork_handlers
 
 
 def _no_api_server(node: object, *, include_dashboard: bool | None, raise_on_failure: bool) -> None:

@@ -137,10 +137,18 @@ def plot(job: str, spec_flag: str | None) -> None:
 @click.argument("job")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option("--dashboard", is_flag=True, help="Print the ssh port-forward that reaches the job's Ray dashboard.")
+@click.option(
+    "--client",
+    "via_client",
+    is_flag=True,
+    help="Run COMMAND here, off the job's nodes, through the job's Ray Client (jobs submitted with "
+    "--ray-client); without COMMAND print the exports for `eval`.",
+)
 @spec_option()
-def attach(job: str, command: tuple[str, ...], dashboard: bool, spec_flag: str | None) -> None:
+def attach(job: str, command: tuple[str, ...], dashboard: bool, via_client: bool, spec_flag: str | None) -> None:
     """A shell (or COMMAND) on the job's head node, inside the job (and inside its container
-    under pyxis), attached to its Ray.
+    under pyxis), attached to its Ray; with --client, COMMAND runs where you are (a login
+    node, a notebook server) and reaches the job through Ray Client (ray://HEAD:PORT).
 
     \b
     Examples:
@@ -148,6 +156,8 @@ def attach(job: str, command: tuple[str, ...], dashboard: bool, spec_flag: str |
       slurm-rl attach 1234                       # interactive shell, RAY_ADDRESS set
       slurm-rl attach 1234 -- ray status         # one command
       slurm-rl attach 1234 --dashboard           # the ssh command for the dashboard
+      slurm-rl attach 1234 --client -- python driver.py   # a driver here, via Ray Client
+      eval "$(slurm-rl attach 1234 --client)"    # RAY_ADDRESS=ray://... and the token, here
     """
     from ..core.events import read_json
     from ..core.manifest import load_manifest
@@ -169,6 +179,9 @@ def attach(job: str, command: tuple[str, ...], dashboard: bool, spec_flag: str |
         )
     if dashboard:
         click.echo(_dashboard_forward(job_id, paths, cluster))
+        return
+    if via_client:
+        _run_as_client(job_id, paths, cluster, command)
         return
     ray_env = {
         "RAY_ADDRESS": cluster["address"],
@@ -192,6 +205,29 @@ def attach(job: str, command: tuple[str, ...], dashboard: bool, spec_flag: str |
         )
     os.environ.update(ray_env)
     os.execvp(argv[0], argv)
+
+
+def _run_as_client(job_id: int | str, paths: Any, cluster: dict[str, Any], command: tuple[str, ...]) -> None:
+    """COMMAND here with the job's Ray Client address and token; without one, the exports."""
+    import shlex
+
+    address = cluster.get("client_address")
+    if not address:
+        raise UsageError(
+            f'job {job_id} serves no Ray Client: resubmit with --ray-client (or set "ray_client": true in the '
+            f"spec); `slurm-rl attach {job_id}` runs on the head node without it"
+        )
+    env = {"RAY_ADDRESS": address, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(paths.ray_auth_token)}
+    if not command:
+        for name, value in env.items():
+            click.echo(f"export {name}={shlex.quote(value)}")
+        click.echo(f"# job {job_id}: a driver here reaches it through Ray Client (ray.init() or init_ray())", err=True)
+        return
+    os.environ.update(env)
+    try:
+        os.execvp(command[0], list(command))
+    except FileNotFoundError:
+        raise UsageError(f"attach --client: no command {command[0]!r} on this machine's PATH") from None
 
 
 def _bootstrap_pid(paths: Any, node: str) -> int | None:

@@ -34,6 +34,8 @@ def test_commands_on_a_live_job(lab: list[str]) -> None:
         status = run_cli("attach", jid, "--spec", SPEC, "--", "ray", "status", timeout=120)  # the README's advice
         assert status.returncode == 0 and "No cluster status" not in status.stdout, status.stdout + status.stderr
         assert "Active:" in status.stdout and "slurm_managed_ray_cluster" in status.stdout, status.stdout
+        no_client = run_cli("attach", jid, "--client", "--spec", SPEC, "--", "true")  # submitted without --ray-client
+        assert no_client.returncode == 2 and "--ray-client" in no_client.stderr, no_client.stderr
         logs = run_cli("logs", jid, "--spec", SPEC)
         assert logs.returncode == 0 and "driver ready" in logs.stdout
         node_log = run_cli("logs", jid, "--node", "node2", "--spec", SPEC)

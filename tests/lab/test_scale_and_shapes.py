@@ -9,6 +9,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -16,7 +17,17 @@ import pytest
 
 from slurm_rl.login.jobs import SLURM_POLL_MAX_S, SLURM_POLL_MIN_S
 from tests.conftest import LAB, run_cli
-from tests.lab.helpers import EXPERIMENTS, SPEC, assert_no_leftovers, job_dir, start, submit, wait_for, wait_ready
+from tests.lab.helpers import (
+    EXPERIMENTS,
+    SPEC,
+    assert_no_leftovers,
+    job_dir,
+    last_json,
+    start,
+    submit,
+    wait_for,
+    wait_ready,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
 
@@ -164,25 +175,88 @@ def test_secrets_reach_the_job_but_no_file(lab: list[str], tmp_path: Path) -> No
     assert "PLAIN_SETTING=visible" in (jd / "sbatch.sh").read_text()
 
 
-def test_an_interactive_cluster_stays_up_for_attach_and_dashboard(lab: list[str]) -> None:
-    res = run_cli("submit", SPEC, "--nodes", "2", "--json", timeout=60)
+CLIENT_DRIVER = """
+import json, os, socket, sys
+import ray
+from slurm_rl.distributed import init_ray
+if sys.argv[1] == "init_ray":
+    kind = init_ray()
+else:  # NeMo Gym's form: the address given explicitly, a job-level runtime_env
+    kind = ray.init(os.environ["RAY_ADDRESS"], runtime_env={"env_vars": {"CLIENT_SETTING": "from-here"}}) and "ray.init"
+@ray.remote(num_cpus=0.01)
+def where():
+    return socket.gethostname(), os.environ.get("CLIENT_SETTING")
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On
+alive = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+hosts = ray.get([where.options(scheduling_strategy=On(node, soft=False)).remote() for node in alive])
+print(json.dumps({"client": kind, "nodes": len(alive), "here": socket.gethostname(),
+                  "hosts": sorted({h for h, _ in hosts}), "settings": sorted({str(v) for _, v in hosts})}))
+"""
+
+
+def test_an_interactive_cluster_serves_attach_dashboard_and_ray_client(lab: list[str]) -> None:
+    """An interactive cluster with --ray-client: `attach` on the head, the dashboard, and drivers
+    off the job's nodes (here: the login node) through Ray Client, with slurm-rl's init_ray and
+    with NeMo Gym's documented form (a plain ``ray.init("ray://HOST:PORT")``); a wrong token is
+    refused; nothing of the proxy or its per-client servers outlives the job."""
+    res = run_cli("submit", SPEC, "--nodes", "2", "--ray-client", "--json", timeout=60)
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout.splitlines()[-1])
+    jid = str(data["job_id"])
     try:
         cluster_file = job_dir(data) / "cluster.json"
         assert wait_for(lambda: cluster_file.exists() and json.loads(cluster_file.read_text()).get("ready_time"), 120)
         code = "from slurm_rl.distributed import init_ray; import ray; print('ATTACHED', init_ray(), len(ray.nodes()))"
-        att = run_cli("attach", str(data["job_id"]), "--", "python", "-c", code, timeout=120)
+        att = run_cli("attach", jid, "--", "python", "-c", code, timeout=120)
         assert "ATTACHED slurm_managed 2" in att.stdout, (att.stdout, att.stderr)
-        dash = run_cli("attach", str(data["job_id"]), "--dashboard")
+        dash = run_cli("attach", jid, "--dashboard")
         cluster = json.loads(cluster_file.read_text())
         assert dash.returncode == 0 and f"8265:{cluster['head_ip']}:{cluster['ports']['dashboard']}" in dash.stdout
         url = f"http://{cluster['head_ip']}:{cluster['ports']['dashboard']}"
         assert wait_for(lambda: _http_ok(url), 60), f"no dashboard at {url}"
+
+        # Ray Client: the job's own free port, recorded; drivers here, not on the job's nodes
+        assert cluster["client_address"] == f"ray://{cluster['head_ip']}:{cluster['ports']['ray_client_server']}"
+        via_init = run_cli(
+            "attach", jid, "--client", "--", sys.executable, "-c", CLIENT_DRIVER, "init_ray", timeout=120
+        )
+        assert via_init.returncode == 0, via_init.stderr[-3000:]
+        seen = last_json(via_init.stdout, "client")
+        assert seen["client"] == "slurm_managed" and seen["nodes"] == 2 and seen["here"] not in lab, seen
+        assert seen["hosts"] == ["node1", "node2"], seen  # a task on each node of the job
+        exports = run_cli("attach", jid, "--client")  # `eval "$(slurm-rl attach J --client)"`
+        env = dict(line.removeprefix("export ").split("=", 1) for line in exports.stdout.splitlines())
+        assert env["RAY_ADDRESS"] == cluster["client_address"] and env["RAY_AUTH_MODE"] == "token", exports.stdout
+        plain = subprocess.run(
+            [sys.executable, "-c", CLIENT_DRIVER, "plain"], env={**os.environ, **env},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert plain.returncode == 0, plain.stderr[-3000:]
+        seen = last_json(plain.stdout, "client")
+        assert seen["nodes"] == 2 and seen["settings"] == ["from-here"], seen  # the client's runtime_env applied
+        wrong = {
+            **os.environ,
+            **env,
+            "RAY_AUTH_TOKEN_PATH": str(_wrong_token(job_dir(data))),
+            # Ray Client retries a refused call as "not ready yet": 3 tries of 1 s, not 5-30 s each
+            "RAY_CLIENT_INITIAL_CONNECTION_TIMEOUT_S": "1",
+            "RAY_CLIENT_MAX_CONNECTION_TIMEOUT_S": "1",
+        }
+        refused = subprocess.run(
+            [sys.executable, "-c", CLIENT_DRIVER, "plain"], env=wrong, capture_output=True, text=True, timeout=120
+        )
+        assert refused.returncode != 0 and "from-here" not in refused.stdout, refused.stdout
+        assert "ConnectionError" in refused.stderr, refused.stderr[-2000:]
     finally:
-        td = run_cli("teardown", str(data["job_id"]))
+        td = run_cli("teardown", jid)
     assert td.returncode == 0, td.stderr
     assert_no_leftovers(lab, data["job_id"])
+
+
+def _wrong_token(where: Path) -> Path:
+    path = where / "not_the_token"
+    path.write_text("0" * 64 + "\n")
+    return path
 
 
 def _http_ok(url: str) -> bool:

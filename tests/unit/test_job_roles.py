@@ -330,17 +330,38 @@ def test_gym_env_yaml_names_the_jobs_address(tmp_path: Path) -> None:
     assert yaml.safe_load(paths.gym_env.read_text()) == {"ray_head_node_address": "10.77.0.11:20100"}
 
 
-def test_dashboard_from_the_flag_or_the_spec(tmp_path: Path) -> None:
+@pytest.mark.parametrize("field", ["dashboard", "ray_client"])
+def test_head_services_from_the_flag_or_the_spec(tmp_path: Path, field: str) -> None:
     from tests.conftest import run_cli
 
     exp = tmp_path / "e.py"
     exp.write_text("print(1)\n")
     spec = tmp_path / "s.json"
-    for spec_value, flags, want in [(False, [], False), (False, ["--dashboard"], True), (True, [], True)]:
-        spec.write_text(json.dumps({"cluster_name": "c", "fileroot": str(tmp_path), "dashboard": spec_value}))
+    flag = "--" + field.replace("_", "-")
+    for spec_value, flags, want in [(False, [], False), (False, [flag], True), (True, [], True)]:
+        spec.write_text(json.dumps({"cluster_name": "c", "fileroot": str(tmp_path), field: spec_value}))
         res = run_cli("submit", str(spec), str(exp), "--nodes", "2", "--dry-run", "--json", *flags)
         assert res.returncode == 0, res.stderr
-        assert json.loads(res.stdout)["manifest"]["dashboard"] is want
+        assert json.loads(res.stdout)["manifest"][field] is want
+
+
+def test_the_ray_client_proxy_starts_without_grpc_fork_handlers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray Client's proxy forks a server per connection from a gRPC thread; with gRPC's fork
+    handlers on, that server died before its exec for up to 1 in 4 first connections. Only the proxy's
+    start sees GRPC_ENABLE_FORK_SUPPORT=0; the bootstrap's own environment is left as it was."""
+    import ray._private.services as services
+
+    from slurm_rl.job import ray_start
+
+    seen: list[str | None] = []
+    monkeypatch.setattr(
+        services, "start_ray_client_server", lambda *a, **k: seen.append(os.environ.get("GRPC_ENABLE_FORK_SUPPORT"))
+    )
+    monkeypatch.setenv("GRPC_ENABLE_FORK_SUPPORT", "1")
+    ray_start._client_proxy_without_grpc_fork_handlers()
+    ray_start._client_proxy_without_grpc_fork_handlers()  # twice: wrapped once
+    services.start_ray_client_server("gcs:1", "10.0.0.1", 20001)
+    assert seen == ["0"] and os.environ["GRPC_ENABLE_FORK_SUPPORT"] == "1"
 
 
 def test_a_read_only_home_gets_matplotlib_a_cache_dir_in_the_job(tmp_path, monkeypatch) -> None:

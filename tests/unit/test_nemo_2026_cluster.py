@@ -91,6 +91,24 @@ def test_init_ray_reports_what_it_found() -> None:
         assert init.call_count == 1 and init.call_args.kwargs["address"] == "auto" and shutdown.call_count == 0
 
 
+def test_init_ray_on_a_ray_client_address_connects_through_it_without_this_machines_env() -> None:
+    """`slurm-rl attach JOB --client` sets RAY_ADDRESS=ray://...: init_ray connects there (no
+    "auto" lookup, no local cluster) and ships no env_vars (a login node's are not the nodes')."""
+    for resources, expected in [
+        ({"slurm_managed_ray_cluster": 3}, vc.RAY_CLUSTER_SLURM_MANAGED),
+        ({}, vc.RAY_CLUSTER_EXTERNAL),
+    ]:
+        with (
+            patch("ray.init") as init,
+            patch("ray.cluster_resources", return_value=resources),
+            patch.dict(os.environ, {"RAY_ADDRESS": "ray://10.0.0.1:20001"}, clear=True),
+        ):
+            assert vc.init_ray() == expected
+        assert init.call_count == 1 and init.call_args.kwargs["address"] == "ray://10.0.0.1:20001"
+        sent = init.call_args.kwargs["runtime_env"]
+        assert "env_vars" not in sent and sent["worker_process_setup_hook"].endswith("hygiene.scrub_launcher_env")
+
+
 def test_init_ray_starts_a_tagged_cluster_with_the_excludes() -> None:
     with (
         patch("slurm_rl.distributed.api.ray_init._auto_address_state", return_value="none"),

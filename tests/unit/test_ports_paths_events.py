@@ -8,7 +8,15 @@ import pytest
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.events import append_event, read_events, write_json
 from slurm_rl.core.paths import JobPaths, node_temp_dir
-from slurm_rl.core.ports import BLOCK_SIZE, PortsBusy, check_port_base, choose_ports, port_free, preferred_gcs_port
+from slurm_rl.core.ports import (
+    BLOCK_SIZE,
+    PortsBusy,
+    check_port_base,
+    choose_ports,
+    free_ports,
+    port_free,
+    preferred_gcs_port,
+)
 
 
 def test_ports_are_free_ones_and_worker_ports_unbounded() -> None:
@@ -46,6 +54,25 @@ def test_port_base_override_is_pinned_and_checked() -> None:
         s.bind(("", base + 3))
         with pytest.raises(PortsBusy, match=rf"port {base + 3} \(node_manager\) is already in use"):
             choose_ports(5, base, head=False)
+
+
+def test_ray_client_gets_a_free_head_port_and_a_pinned_runtime_env_agent() -> None:
+    """--ray-client: the head's Ray Client port is free and distinct from its other ports, the
+    runtime-env agent's port is pinned (Ray hands the client proxy port 0 otherwise), and a
+    worker node never serves the client."""
+    head = choose_ports(1001, None, head=True, ray_client=True)
+    drawn = [head.dashboard, head.dashboard_agent_listen, head.ray_client_server, head.runtime_env_agent]
+    assert all(drawn) and len(set(drawn)) == 4 and head.gcs not in drawn
+    assert f"--runtime-env-agent-port={head.runtime_env_agent}" in head.ray_start_args()
+    assert not any("client" in flag for flag in head.ray_start_args())  # the head's own flag (head.py)
+    assert choose_ports(1001, None, head=True).ray_client_server is None
+    worker = choose_ports(1001, None, head=False, ray_client=True)
+    assert worker.ray_client_server is None and worker.runtime_env_agent is None
+    base = next(b for b in range(20000, 30000, BLOCK_SIZE) if all(port_free(b + i) for i in range(BLOCK_SIZE)))
+    assert choose_ports(5, base, head=True, ray_client=True).ray_client_server == base + 8
+    assert choose_ports(5, base, head=False, ray_client=True).ray_client_server is None
+    ports = free_ports(64)
+    assert len(set(ports)) == 64  # held until all are drawn: never one port twice
 
 
 def test_node_temp_dir_leaves_room_for_ray_sockets() -> None:

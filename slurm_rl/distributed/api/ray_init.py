@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 
 from ...core.job_env import JobEnvironment
-from ..worker_env.hygiene import setup_hook, worker_env_vars
+from ..worker_env.hygiene import SETUP_HOOK_NAME, setup_hook, worker_env_vars
 
 logger = logging.getLogger(__name__)
 
@@ -189,6 +189,7 @@ def _init_ray(log_dir: str | None = None) -> str:
     """Attach to the right Ray cluster or start a local one; returns which (``RAY_CLUSTER_*``).
 
     0. ``SLURM_RL_EXTERNAL_RAY`` (set by ``slurm-rl run --ray-address``): that cluster;
+       a ``ray://`` RAY_ADDRESS (Ray Client, e.g. ``slurm-rl attach JOB --client``): that one;
     1. a cluster carrying ``slurm_managed_ray_cluster`` (a slurm-rl job): reuse it, once the
        job's nodes (or ``--min-nodes``) joined;
     2. a local cluster carrying this process's tag (``nrl_tag_<devices>``): reuse it;
@@ -219,6 +220,16 @@ def _init_ray(log_dir: str | None = None) -> str:
         logger.info("init_ray: connected to the existing Ray cluster at %s (%s)", external, resources)
         _record_connected(resources)
         return RAY_CLUSTER_EXTERNAL
+    client = os.environ.get("RAY_ADDRESS", "")
+    if client.startswith("ray://") and not job.in_local_run:  # Ray Client (`slurm-rl attach JOB --client`)
+        # a driver off the job's nodes: their environment is not this machine's, so no env_vars;
+        # Ray Client pickles the job config plainly, so the hook goes by name (the nodes have slurm_rl)
+        env = {**runtime_env(), "worker_process_setup_hook": SETUP_HOOK_NAME}
+        env.pop("env_vars")
+        _connect_external(client, env)
+        resources = ray.cluster_resources()
+        logger.info("init_ray: connected through Ray Client at %s (%s)", client, resources)
+        return RAY_CLUSTER_SLURM_MANAGED if SLURM_MANAGED_RESOURCE in resources else RAY_CLUSTER_EXTERNAL
     try:
         if job.in_local_run:  # `slurm-rl run` promises its own Ray, stopped at its end
             raise ConnectionError("`slurm-rl run` starts its own local Ray")

@@ -50,6 +50,11 @@ def scrub_launcher_env() -> None:
             del _os.environ[name]
 
 
+# the hook by import path: for Ray Client drivers, whose job config Ray pickles plainly (a
+# by-value function cannot travel); the job's nodes run slurm_rl's Python, so the name resolves
+SETUP_HOOK_NAME = f"{__name__}.scrub_launcher_env"
+
+
 def setup_hook() -> Any:
     """``scrub_launcher_env`` as a value Ray pickles by value (not by module reference)."""
     import types
