@@ -14,8 +14,10 @@ explicit block instead, checked on each node with a clear error when one is take
 from __future__ import annotations
 
 import contextlib
+import random
 import socket
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from .errors import UsageError
 
@@ -23,6 +25,8 @@ PORT_RANGE_START = 10000
 PORT_RANGE_END = 32000  # below Linux's default ephemeral range (32768-60999)
 BLOCK_SIZE = 10  # daemon ports of an explicit --port-base block
 BLOCK_COUNT = (PORT_RANGE_END - PORT_RANGE_START) // 100
+FREE_PORT_TRIES = 200
+MIN_LISTEN_RANGE = 1000  # fewer ports than this outside the ephemeral range: let the OS choose
 
 
 class PortsBusy(Exception):
@@ -43,14 +47,52 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports free right now: all held bound until the last is drawn (two draws
-    released one by one can return the same port, and Ray refuses a port given to two daemons)."""
+def ephemeral_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int]:
+    """The kernel's source ports for outgoing connections (Linux's default when unreadable)."""
+    try:
+        low, high = (int(v) for v in Path(path).read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def listen_range(ephemeral: tuple[int, int]) -> tuple[int, int] | None:
+    """Where free ports are drawn: slurm-rl's range below the ephemeral one, else above it
+    (a site that starts the ephemeral range low), else None (the OS chooses)."""
+    low, high = ephemeral
+    below = (PORT_RANGE_START, min(PORT_RANGE_END, low))
+    above = (high + 1, 65536)
+    return next((r for r in (below, above) if r[1] - r[0] >= MIN_LISTEN_RANGE), None)
+
+
+def free_ports(n: int, rng: random.Random | None = None) -> list[int]:
+    """``n`` distinct ports free right now, outside the kernel's ephemeral range: between this
+    check and Ray's bind a moment later, any outgoing connection on the node could take a port
+    of the ephemeral range as its source port, and Ray's daemon would then fail to start. All
+    are held bound until the last is drawn (two draws released one by one can return the same
+    port, and Ray refuses a port given to two daemons). Ports that are another job's preferred
+    GCS port (multiples of 100) are left alone."""
+    draw = rng or random.SystemRandom()
+    span = listen_range(ephemeral_range())
     with contextlib.ExitStack() as held:
-        socks = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(n)]
-        for s in socks:
+        ports: list[int] = []
+        for _ in range(FREE_PORT_TRIES if span else 0):
+            if len(ports) == n:
+                break
+            port = draw.randrange(*span)  # type: ignore[misc]
+            if port % 100 == 0 or port in ports:
+                continue
+            s = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            ports.append(port)
+        while len(ports) < n:  # no room outside the ephemeral range, or all taken: the OS chooses
+            s = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             s.bind(("", 0))
-        return [int(s.getsockname()[1]) for s in socks]
+            ports.append(int(s.getsockname()[1]))
+        return ports
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,9 @@ from slurm_rl.core.ports import (
     PortsBusy,
     check_port_base,
     choose_ports,
+    ephemeral_range,
     free_ports,
+    listen_range,
     port_free,
     preferred_gcs_port,
 )
@@ -73,6 +75,19 @@ def test_ray_client_gets_a_free_head_port_and_a_pinned_runtime_env_agent() -> No
     assert choose_ports(5, base, head=False, ray_client=True).ray_client_server is None
     ports = free_ports(64)
     assert len(set(ports)) == 64  # held until all are drawn: never one port twice
+
+
+def test_free_ports_stay_out_of_the_ephemeral_range() -> None:
+    """A port of the kernel's ephemeral range, free when probed, can become an outgoing
+    connection's source port before Ray binds it: free ports are drawn outside that range
+    (above it where a site starts it low), and never on another job's preferred GCS port."""
+    assert listen_range((32768, 60999)) == (10000, 32000)
+    assert listen_range((20000, 60999)) == (10000, 20000)
+    assert listen_range((9000, 60000)) == (60001, 65536)
+    assert listen_range((1024, 65535)) is None  # no room: the OS chooses
+    low, high = ephemeral_range()
+    for port in free_ports(32):
+        assert not low <= port <= high and port % 100 != 0, port
 
 
 def test_node_temp_dir_leaves_room_for_ray_sockets() -> None:
