@@ -117,7 +117,11 @@ def run_head(ctx: NodeContext) -> int:
     threading.Thread(target=watch_joins, args=(ctx, cluster), name="joins", daemon=True).start()
     write_gym_env(ctx.paths, address)
     if ctx.manifest.interactive:  # no driver: up until teardown, scancel or the time limit
-        ctx.say(f"interactive cluster up at {address}; `slurm-rl attach {ctx.job_id}` to use it")
+        off_nodes = f"; off its nodes: `slurm-rl attach {ctx.job_id} --client` ({cluster['client_address']})"
+        ctx.say(
+            f"interactive cluster up at {address}; `slurm-rl attach {ctx.job_id}` to use it"
+            + (off_nodes if cluster["client_address"] else "")
+        )
         ctx.wait_until(lambda: False, float("inf"), "teardown, scancel or the time limit")
     if driver_waits_for_nodes(ctx.manifest.driver_start, ctx.paths.experiment):
         ctx.say("starting the driver once the nodes are up (it does not call init_ray; --driver-start early to change)")
