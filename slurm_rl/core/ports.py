@@ -74,12 +74,12 @@ def free_ports(n: int, rng: random.Random | None = None) -> list[int]:
     GCS port (multiples of 100) are left alone."""
     draw = rng or random.SystemRandom()
     span = listen_range(ephemeral_range())
+    candidates = (draw.randrange(*span) for _ in range(FREE_PORT_TRIES)) if span else iter(())
     with contextlib.ExitStack() as held:
         ports: list[int] = []
-        for _ in range(FREE_PORT_TRIES if span else 0):
+        for port in candidates:
             if len(ports) == n:
                 break
-            port = draw.randrange(*span)  # type: ignore[misc]
             if port % 100 == 0 or port in ports:
                 continue
             s = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))

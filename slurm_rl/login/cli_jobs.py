@@ -183,11 +183,7 @@ def attach(job: str, command: tuple[str, ...], dashboard: bool, via_client: bool
     if via_client:
         _run_as_client(job_id, paths, cluster, command)
         return
-    ray_env = {
-        "RAY_ADDRESS": cluster["address"],
-        "RAY_AUTH_MODE": "token",
-        "RAY_AUTH_TOKEN_PATH": str(paths.ray_auth_token),
-    }
+    ray_env = _ray_env(cluster["address"], paths)
     join = None
     if load_manifest(paths.manifest).container.runtime == "pyxis":  # into the running container
         pid = _bootstrap_pid(paths, cluster["head_node"])
@@ -207,6 +203,11 @@ def attach(job: str, command: tuple[str, ...], dashboard: bool, via_client: bool
     os.execvp(argv[0], argv)
 
 
+def _ray_env(address: str, paths: Any) -> dict[str, str]:
+    """What a Ray program needs to reach the job: its address and the job's token."""
+    return {"RAY_ADDRESS": address, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(paths.ray_auth_token)}
+
+
 def _run_as_client(job_id: int | str, paths: Any, cluster: dict[str, Any], command: tuple[str, ...]) -> None:
     """COMMAND here with the job's Ray Client address and token; without one, the exports."""
     import shlex
@@ -217,7 +218,7 @@ def _run_as_client(job_id: int | str, paths: Any, cluster: dict[str, Any], comma
             f'job {job_id} serves no Ray Client: resubmit with --ray-client (or set "ray_client": true in the '
             f"spec); `slurm-rl attach {job_id}` runs on the head node without it"
         )
-    env = {"RAY_ADDRESS": address, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(paths.ray_auth_token)}
+    env = _ray_env(address, paths)
     if not command:
         for name, value in env.items():
             click.echo(f"export {name}={shlex.quote(value)}")

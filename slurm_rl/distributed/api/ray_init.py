@@ -203,10 +203,16 @@ def _init_ray(log_dir: str | None = None) -> str:
     temp_dir = {"_temp_dir": _checked_log_dir(log_dir)} if log_dir else {}  # refused before anything starts
     excludes = ray_runtime_env_excludes()
 
-    def runtime_env() -> dict[str, object]:
+    def runtime_env(off_nodes: bool = False) -> dict[str, object]:
         """Fresh for every ray.init (Ray rewrites the dict it is given): the user's environment
-        minus launcher variables, and a hook that removes those inherited from the raylet."""
-        env: dict[str, object] = {"env_vars": _driver_env_vars(), "worker_process_setup_hook": setup_hook()}
+        minus launcher variables, and a hook that removes those inherited from the raylet. A
+        driver off the job's nodes (Ray Client) sends no env_vars (its machine's environment is
+        not the nodes'), and the hook by name: Ray Client pickles the job config plainly, and
+        the nodes have slurm_rl."""
+        if off_nodes:
+            env: dict[str, object] = {"worker_process_setup_hook": SETUP_HOOK_NAME}
+        else:
+            env = {"env_vars": _driver_env_vars(), "worker_process_setup_hook": setup_hook()}
         if excludes:
             env["excludes"] = list(excludes)
         return env
@@ -222,11 +228,7 @@ def _init_ray(log_dir: str | None = None) -> str:
         return RAY_CLUSTER_EXTERNAL
     client = os.environ.get("RAY_ADDRESS", "")
     if client.startswith("ray://") and not job.in_local_run:  # Ray Client (`slurm-rl attach JOB --client`)
-        # a driver off the job's nodes: their environment is not this machine's, so no env_vars;
-        # Ray Client pickles the job config plainly, so the hook goes by name (the nodes have slurm_rl)
-        env = {**runtime_env(), "worker_process_setup_hook": SETUP_HOOK_NAME}
-        env.pop("env_vars")
-        _connect_external(client, env)
+        _connect_external(client, runtime_env(off_nodes=True))
         resources = ray.cluster_resources()
         logger.info("init_ray: connected through Ray Client at %s (%s)", client, resources)
         return RAY_CLUSTER_SLURM_MANAGED if SLURM_MANAGED_RESOURCE in resources else RAY_CLUSTER_EXTERNAL
