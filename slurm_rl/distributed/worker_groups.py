@@ -1,6 +1,6 @@
 """Public path of NeMo RL's ``nemo_rl.distributed.worker_groups`` (implemented in api/)."""
 
-from .api.worker_builder import RayWorkerBuilder, WorkerHandle
+from .api.worker_builder import RayWorkerBuilder
 from .api.worker_dispatch import AsyncWorkerResults, MultiWorkerFuture
 from .api.worker_group import RayWorkerGroup
 from .api.worker_plan import WorkerBuildError
@@ -13,5 +13,4 @@ __all__ = [
     "RayWorkerGroup",
     "WorkerBuildError",
     "WorkerFailureError",
-    "WorkerHandle",
 ]

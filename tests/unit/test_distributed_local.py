@@ -103,6 +103,23 @@ def test_workers_per_node_forms_and_errors(cluster) -> None:
         RayWorkerGroup(cluster, RayWorkerBuilder("tests.unit.workers.simple.Missing"))
 
 
+def test_dp_leaders_coarser_than_tied_groups(cluster) -> None:
+    """NeMo RL 2026's dp_leader_worker_indices: one data-parallel shard made of two tied groups
+    (e.g. a context and a generation engine); a leader that is no tied group's first rank is
+    refused before any worker starts."""
+    tied = [(0, [0]), (0, [1]), (1, [0, 1])]
+    refused = r"dp_leader_worker_indices \[1, 3\] must be an ascending subset of the tied group leaders \[0, 1, 2\]"
+    with pytest.raises(ValueError, match=refused):
+        RayWorkerGroup(cluster, FQN, bundle_indices_list=tied, dp_leader_worker_indices=[1, 3])
+    g = RayWorkerGroup(cluster, FQN, bundle_indices_list=tied, dp_leader_worker_indices=[0, 2], name_prefix="pd")
+    try:
+        assert g.dp_size == 2 and g.get_dp_leader_worker_idx(1) == 2
+        with pytest.raises(IndexError, match=r"Valid range is \[0, 1\]"):
+            g.get_dp_leader_worker_idx(2)
+    finally:
+        g.shutdown()
+
+
 def test_tied_groups_and_only_on_modes(cluster) -> None:
     g = RayWorkerGroup(cluster, RayWorkerBuilder(FQN), bundle_indices_list=[(0, [0, 1]), (1, [0, 1])], name_prefix="tp")
     try:

@@ -16,7 +16,6 @@ from ..reliability.restarts import Restarts
 from ..reliability.status import DEFAULT_STUCK_TIMEOUT_S, Status
 from .named_sharding import NamedSharding
 from .virtual_cluster import RayVirtualCluster
-from .worker_builder import _actor_of
 from .worker_dispatch import Dispatcher, MultiWorkerFuture
 from .worker_plan import (
     GroupSettings,
@@ -25,6 +24,7 @@ from .worker_plan import (
     build_workers,
     bundle_slots,
     check_env_vars,
+    checked_dp_leaders,
     checked_sharding,
     plan_workers,
     single_worker_groups,
@@ -51,7 +51,12 @@ class RayWorkerGroup:
     is when the group is made (launcher variables left out), ``env_vars``, the variables slurm-rl
     sets per worker (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK, NODE_RANK, ...: a
     worker group's wiring is never overridden), then what the class's ``configure_worker``
-    returns (it sees the worker's placement)."""
+    returns (it sees the worker's placement).
+
+    ``dp_leader_worker_indices`` (NeMo RL 2026): the ranks that own a data-parallel shard, when
+    a shard is coarser than a tied group (several engines serving one replica); an ascending
+    subset of the tied groups' first ranks, checked before any worker starts. Default: every
+    tied group's first rank."""
 
     def __init__(
         self,
@@ -70,6 +75,7 @@ class RayWorkerGroup:
         enable_load_balancing: bool = False,
         load_balancing_strategy: str | None = None,
         env_vars: dict[str, str] | None = None,
+        dp_leader_worker_indices: list[int] | None = None,
     ) -> None:
         if not isinstance(max_restarts, int) or max_restarts < 0:
             raise ValueError(f"max_restarts={max_restarts!r}: must be an int >= 0")
@@ -98,12 +104,14 @@ class RayWorkerGroup:
         validate_tied(tied, node_bundles)
         world = sum(len(b) for _, b in tied)
         self.sharding_annotations = checked_sharding(sharding_annotations, world)
+        leaders = checked_dp_leaders(dp_leader_worker_indices, tied)
         self._memory = MemoryLimits(state)
         self._restarts = Restarts(state, self._memory)
         self._dispatch = Dispatcher(state, self.sharding_annotations, self._restarts.before_dispatch, owner=self)
         self._status = Status(state)
         self._balancer = Balancer(state, self.get_results)
         self._create(slots, tied, bundle_indices_list is not None)
+        state.dp_leader_worker_indices = leaders
 
     def _create(
         self, slots: list[list[tuple[Any, int]]], tied: list[tuple[int, list[int]]], named_groups: bool
@@ -116,7 +124,7 @@ class RayWorkerGroup:
         plan_workers(state, tied, slots, prefix, named_groups)
         try:
             self._memory.reserve([(p.placement_group, p.bundle) for p in state.plans])
-            state.workers = build_workers(state.builder, state.plans, state.frac)
+            state.workers = build_workers(state, state.plans)
             state.tracker = CallTracker(len(state.workers))
             self._memory.watch(list(range(len(state.workers))))
         except BaseException:
@@ -160,7 +168,10 @@ class RayWorkerGroup:
 
     def get_dp_leader_worker_idx(self, dp_shard_idx: int) -> int:
         if not 0 <= dp_shard_idx < len(self.dp_leader_worker_indices):
-            raise IndexError(f"dp_shard_idx {dp_shard_idx} out of range 0..{len(self.dp_leader_worker_indices) - 1}")
+            raise IndexError(
+                f"Data parallel shard index {dp_shard_idx} is out of range. "
+                f"Valid range is [0, {len(self.dp_leader_worker_indices) - 1}]"
+            )
         return self.dp_leader_worker_indices[dp_shard_idx]
 
     @property
@@ -170,6 +181,17 @@ class RayWorkerGroup:
     @property
     def master_port(self) -> int:
         return self._state.master_port
+
+    @property
+    def _initializer_pool(self) -> dict[int, Any]:
+        """Logical node -> the initializer of its workers (NeMo RL 2026's per-node pool; see
+        worker_initializer.py). Emptied by ``shutdown()``."""
+        return self._state.initializer_pool
+
+    @property
+    def py_executable(self) -> str:
+        """The interpreter this group's workers run in (a uv environment's python, resolved)."""
+        return self._state.builder.python_for({})
 
     @property
     def cluster(self) -> RayVirtualCluster:
@@ -274,14 +296,24 @@ class RayWorkerGroup:
         clean = True
         state = self._state
         if cleanup_method and not force and state.workers:
+            # A dead worker cannot clean up: it makes the shutdown unclean (False) and the others
+            # still get their call. Asked of the GCS, which knows of a ray.kill as soon as it
+            # returns (a call sent to the process then may still be answered).
+            dead = set(self._restarts.dead_workers())
+            if dead:
+                logger.warning(
+                    "RayWorkerGroup.shutdown: worker(s) %s are dead; no %s() for them", sorted(dead), cleanup_method
+                )
+                clean = False
             try:
-                ray.get(self.run_all_workers_single_data(cleanup_method), timeout=timeout)
+                living = [w for w in range(len(state.workers)) if w not in dead]
+                ray.get([state.call(w, cleanup_method) for w in living], timeout=timeout)
             except Exception as exc:  # noqa: BLE001 - any failure means: fall back to force
                 logger.warning("RayWorkerGroup.shutdown: %s failed (%s); killing the workers", cleanup_method, exc)
                 clean = False
         for w in state.workers:
             try:
-                ray.kill(_actor_of(w))
+                ray.kill(w)
             except Exception as exc:  # noqa: BLE001
                 logger.warning("RayWorkerGroup.shutdown: could not kill a worker: %s", exc)
                 clean = False

@@ -3,8 +3,9 @@
 ``WorkerPlan`` (one per worker: actor options, its bundle, its tied group's bundle indices),
 ``GroupSettings`` (the reliability and dispatch options a group was built with) and
 ``GroupState`` (what the group's parts share: workers, plans, metadata, tied groups, the call
-tracker). ``plan_workers`` lays the workers out on the cluster's bundles; ``build_workers``
-creates them and waits until each is up, or removes them all and raises WorkerBuildError.
+tracker, the per-node initializer pool). ``plan_workers`` lays the workers out on the cluster's
+bundles; ``build_workers`` creates them through the pool and waits until each is up, or removes
+them all and raises WorkerBuildError.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Any
 from ..reliability.health import CallTracker
 from ..worker_env.hygiene import worker_env_vars
 from .named_sharding import NamedSharding
-from .worker_builder import RayWorkerBuilder, WorkerHandle, _actor_of
+from .worker_builder import RayWorkerBuilder
+from .worker_initializer import alive, bundle_node_id, is_local, kill_initializers
 
 
 @dataclass
@@ -29,6 +31,7 @@ class WorkerPlan:
     bundle_indices: tuple[int, list[int]] | None  # (node, bundles) on a tied group's first worker
     placement_group: Any
     bundle: int
+    node: int = 0  # logical node (NODE_RANK): the key of its initializer in the group's pool
 
     @property
     def name(self) -> str:
@@ -90,11 +93,13 @@ class GroupState:
     known_dead: set[int] = field(default_factory=set)
     master_address: str = ""
     master_port: int = 0
+    # logical node -> the initializer that creates (and, in another Python, owns) its workers
+    initializer_pool: dict[int, Any] = field(default_factory=dict)
 
     def call(self, worker_id: int, method_name: str, *args: Any, **kwargs: Any) -> Any:
         """One remote call, recorded by the tracker (status, stuck detection)."""
         worker = self.workers[worker_id]
-        if not isinstance(worker, WorkerHandle) and not hasattr(worker, method_name):
+        if not hasattr(worker, method_name):
             raise AttributeError(
                 f"worker class has no method {method_name!r} (worker {worker_id}, {self.metadata[worker_id]['name']})"
             )
@@ -103,7 +108,8 @@ class GroupState:
         return ref
 
     def clear(self) -> None:
-        """Forget every worker (after shutdown, or a failed build)."""
+        """Forget every worker (after shutdown, or a failed build); kill the initializers."""
+        kill_initializers(self.initializer_pool)
         self.workers, self.plans, self.metadata, self.tracker = [], [], [], CallTracker(0)
         self.tied_workers_groups, self.worker_to_tied_group_index, self.dp_leader_worker_indices = [], {}, []
         self.known_dead = set()
@@ -130,6 +136,24 @@ def checked_sharding(sharding: NamedSharding | None, world: int) -> NamedShardin
             f"workers (ids 0..{world - 1}); the layout must name each exactly once"
         )
     return sharding
+
+
+def checked_dp_leaders(leaders: list[int] | None, tied: list[tuple[int, list[int]]]) -> list[int]:
+    """The data-parallel leaders: by default every tied group's first rank; given ones must be an
+    ascending subset of those (NeMo RL's rule and text: a leader that builds no model would get
+    every shard-level call)."""
+    firsts, rank = [], 0
+    for _, bundles in tied:
+        firsts.append(rank)
+        rank += len(bundles)
+    if leaders is None:
+        return firsts
+    leaders = [int(x) for x in leaders]
+    if set(leaders) - set(firsts) or leaders != sorted(leaders):
+        raise ValueError(
+            f"dp_leader_worker_indices {leaders} must be an ascending subset of the tied group leaders {firsts}."
+        )
+    return leaders
 
 
 def single_worker_groups(node_bundles: list[int], workers_per_node: Any) -> list[tuple[int, list[int]]]:
@@ -171,6 +195,34 @@ def bundle_slots(cluster: Any, pgs: list[Any]) -> list[list[tuple[Any, int]]]:
     return per_node_slots(pgs)
 
 
+def available_addresses(
+    cluster: Any, slots: list[tuple[Any, int]], master: tuple[str, int]
+) -> tuple[list[str], list[int]]:
+    """(node IP, free port) of each of these bundles from the cluster's
+    ``get_available_addresses_and_ports_batch`` (probes on the bundles' nodes, in the cluster's
+    port range), redrawn where two workers, or a worker and the group's rendezvous, got the same
+    address and port. Empty lists for a cluster without the method."""
+    batch = getattr(cluster, "get_available_addresses_and_ports_batch", None)
+    if batch is None or not slots:
+        return [], []
+    pgs = cluster.get_placement_groups()
+    index = {id(pg): i for i, pg in enumerate(pgs)}
+    pairs = [(index.get(id(pg), 0), bundle) for pg, bundle in slots]
+    found = list(batch(pairs))
+    for _ in range(5):
+        taken = {tuple(master)}
+        clashes = []
+        for i, (address, port) in enumerate(found):
+            if (address, port) in taken:
+                clashes.append(i)
+            taken.add((address, port))
+        if not clashes:
+            break
+        for i, pair in zip(clashes, batch([pairs[i] for i in clashes])):
+            found[i] = pair
+    return [str(a) for a, _ in found], [int(p) for _, p in found]
+
+
 def plan_workers(
     state: GroupState,
     tied: list[tuple[int, list[int]]],
@@ -183,6 +235,11 @@ def plan_workers(
     cluster = state.cluster
     world = sum(len(b) for _, b in tied)
     state.master_address, state.master_port = cluster.get_master_address_and_port()
+    addresses, ports = available_addresses(
+        cluster,
+        [slots[node][bundle] for node, bundles in tied for bundle in bundles],
+        (state.master_address, state.master_port),
+    )
     driver_env = worker_env_vars()  # NeMo RL 2026: read when the group is made, launcher variables left out
     rank = 0
     for g, (node, bundles) in enumerate(tied):
@@ -199,6 +256,11 @@ def plan_workers(
                 "MASTER_ADDR": state.master_address,
                 "MASTER_PORT": str(state.master_port),
                 "NODE_RANK": str(node),
+                # NeMo RL 2026: every worker's (node IP, free port), in rank order, for servers
+                # of their own (python literals, as NeMo RL writes them)
+                "AVAILABLE_ADDR_LIST": str(addresses),
+                "AVAILABLE_PORT_LIST": str(ports),
+                "NRL_WORKER_GROUP": state.name_prefix,  # RANK is per group: which group this is
                 **cluster.worker_env(node, bundle),
             }
             if state.settings.enable_gradient_compression:
@@ -208,7 +270,7 @@ def plan_workers(
                 state.dp_leader_worker_indices.append(rank)
             options = {"name": name, "num_cpus": 1, "runtime_env": {"env_vars": env}}
             pg, physical = slots[node][bundle]
-            state.plans.append(WorkerPlan(options, bundle_indices, pg, physical))
+            state.plans.append(WorkerPlan(options, bundle_indices, pg, physical, node))
             state.metadata.append(
                 {
                     "node_idx": node,
@@ -276,13 +338,56 @@ def _bundle_node(pg: Any, bundle: int) -> str:
         return "an unknown node"
 
 
-def create_workers(builder: RayWorkerBuilder, plans: list[WorkerPlan], frac: float) -> list[Any]:
-    """Create the planned workers (plans resolve in parallel) without waiting for them."""
-    resolved = builder.plan_all([(frac, p.bundle_indices, p.options) for p in plans])
-    return [builder.create(r, p.placement_group, p.bundle, frac) for r, p in zip(resolved, plans)]
+def _initializer(state: GroupState, plan: WorkerPlan, py: str) -> Any:
+    """The pool's initializer for the plan's node, started on first use; a dead one (its node
+    died: so did the workers it owned) or one on another node than the bundle now (Ray moved the
+    bundle) is replaced."""
+    pool = state.initializer_pool
+    current = pool.get(plan.node)
+    if current is not None and not is_local(current):
+        moved = getattr(current, "_slurm_rl_node_id", None) != bundle_node_id(plan.placement_group, plan.bundle)
+        if moved or not alive(current):
+            current = None
+    if current is None:
+        current = state.builder.initializer(py, plan.placement_group, plan.bundle)
+        if not is_local(current):
+            current._slurm_rl_node_id = bundle_node_id(plan.placement_group, plan.bundle)
+        pool[plan.node] = current
+    return current
 
 
-def build_workers(builder: RayWorkerBuilder, plans: list[WorkerPlan], frac: float) -> list[Any]:
+def start_workers(state: GroupState, plans: list[WorkerPlan]) -> list[Any]:
+    """Ask each plan's initializer for its worker: an actor handle (driver's Python) or an
+    ObjectRef of one (an initializer actor; they all start at once). Raises what a local
+    initializer raised (the index is the next item's)."""
+    builder = state.builder
+    num_gpus_per_node = getattr(state.cluster, "num_gpus_per_node", None)
+    started: list[Any] = []
+    for p in plans:
+        py = builder.python_for(p.options)
+        initializer = _initializer(state, p, py)
+        args = (p.placement_group, p.bundle, state.frac, p.bundle_indices)
+        options = builder.worker_options(p.options, py)
+        if is_local(initializer):
+            started.append(initializer.create_worker(*args, num_gpus_per_node=num_gpus_per_node, **options))
+        else:
+            started.append(initializer.create_worker.remote(*args, num_gpus_per_node=num_gpus_per_node, **options))
+    return started
+
+
+def _resolve(started: Any) -> Any:
+    import ray
+
+    return ray.get(started) if isinstance(started, ray.ObjectRef) else started
+
+
+def create_workers(state: GroupState, plans: list[WorkerPlan]) -> list[Any]:
+    """Create the planned workers (initializers work in parallel) without waiting for their
+    ``__init__``."""
+    return [_resolve(s) for s in start_workers(state, plans)]
+
+
+def build_workers(state: GroupState, plans: list[WorkerPlan]) -> list[Any]:
     """Create every worker and wait until each is up; on any failure kill what was created and
     raise WorkerBuildError for the first worker that failed."""
     import ray
@@ -290,12 +395,15 @@ def build_workers(builder: RayWorkerBuilder, plans: list[WorkerPlan], frac: floa
     created: list[Any] = []
     current = 0
     try:
-        builder.prepare([p.placement_group for p in plans])
-        resolved = builder.plan_all([(frac, p.bundle_indices, p.options) for p in plans])
-        for r, p in zip(resolved, plans):
-            current = len(created)
-            created.append(builder.create(r, p.placement_group, p.bundle, frac))
-        ready = [_actor_of(w).__ray_ready__.remote() for w in created]
+        state.builder.prepare([p.placement_group for p in plans])
+        started: list[Any] = []
+        for p in plans:  # one by one, so that a failure names its worker
+            current = len(started)
+            started += start_workers(state, [p])
+        for index, s in enumerate(started):
+            current = index
+            created.append(_resolve(s))
+        ready = [w.__ray_ready__.remote() for w in created]
         for index, ref in enumerate(ready):
             current = index
             ray.get(ref)
@@ -303,7 +411,7 @@ def build_workers(builder: RayWorkerBuilder, plans: list[WorkerPlan], frac: floa
     except Exception as exc:
         for w in created:
             try:
-                ray.kill(_actor_of(w))
+                ray.kill(w)
             except Exception:  # noqa: BLE001 - best effort while reporting the real error
                 pass
         plan = plans[current]

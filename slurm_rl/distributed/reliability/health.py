@@ -135,11 +135,10 @@ def node_names() -> dict[str, str]:
 def locate(state: Any, workers: list[int]) -> dict[int, ActorInfo]:
     """Fresh GCS facts for these workers of a group; pid and node are remembered in the
     tracker's records (a dead actor's stay)."""
-    from ..api.worker_builder import _actor_of
 
     infos = {}
     for w in workers:
-        info = actor_info(_actor_of(state.workers[w]))
+        info = actor_info(state.workers[w])
         record = state.tracker.records[w]
         record.pid = info.pid or record.pid
         record.node_ip = info.node_ip or record.node_ip

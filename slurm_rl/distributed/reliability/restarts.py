@@ -10,7 +10,6 @@ import os
 import time
 from typing import Any
 
-from ..api.worker_builder import _actor_of
 from ..api.worker_plan import GroupState, create_workers
 from ..worker_env.node_probe import probe_on
 from .failures import FailedWorker, WorkerFailureError, gather
@@ -151,7 +150,7 @@ class Restarts:
         for w in members:
             self.state.tracker.records[w].restarting = True
             try:
-                ray.kill(_actor_of(self.state.workers[w]))  # a tied group restarts as a whole
+                ray.kill(self.state.workers[w])  # a tied group restarts as a whole
             except Exception:  # noqa: BLE001 - already dead
                 pass
         deadline = time.monotonic() + 10  # a killed actor's name is free once the GCS has it dead
@@ -172,14 +171,14 @@ class Restarts:
                     f"{RESTART_READY_TIMEOUT_S:g} s (their node is gone and no surviving node has room)"
                 ),
             ) from None
-        fresh = create_workers(self.state.builder, [self.state.plans[w] for w in members], self.state.frac)
+        fresh = create_workers(self.state, [self.state.plans[w] for w in members])
         for w, worker in zip(members, fresh):
             self.state.workers[w] = worker
         # The restarted workers' __init__ may join the new rendezvous (and wait there for the
         # others): the survivors' hooks run at the same time, never after.
-        ready = [_actor_of(self.state.workers[w]).__ray_ready__.remote() for w in members]
+        ready = [self.state.workers[w].__ray_ready__.remote() for w in members]
         survivors = [w for w in range(len(self.state.workers)) if w not in members]
-        hooks = [_actor_of(self.state.workers[w]).__ray_call__.remote(_rejoin, address, port) for w in survivors]
+        hooks = [self.state.workers[w].__ray_call__.remote(_rejoin, address, port) for w in survivors]
         try:
             ray.get(ready + hooks, timeout=RESTART_READY_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:

@@ -56,3 +56,29 @@ class ConfiguredWorker(EnvWorker):
     @staticmethod
     def configure_worker(num_gpus: float, bundle_indices: Any) -> tuple[dict, dict, dict]:  # type: ignore[type-arg]
         return {"num_gpus": 0}, {"CONFIGURED": f"yes-{bundle_indices is not None}"}, {"extra": 7}
+
+
+class TopologyConfiguredWorker(EnvWorker):
+    """NeMo RL 2026's configure_worker: also told how many GPUs a node has."""
+
+    @staticmethod
+    def configure_worker(
+        num_gpus: float, bundle_indices: Any = None, num_gpus_per_node: int | None = None
+    ) -> tuple[dict, dict, dict, dict]:  # type: ignore[type-arg]
+        return {"num_gpus": 0}, {"CONFIGURED": f"per-node-{num_gpus_per_node}"}, {}, {}
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def python_env(self) -> tuple[str, str]:
+        return os.environ.get("OTHER_ENV", "unset"), os.environ.get("CONFIGURED", "")
+
+
+class AddressWorker(EnvWorker):
+    def addresses(self) -> tuple[str, str, str, str]:
+        return (
+            os.environ.get("AVAILABLE_ADDR_LIST", ""),
+            os.environ.get("AVAILABLE_PORT_LIST", ""),
+            os.environ.get("NRL_WORKER_GROUP", ""),
+            os.environ.get("MASTER_PORT", ""),
+        )
