@@ -26,4 +26,8 @@ def test_nemo_rl_style_workers_on_three_nodes(lab: list[str]) -> None:
         hosts, launcher_vars = out[env]
         assert sorted(hosts) == ["node1", "node2", "node3"] and launcher_vars == [[], [], []], (env, out[env])
     assert out["isolated_decorated"] == [["0", "1", "2"], ["1", "1", "1"]]
+    # NeMo RL 2026's per-node initializer: on each node of the group, in the isolated Python
+    inits, (worker_hosts, _) = out["isolated_initializers"], out["isolated_env"]  # one worker per node
+    assert sorted(inits) == ["0", "1", "2"] and [inits[str(n)] for n in range(3)] == [[h, "1"] for h in worker_hosts]
+    assert out["isolated_pool_after_shutdown"] == 0
     assert_no_leftovers(lab, data["job_id"])

@@ -8,7 +8,7 @@ input order. ``max_concurrency_per_node`` caps the tasks running at once on a no
 own accounting (each task asks for that share of a node's CPUs), which is what a verifier that
 waits (on a sandbox, a service) rather than computes needs.
 
-``RolloutPool(fn, path)``: a pool of actors (SPREAD, ``actors_per_node`` on each node) that
+``RolloutPool(fn, path)``: a pool of actors (``actors_per_node`` on each node) that
 turns prompts into ``{"id", "prompt", "response", "reward"}`` records, appended to a JSONL
 file in the job dir as they finish, with a progress bar. Run it again on the same file and the
 prompts whose ids are already there are not redone.
@@ -186,9 +186,20 @@ class RolloutPool:
         job_dir = JobEnvironment.current().job_dir or Path(".")
         self.path = Path(path) if path is not None else JobPaths(Path(job_dir)).rollouts
         self.key = key or (lambda i, prompt: str(i))
-        nodes = [n for n in ray.nodes() if n.get("Alive") and n["Resources"].get("CPU", 0) > 0]
-        cls = ray.remote(_RolloutActor).options(num_cpus=num_cpus, scheduling_strategy="SPREAD")
-        self.actors = [cls.remote(fn) for _ in range(max(1, len(nodes) * actors_per_node))]
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n["Resources"].get("CPU", 0) > 0]
+        cls = ray.remote(_RolloutActor)
+        # Pinned, not SPREAD: SPREAD is best effort and puts two actors on one node when another
+        # is busy at that moment (seen on the lab). soft: a node that died meanwhile (or cannot
+        # hold the actor) gives its actors to the others.
+        self.actors = [
+            cls.options(num_cpus=num_cpus, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True)).remote(
+                fn
+            )
+            for node in nodes
+            for _ in range(actors_per_node)
+        ] or [cls.options(num_cpus=num_cpus).remote(fn)]
 
     def done_ids(self) -> set[str]:
         if not self.path.exists():

@@ -59,9 +59,14 @@ wrapper.write_text(f'#!/bin/sh\nexport PMIX_RANK=9 MPI_LOCALRANKID=9 ISOLATED=1\
 wrapper.chmod(0o755)
 ACTOR_ENVIRONMENT_REGISTRY[f"{W}.LauncherEnvWorker"] = str(wrapper)
 ACTOR_ENVIRONMENT_REGISTRY[f"{W}.DecoratedWorker"] = str(wrapper)
-out["isolated_env"] = run(
-    RayWorkerGroup(cluster, f"{W}.LauncherEnvWorker", name_prefix="iso"), ("host",), ("launcher_vars",)
-)
+iso = RayWorkerGroup(cluster, f"{W}.LauncherEnvWorker", name_prefix="iso")
+# the per-node initializers: one actor per node, on that node, in the isolated Python
+out["isolated_initializers"] = {
+    str(node): ray.get(init.__ray_call__.remote(lambda self: (os.uname().nodename, os.environ.get("ISOLATED"))))
+    for node, init in sorted(iso._initializer_pool.items())
+}
+out["isolated_env"] = run(iso, ("host",), ("launcher_vars",))
+out["isolated_pool_after_shutdown"] = len(iso._initializer_pool)
 out["isolated_decorated"] = run(
     RayWorkerGroup(cluster, f"{W}.DecoratedWorker", name_prefix="isodec"), ("rank",), ("env", "ISOLATED")
 )
