@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import random
 import socket
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -40,6 +41,18 @@ def port_free(port: int) -> bool:
             return True
         except OSError:
             return False
+
+
+def bind_first(sock: socket.socket, candidates: Iterable[int]) -> int | None:
+    """Bind ``sock`` to the first of these ports that is free and return it; None when none is.
+    (A failed bind leaves the socket unbound, so one socket tries them all.)"""
+    for port in candidates:
+        try:
+            sock.bind(("", port))
+        except OSError:
+            continue
+        return port
+    return None
 
 
 def free_port() -> int:
@@ -77,16 +90,11 @@ def free_ports(n: int, rng: random.Random | None = None) -> list[int]:
     candidates = (draw.randrange(*span) for _ in range(FREE_PORT_TRIES)) if span else iter(())
     with contextlib.ExitStack() as held:
         ports: list[int] = []
-        for port in candidates:
-            if len(ports) == n:
-                break
-            if port % 100 == 0 or port in ports:
-                continue
+        while len(ports) < n:
             s = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            try:
-                s.bind(("", port))
-            except OSError:
-                continue
+            port = bind_first(s, (p for p in candidates if p % 100 and p not in ports))
+            if port is None:
+                break
             ports.append(port)
         while len(ports) < n:  # no room outside the ephemeral range, or all taken: the OS chooses
             s = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))

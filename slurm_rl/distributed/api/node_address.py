@@ -9,6 +9,8 @@ import socket
 from collections.abc import Iterable
 from typing import Any
 
+from ...core.ports import bind_first
+
 # Port ranges (NeMo RL 2026's layout; its users' configs name these). A worker group's rendezvous
 # port (MASTER_PORT: torch's TCPStore, NCCL bootstrap) is picked in 1400-1999, below the
 # kernel's ephemeral range (32768-60999 on stock Linux, as low as 9000 on some GPU nodes): an
@@ -79,13 +81,8 @@ def _bind_socket_in_range(
     else:  # drawn one at a time: a port that binds ends the draws
         candidates = (draw.randint(port_range_low, port_range_high - 1) for _ in range(max_retries))
         tried = f"{max_retries} attempts"
-    for port in candidates:
-        if port in excluded:
-            continue
-        try:
-            sock.bind(("", port))
-        except OSError:
-            continue
+    port = bind_first(sock, (p for p in candidates if p not in excluded))
+    if port is not None:
         return port
     raise RuntimeError(f"Could not find a free port in range [{port_range_low}, {port_range_high}) after {tried}.")
 
