@@ -214,3 +214,24 @@ def lab_up_args() -> list[str]:
     """The `slurm-lab up` options the running lab was brought up with."""
     saved = STATE / "run" / "up-args"
     return saved.read_text().split() if saved.exists() else ["--nodes", "3"]
+
+
+# A driver run off the job's nodes through Ray Client (argv[1]: "init_ray", or "plain" for NeMo
+# Gym's documented ray.init(address, runtime_env=...)): prints JSON with what it reached.
+CLIENT_DRIVER = """
+import json, os, socket, sys
+import ray
+from slurm_rl.distributed import init_ray
+if sys.argv[1] == "init_ray":
+    kind = init_ray()
+else:  # NeMo Gym's form: the address given explicitly, a job-level runtime_env
+    kind = ray.init(os.environ["RAY_ADDRESS"], runtime_env={"env_vars": {"CLIENT_SETTING": "from-here"}}) and "ray.init"
+@ray.remote(num_cpus=0.01)
+def where():
+    return socket.gethostname(), os.environ.get("CLIENT_SETTING")
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On
+alive = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+hosts = ray.get([where.options(scheduling_strategy=On(node, soft=False)).remote() for node in alive])
+print(json.dumps({"client": kind, "nodes": len(alive), "here": socket.gethostname(),
+                  "hosts": sorted({h for h, _ in hosts}), "settings": sorted({str(v) for _, v in hosts})}))
+"""

@@ -4,7 +4,8 @@ the container would fail here. Every way a job ends leaves 0 processes and 0 con
 
 The jobs run side by side (one image unpack per node per job is the cost on 2 cores): a clean
 3-node job submitted from a directory the image lacks, a driver exception, one job attached to
-and torn down, one scancelled, one that hits its time limit.
+(inside its container, and from the login node through Ray Client) and torn down, one
+scancelled, one that hits its time limit.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from tests.conftest import run_cli
 from tests.lab import helpers
-from tests.lab.helpers import SPEC_PYXIS as SPEC
 from tests.lab.helpers import (
+    CLIENT_DRIVER,
     STATE,
     in_queue,
     job_containers,
@@ -28,6 +30,7 @@ from tests.lab.helpers import (
     wait_gone,
     wait_ready,
 )
+from tests.lab.helpers import SPEC_PYXIS as SPEC
 
 IMAGE_PYTHON = "/opt/slurm-rl/bin/python"
 
@@ -66,7 +69,7 @@ def test_every_way_a_container_job_ends_leaves_no_process_and_no_container(pyxis
         timed = start("hold.py", "ok", nodes=1, extra=("--time", "1"))
         clean = start("container_check.py", "3", nodes=3, cwd=outside)
         crash = start("hold.py", "raise", nodes=1)
-        attached = start("hold.py", "ok", nodes=1)
+        attached = start("hold.py", "ok", nodes=1, extra=("--ray-client",))
         cancelled = start("hold.py", "ok", nodes=1)
         jobs = [timed, clean, crash, attached, cancelled]
 
@@ -80,6 +83,14 @@ def test_every_way_a_container_job_ends_leaves_no_process_and_no_container(pyxis
         assert res.returncode == 0, res.stderr
         python, address = res.stdout.split()[-2:]
         assert python == IMAGE_PYTHON and address.count(":") == 1
+        # Ray Client from the login node into the container's Ray (its proxy runs in there)
+        res = run_cli(
+            "attach", str(attached["job_id"]), "--client", "--", sys.executable, "-c", CLIENT_DRIVER, "init_ray",
+            timeout=120,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr[-3000:]
+        seen = last_json(res.stdout, "client")
+        assert seen["client"] == "slurm_managed" and seen["nodes"] == 1 and seen["here"] not in pyxis_lab, seen
         t0 = time.monotonic()
         res = run_cli("teardown", str(attached["job_id"]), timeout=120)
         teardown_s = time.monotonic() - t0

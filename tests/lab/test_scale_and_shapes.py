@@ -18,6 +18,7 @@ import pytest
 from slurm_rl.login.jobs import SLURM_POLL_MAX_S, SLURM_POLL_MIN_S
 from tests.conftest import LAB, run_cli
 from tests.lab.helpers import (
+    CLIENT_DRIVER,
     EXPERIMENTS,
     SPEC,
     assert_no_leftovers,
@@ -173,25 +174,6 @@ def test_secrets_reach_the_job_but_no_file(lab: list[str], tmp_path: Path) -> No
     ]
     assert leaks == [], leaks
     assert "PLAIN_SETTING=visible" in (jd / "sbatch.sh").read_text()
-
-
-CLIENT_DRIVER = """
-import json, os, socket, sys
-import ray
-from slurm_rl.distributed import init_ray
-if sys.argv[1] == "init_ray":
-    kind = init_ray()
-else:  # NeMo Gym's form: the address given explicitly, a job-level runtime_env
-    kind = ray.init(os.environ["RAY_ADDRESS"], runtime_env={"env_vars": {"CLIENT_SETTING": "from-here"}}) and "ray.init"
-@ray.remote(num_cpus=0.01)
-def where():
-    return socket.gethostname(), os.environ.get("CLIENT_SETTING")
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On
-alive = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
-hosts = ray.get([where.options(scheduling_strategy=On(node, soft=False)).remote() for node in alive])
-print(json.dumps({"client": kind, "nodes": len(alive), "here": socket.gethostname(),
-                  "hosts": sorted({h for h, _ in hosts}), "settings": sorted({str(v) for _, v in hosts})}))
-"""
 
 
 def test_an_interactive_cluster_serves_attach_dashboard_and_ray_client(lab: list[str]) -> None:
