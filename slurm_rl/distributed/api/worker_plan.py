@@ -95,6 +95,7 @@ class GroupState:
     master_port: int = 0
     # logical node -> the initializer that creates (and, in another Python, owns) its workers
     initializer_pool: dict[int, Any] = field(default_factory=dict)
+    retired_initializers: list[Any] = field(default_factory=list)  # replaced by a restart
 
     def call(self, worker_id: int, method_name: str, *args: Any, **kwargs: Any) -> Any:
         """One remote call, recorded by the tracker (status, stuck detection)."""
@@ -110,6 +111,8 @@ class GroupState:
     def clear(self) -> None:
         """Forget every worker (after shutdown, or a failed build); kill the initializers."""
         kill_initializers(self.initializer_pool)
+        kill_initializers(dict(enumerate(self.retired_initializers)))
+        self.retired_initializers = []
         self.workers, self.plans, self.metadata, self.tracker = [], [], [], CallTracker(0)
         self.tied_workers_groups, self.worker_to_tied_group_index, self.dp_leader_worker_indices = [], {}, []
         self.known_dead = set()
@@ -338,15 +341,17 @@ def _bundle_node(pg: Any, bundle: int) -> str:
         return "an unknown node"
 
 
-def _initializer(state: GroupState, plan: WorkerPlan, py: str) -> Any:
-    """The pool's initializer for the plan's node, started on first use; a dead one (its node
-    died: so did the workers it owned) or one on another node than the bundle now (Ray moved the
-    bundle) is replaced."""
+def _initializer(state: GroupState, plan: WorkerPlan, py: str, check: bool) -> Any:
+    """The pool's initializer for the plan's node, started on first use. With ``check`` (a
+    restart), a dead one (its node died, and the workers it owned with it) or one on another
+    node than the bundle now (Ray moved the bundle) is replaced; the old handle is kept until
+    the group ends (dropping it would let Ray reap it with any worker it still owns)."""
     pool = state.initializer_pool
     current = pool.get(plan.node)
-    if current is not None and not is_local(current):
+    if check and current is not None and not is_local(current):
         moved = getattr(current, "_slurm_rl_node_id", None) != bundle_node_id(plan.placement_group, plan.bundle)
         if moved or not alive(current):
+            state.retired_initializers.append(current)
             current = None
     if current is None:
         current = state.builder.initializer(py, plan.placement_group, plan.bundle)
@@ -356,7 +361,7 @@ def _initializer(state: GroupState, plan: WorkerPlan, py: str) -> Any:
     return current
 
 
-def start_workers(state: GroupState, plans: list[WorkerPlan]) -> list[Any]:
+def start_workers(state: GroupState, plans: list[WorkerPlan], check: bool = False) -> list[Any]:
     """Ask each plan's initializer for its worker: an actor handle (driver's Python) or an
     ObjectRef of one (an initializer actor; they all start at once). Raises what a local
     initializer raised (the index is the next item's)."""
@@ -365,7 +370,7 @@ def start_workers(state: GroupState, plans: list[WorkerPlan]) -> list[Any]:
     started: list[Any] = []
     for p in plans:
         py = builder.python_for(p.options)
-        initializer = _initializer(state, p, py)
+        initializer = _initializer(state, p, py, check)
         args = (p.placement_group, p.bundle, state.frac, p.bundle_indices)
         options = builder.worker_options(p.options, py)
         if is_local(initializer):
@@ -382,9 +387,9 @@ def _resolve(started: Any) -> Any:
 
 
 def create_workers(state: GroupState, plans: list[WorkerPlan]) -> list[Any]:
-    """Create the planned workers (initializers work in parallel) without waiting for their
-    ``__init__``."""
-    return [_resolve(s) for s in start_workers(state, plans)]
+    """Create the planned workers again (a restart: initializers checked, in parallel) without
+    waiting for their ``__init__``."""
+    return [_resolve(s) for s in start_workers(state, plans, check=True)]
 
 
 def build_workers(state: GroupState, plans: list[WorkerPlan]) -> list[Any]:
