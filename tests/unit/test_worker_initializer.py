@@ -4,7 +4,6 @@ of a group, the driver itself for workers in its own Python, an actor in the wor
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
@@ -13,6 +12,7 @@ import ray
 
 from slurm_rl.distributed import ACTOR_ENVIRONMENT_REGISTRY, RayVirtualCluster, RayWorkerBuilder, RayWorkerGroup
 from slurm_rl.distributed.api.worker_initializer import WorkerInitializer, alive, configure
+from tests.unit.conftest import local_ray
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.ray]
 FQN = "tests.unit.workers.simple.TopologyConfiguredWorker"
@@ -29,15 +29,14 @@ def killed(actor, timeout_s: float = 20.0) -> bool:
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=6, include_dashboard=False)
-    yield
-    ray.shutdown()
+def six_cpus():
+    with local_ray(num_cpus=6):
+        yield
 
 
 @pytest.fixture
-def two_nodes(local_ray):
+def two_nodes(six_cpus):
+    """Two placement groups of two bundles: two logical nodes (on one local Ray)."""
     c = RayVirtualCluster([2, 2], use_gpus=False, num_gpus_per_node=4, name="init")
     yield c
     c.shutdown()
