@@ -111,6 +111,8 @@ def test_dp_leaders_coarser_than_tied_groups(cluster) -> None:
     refused = r"dp_leader_worker_indices \[1, 3\] must be an ascending subset of the tied group leaders \[0, 1, 2\]"
     with pytest.raises(ValueError, match=refused):
         RayWorkerGroup(cluster, FQN, bundle_indices_list=tied, dp_leader_worker_indices=[1, 3])
+    with pytest.raises(ValueError, match=r"dp_leader_worker_indices='0,2': must be a list of worker ranks"):
+        RayWorkerGroup(cluster, FQN, bundle_indices_list=tied, dp_leader_worker_indices="0,2")  # type: ignore[arg-type]
     g = RayWorkerGroup(cluster, FQN, bundle_indices_list=tied, dp_leader_worker_indices=[0, 2], name_prefix="pd")
     try:
         assert g.dp_size == 2 and g.get_dp_leader_worker_idx(1) == 2

@@ -151,7 +151,11 @@ def checked_dp_leaders(leaders: list[int] | None, tied: list[tuple[int, list[int
         rank += len(bundles)
     if leaders is None:
         return firsts
-    leaders = [int(x) for x in leaders]
+    if not isinstance(leaders, (list, tuple)) or not all(
+        isinstance(x, int) and not isinstance(x, bool) for x in leaders
+    ):
+        raise ValueError(f"dp_leader_worker_indices={leaders!r}: must be a list of worker ranks (ints), e.g. {firsts}")
+    leaders = list(leaders)
     if set(leaders) - set(firsts) or leaders != sorted(leaders):
         raise ValueError(
             f"dp_leader_worker_indices {leaders} must be an ascending subset of the tied group leaders {firsts}."
