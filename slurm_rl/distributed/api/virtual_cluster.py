@@ -192,6 +192,9 @@ class RayVirtualCluster:
             raise ValueError(f"bundle_ct_per_node_list must be a list of ints >= 0, got {bundle_ct_per_node_list!r}")
         if max_colocated_worker_groups < 1:
             raise ValueError(f"max_colocated_worker_groups must be >= 1, got {max_colocated_worker_groups}")
+        if not isinstance(num_gpus_per_node, int) or isinstance(num_gpus_per_node, bool) or num_gpus_per_node < 0:
+            # workers' configure_worker gets it (0: CPU-only nodes)
+            raise ValueError(f"num_gpus_per_node must be an int >= 0 (GPUs on one node), got {num_gpus_per_node!r}")
         self._bundle_ct_per_node_list = list(bundle_ct_per_node_list)
         self.use_gpus = use_gpus
         self.max_colocated_worker_groups = max_colocated_worker_groups
