@@ -48,6 +48,16 @@ def describe_error(exc: BaseException) -> str:
     return repr(exc)
 
 
+def exit_reason(rc: int, stop_reason: str) -> str:
+    """Why the job ended, from the driver's return code and the stop this node received, if
+    any. A driver that died of a signal after the node was told to stop (SLURM's SIGTERM at a
+    time limit, scancel, preemption) names both: the stop is the cause, and the driver's signal
+    need not be the same one (Ray's handlers can turn a SIGTERM into a SIGSEGV at exit)."""
+    if not stop_reason:
+        return describe_returncode(rc)
+    return f"{stop_reason}; {describe_returncode(rc)}" if rc < 0 else stop_reason
+
+
 class Lifecycle:
     """Runs this node's role in a thread so that a stop (signal, failed node) is acted on at
     once, even while `ray start` is blocked in C code; then records the exit and cleans up."""
@@ -179,9 +189,7 @@ class Lifecycle:
             self.finish(STOPPED_RC, ctx.stop_reason or "stopped")
             return STOPPED_RC
         if ctx.rank == 0:
-            self.finish(
-                shell_exit_code(rc), describe_returncode(rc) if rc < 0 or not ctx.stop_reason else ctx.stop_reason
-            )
+            self.finish(shell_exit_code(rc), exit_reason(rc, ctx.stop_reason))
             return shell_exit_code(rc)
         return rc
 

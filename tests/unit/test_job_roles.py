@@ -146,6 +146,17 @@ def test_lifecycle_conclude(tmp_path: Path, rank: int, outcome: dict, rc: int, c
         assert life.ctx.stop_flag.exists()  # the other nodes are told to stop
 
 
+def test_a_driver_that_dies_of_a_signal_after_a_stop_names_the_stop_first(tmp_path: Path) -> None:
+    """SLURM's SIGTERM at a time limit, and the driver dies of SIGSEGV in Ray's exit handlers
+    (seen on the lab under load): the recorded reason says both, the stop first."""
+    life = Lifecycle(_ctx(tmp_path, rank=0))
+    life.ctx.stop_reason = "SIGTERM received on node1 (scancel, time limit or preemption)"
+    assert life.conclude({"rc": -11}) == 139
+    assert read_exit(life.ctx.paths)[1] == (
+        "SIGTERM received on node1 (scancel, time limit or preemption); driver killed by signal SIGSEGV"
+    )
+
+
 def test_a_stopped_worker_after_a_normal_end_is_not_a_failure(tmp_path: Path) -> None:
     life = Lifecycle(_ctx(tmp_path, rank=1))
     life.ctx.stop_flag.touch()
