@@ -14,16 +14,25 @@ REPO = Path(__file__).resolve().parent.parent
 LAB = REPO / "tests" / "lab" / "slurm-lab"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Layers: every test under tests/lab is ``lab``; a unit test that starts a local Ray is
     marked ``ray`` in its module; the rest are ``unit`` (`pytest -m unit`: seconds, no Ray, no
     SLURM). Tests marked ``lab_last`` (they restart the lab) run after all others, whatever
-    their file names; the sort is stable, so the rest keep their order."""
+    their file names; the sort is stable, so the rest keep their order.
+
+    Two streams under ``-n 2 --dist loadgroup`` (the README's command): the lab tests, one after
+    another (they share the lab's nodes and some restart it), beside everything else, one after
+    another (a local Ray is found by ``address="auto"``: two at once on one host would meet).
+    The lab tests mostly wait on SLURM's clocks, so the machine has room for the second stream."""
     for item in items:
         if "tests/lab/" in str(item.path).replace("\\", "/"):
             item.add_marker(pytest.mark.lab)
-        elif item.get_closest_marker("ray") is None:
-            item.add_marker(pytest.mark.unit)
+            item.add_marker(pytest.mark.xdist_group("lab"))
+        else:
+            if item.get_closest_marker("ray") is None:
+                item.add_marker(pytest.mark.unit)
+            item.add_marker(pytest.mark.xdist_group("local"))
     items.sort(key=lambda item: item.get_closest_marker("lab_last") is not None)
 
 
