@@ -209,7 +209,11 @@ def test_a_ray_remote_class_is_never_wrapped_twice(many_gpu_ray, worker) -> None
         cluster.shutdown()
 
 
-@pytest.mark.parametrize("worker", [DecoratedWithOptions, f"{W}.DecoratedWorker", ShardWorker], ids=str)
+@pytest.mark.parametrize(
+    "worker",
+    [DecoratedWithOptions, f"{W}.DecoratedWorker", ShardWorker],
+    ids=["ray-remote-class", "fqn", "plain-class"],
+)
 def test_every_worker_has_execute_method_the_2026_way(many_gpu_ray, worker) -> None:
     """NeMo RL 2026's tests and code call w.execute_method.remote("name", *args) on any worker."""
     cluster = RayVirtualCluster([1], use_gpus=False)
