@@ -33,7 +33,7 @@ def test_scalars_keep_numbers_only() -> None:
 
 
 def test_wandb_offline_run_carries_the_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("wandb")
+    wandb = pytest.importorskip("wandb")
     assert not wandb_configured({})  # installed but not configured: off
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -44,6 +44,9 @@ def test_wandb_offline_run_carries_the_job(tmp_path: Path, monkeypatch: pytest.M
     log.log(step=1, reward=0.5)
     log.log(step=2, reward=0.75)
     log.close()
+    # finish() returns before W&B's service has flushed the run's record log (a CI run under load
+    # read only its 7-byte header); a driver's exit waits for it in wandb's atexit teardown
+    wandb.teardown()
     runs = list((tmp_path / "wandb").glob("offline-run-*-slurm-4242"))
     assert len(runs) == 1, list((tmp_path / "wandb").iterdir())
     record = (runs[0] / "run-slurm-4242.wandb").read_bytes()  # wandb's own record log of the run
