@@ -31,6 +31,16 @@ def describe_returncode(returncode: int, what: str = "driver") -> str:
     return f"{what} exited {returncode}"
 
 
+def exit_reason(rc: int, stop_reason: str) -> str:
+    """Why the job ended, from the driver's return code and the stop its node received, if
+    any. A driver that died of a signal after the node was told to stop (SLURM's SIGTERM at a
+    time limit, scancel, preemption) names both: the stop is the cause, and the driver's signal
+    need not be the same one (Ray's handlers can turn a SIGTERM into a SIGSEGV at exit)."""
+    if not stop_reason:
+        return describe_returncode(rc)
+    return f"{stop_reason}; {describe_returncode(rc)}" if rc < 0 else stop_reason
+
+
 def record_exit(paths: JobPaths, rc: int, reason: str, *, keep_existing: bool = True) -> bool:
     """Write the job's exit code and reason. With ``keep_existing`` (the default) the first
     writer wins: the node that saw the cause knows it best. Returns whether it wrote."""

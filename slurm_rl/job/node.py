@@ -25,7 +25,7 @@ from pathlib import Path
 import psutil
 
 from ..core.events import read_events, write_atomic
-from ..core.exits import STOPPED_RC, describe_returncode, record_exit, shell_exit_code, with_oom_kills
+from ..core.exits import STOPPED_RC, exit_reason, record_exit, shell_exit_code, with_oom_kills
 from ..core.job_env import TEMP_DIR_ENV, JobEnvironment
 from ..core.manifest import load_manifest
 from ..core.paths import JobPaths
@@ -46,16 +46,6 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.filename:
         return f"{type(exc).__name__}: {exc.strerror}: {exc.filename!r} does not exist or is not usable on this node"
     return repr(exc)
-
-
-def exit_reason(rc: int, stop_reason: str) -> str:
-    """Why the job ended, from the driver's return code and the stop this node received, if
-    any. A driver that died of a signal after the node was told to stop (SLURM's SIGTERM at a
-    time limit, scancel, preemption) names both: the stop is the cause, and the driver's signal
-    need not be the same one (Ray's handlers can turn a SIGTERM into a SIGSEGV at exit)."""
-    if not stop_reason:
-        return describe_returncode(rc)
-    return f"{stop_reason}; {describe_returncode(rc)}" if rc < 0 else stop_reason
 
 
 class Lifecycle:
