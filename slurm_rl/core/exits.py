@@ -7,7 +7,9 @@ finalize step read them while nodes may still be writing.
 
 from __future__ import annotations
 
+import re
 import signal
+from dataclasses import dataclass
 from typing import Any
 
 from .events import write_atomic
@@ -71,9 +73,48 @@ def read_exit(paths: JobPaths) -> tuple[int | None, str]:
     return rc, reason
 
 
+@dataclass(frozen=True)
+class OomKills:
+    """What the kernel's OOM killer did on one node of a job (from its ``node_oom`` events)."""
+
+    node: str
+    kills: int
+    limit: str  # e.g. "1500 MiB (--mem)"
+
+    def text(self) -> str:
+        return (
+            f"{self.node}: the kernel's OOM killer killed {self.kills} process(es) of the job at the node's "
+            f"limit of {self.limit}"
+        )
+
+
+_OLD_MESSAGE = re.compile(r"killed (\d+) process\(es\) of the job at the node's limit of (.*)$")
+
+
+def oom_kills(events: list[dict[str, Any]]) -> list[OomKills]:
+    """Per node, in the order first seen: processes killed for memory, and the limit."""
+    per_node: dict[str, OomKills] = {}
+    for e in events:
+        if e.get("event") != "node_oom":
+            continue
+        node = str(e.get("node") or e.get("host") or "?")
+        kills, limit = e.get("kills"), e.get("limit")
+        if kills is None:  # an event of an older slurm-rl: the numbers are in its message
+            m = _OLD_MESSAGE.search(str(e.get("message", "")))
+            kills, limit = (int(m.group(1)), m.group(2)) if m else (1, "its memory limit")
+        seen = per_node.get(node)
+        per_node[node] = OomKills(node, (seen.kills if seen else 0) + int(kills), str(limit))
+    return list(per_node.values())
+
+
+def oom_line(kills: list[OomKills]) -> str:
+    """One line for people: "OOM: node3: ... 4 process(es) ... 1500 MiB (--mem)"; "" if none."""
+    return "OOM: " + "; ".join(k.text() for k in kills) if kills else ""
+
+
 def with_oom_kills(reason: str, events: list[dict[str, Any]]) -> str:
     """``reason`` and, once, the OOM kills the nodes reported (``node_oom`` events)."""
-    ooms = [e for e in events if e.get("event") == "node_oom"]
-    if not ooms or "OOM:" in reason:
+    kills = oom_kills(events)
+    if not kills or "OOM:" in reason:
         return reason
-    return reason + "; OOM: " + "; ".join(f"{e.get('node')}: {e.get('message')}" for e in ooms)
+    return f"{reason}; {oom_line(kills)}" if reason else oom_line(kills)

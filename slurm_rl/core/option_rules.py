@@ -13,50 +13,45 @@ from .ports import BLOCK_SIZE
 DEFAULT_SIGNAL = "B:USR2@120"
 _SIGNAL = re.compile(r"^(B:|R:|RB:)?((?:SIG)?[A-Z0-9]+)@(\d+)$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_USE = "use slurm-rl's {} instead"
-# sbatch/srun options slurm-rl sets itself: an escape-hatch argument may not change them.
-SBATCH_OWNED = {
+# sbatch options that would break the job as slurm-rl runs it: an escape-hatch argument is
+# refused as unsafe, with why.
+SBATCH_UNSAFE = {
     **dict.fromkeys(("--ntasks-per-node", "--ntasks", "-n", "--ntasks-per-core"), "slurm-rl runs one task per node"),
     **dict.fromkeys(("--output", "-o", "--error", "-e", "--open-mode"), "logs go to the job dir's logs/"),
-    **dict.fromkeys(("--nodes", "-N"), _USE.format("--nodes")),
-    **dict.fromkeys(("--job-name", "-J"), _USE.format("--name")),
-    **dict.fromkeys(("--chdir", "-D"), _USE.format("--workdir")),
-    **dict.fromkeys(("--signal",), _USE.format("--signal")),
-    **dict.fromkeys(("--requeue", "--no-requeue"), _USE.format("--requeue N")),
-    **dict.fromkeys(("--hold", "-H"), _USE.format("submit --hold")),
     **dict.fromkeys(("--array", "-a", "--wrap", "--parsable", "--het-job"), "a slurm-rl job is one batch script"),
-    **dict.fromkeys(
-        (
-            "--qos",
-            "-q",
-            "--constraint",
-            "-C",
+    **dict.fromkeys(("--nodes", "-N"), "the manifest counts the nodes that must join; use --nodes"),
+}
+# sbatch options the options model has a flag for: refused, naming that flag (it is checked
+# before the queue, reaches the manifest and the job's later steps, e.g. a cleanup's account).
+SBATCH_HAS_FLAG = {
+    **dict.fromkeys(("--job-name", "-J"), "--name"),
+    **dict.fromkeys(("--chdir", "-D"), "--workdir"),
+    **dict.fromkeys(("--requeue", "--no-requeue"), "--requeue N"),
+    **dict.fromkeys(("--hold", "-H"), "submit --hold"),
+    **dict.fromkeys(("--qos", "-q"), "--qos"),
+    **dict.fromkeys(("--constraint", "-C"), "--constraint"),
+    **dict.fromkeys(("--exclude", "-x"), "--exclude"),
+    **dict.fromkeys(("--nodelist", "-w"), "--nodelist"),
+    **dict.fromkeys(("--dependency", "-d"), "--dependency"),
+    **dict.fromkeys(("--partition", "-p"), "--partition"),
+    **dict.fromkeys(("--account", "-A"), "--account"),
+    **dict.fromkeys(("--time", "-t"), "--time"),
+    **dict.fromkeys(("--cpus-per-task", "-c"), "--cpus-per-node"),
+    **{
+        f: f
+        for f in (
+            "--signal",
             "--exclusive",
             "--mem",
             "--mem-per-cpu",
             "--gres",
             "--reservation",
-            "--exclude",
-            "-x",
-            "--nodelist",
-            "-w",
-            "--dependency",
-            "-d",
             "--mail-type",
             "--mail-user",
             "--comment",
-            "--partition",
-            "-p",
-            "--account",
-            "-A",
-            "--time",
-            "-t",
-            "--cpus-per-task",
-            "-c",
             "--gpus-per-node",
-        ),
-        "it has a flag of its own: use that",
-    ),
+        )
+    },
 }
 SRUN_OWNED = {
     **dict.fromkeys(
@@ -77,13 +72,17 @@ def _signal_problem(v: str) -> str | None:
     return None
 
 
-def _escape_hatch(owned: dict[str, str]) -> Any:
+def _escape_hatch(unsafe: dict[str, str], has_flag: dict[str, str] | None = None) -> Any:
     def problem(args: tuple[str, ...] | list[str]) -> str | None:
         for arg in args:
             if "\n" in arg or not arg.startswith("-"):
                 return f"{arg!r} is not one option (it must start with '-', on one line)"
-            if arg.split("=", 1)[0] in owned:
-                return f"{arg!r} would break slurm-rl's own contract; {owned[arg.split('=', 1)[0]]}"
+            name, _, value = arg.partition("=")
+            if name in unsafe:
+                return f"{arg!r} would break the job as slurm-rl runs it: {unsafe[name]}"
+            if has_flag and name in has_flag:
+                shown = f"{has_flag[name]} {value}" if value and " " not in has_flag[name] else has_flag[name]
+                return f"{arg!r}: slurm-rl has a flag for this; use {shown} instead"
         return None
 
     return rule(problem)
@@ -108,9 +107,9 @@ JobName = Annotated[
     str, rule(lambda v: "use up to 64 letters, digits, '.', '_' or '-'" if v and not _NAME.match(v) else None)
 ]
 WarningSignal = Annotated[str, rule(_signal_problem)]
-SbatchArgs = Annotated[tuple[str, ...], _escape_hatch(SBATCH_OWNED)]
+SbatchArgs = Annotated[tuple[str, ...], _escape_hatch(SBATCH_UNSAFE, SBATCH_HAS_FLAG)]
 SrunArgs = Annotated[tuple[str, ...], _escape_hatch(SRUN_OWNED)]
-SbatchArgList = Annotated[list[str], _escape_hatch(SBATCH_OWNED)]  # the spec's (a JSON list)
+SbatchArgList = Annotated[list[str], _escape_hatch(SBATCH_UNSAFE, SBATCH_HAS_FLAG)]  # the spec's (a JSON list)
 SrunArgList = Annotated[list[str], _escape_hatch(SRUN_OWNED)]
 
 

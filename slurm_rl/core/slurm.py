@@ -70,6 +70,27 @@ class PartitionInfo:
     mem_mb: int
     gpus: int
     default: bool
+    max_time: str | None = None  # sinfo's time limit (a SLURM time), None for infinite or unknown
+
+
+@dataclass(frozen=True)
+class QosLimits:
+    """A QOS's limits on one job, as sacctmgr reports them (what is absent is unlimited)."""
+
+    name: str
+    max_wall: str | None  # a SLURM time
+    per_job: dict[str, int]  # TRES -> most per job, e.g. {"node": 1, "cpu": 64, "gres/gpu": 8}
+    per_node: dict[str, int]
+
+
+def parse_tres(text: str) -> dict[str, int]:
+    """``cpu=8,gres/gpu=4,node=2`` -> {"cpu": 8, "gres/gpu": 4, "node": 2} (sizes like 64G skipped)."""
+    out = {}
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        if key and value.isdigit():
+            out[key] = int(value)
+    return out
 
 
 @dataclass(frozen=True)
@@ -280,12 +301,14 @@ class SlurmClient:
         """Every partition: node count, its largest node's CPUs, memory (MB) and GPUs, and which
         is the default; one sinfo call per client (a submit asks once)."""
         if self._partitions is None:
-            res = self.run(["sinfo", "-h", "-N", "-o", "%P|%n|%c|%m|%G"], check=False)
+            res = self.run(["sinfo", "-h", "-N", "-o", "%P|%n|%c|%m|%G|%l"], check=False)
             nodes: dict[str, set[str]] = {}
             out: dict[str, PartitionInfo] = {}
             for line in res.stdout.splitlines():
                 parts = line.strip().split("|")
-                if len(parts) != 5 or not parts[2].rstrip("+").isdigit():
+                if len(parts) == 5:
+                    parts.append("")
+                if len(parts) != 6 or not parts[2].rstrip("+").isdigit():
                     continue
                 name, default = parts[0].rstrip("*"), parts[0].endswith("*")
                 nodes.setdefault(name, set()).add(parts[1])
@@ -299,6 +322,7 @@ class SlurmClient:
                     max(prev.mem_mb, mem),
                     max(prev.gpus, gpus),
                     default or prev.default,
+                    parts[5] if re.fullmatch(r"[\d:-]+", parts[5]) else None,
                 )
             self._partitions = out
         return self._partitions
@@ -319,6 +343,26 @@ class SlurmClient:
         """(CPUs, memory in MB, GPUs) of the largest node of a partition; None if unknown."""
         found = self.partition(partition)
         return (found.cpus, found.mem_mb, found.gpus) if found else None
+
+    def partition_time_limit(self, partition: str | None) -> str | None:
+        """A partition's time limit as sinfo prints it (``1-00:00:00``); None if infinite or unknown."""
+        found = self.partition(partition)
+        return found.max_time if found else None
+
+    def qos_limits(self, qos: str) -> QosLimits | None:
+        """A QOS's per-job limits from SLURM's accounting; None where the site keeps none (no
+        sacctmgr, no slurmdbd) or does not know the QOS (sbatch then says so itself)."""
+        try:
+            res = self.run(
+                ["sacctmgr", "-n", "-P", "show", "qos", qos, "format=Name,MaxWall,MaxTRES,MaxTRESPerNode"], check=False
+            )
+        except UsageError:  # no sacctmgr here
+            return None
+        for line in res.stdout.splitlines() if res.returncode == 0 else []:
+            parts = line.strip().split("|")
+            if len(parts) == 4 and parts[0] == qos:
+                return QosLimits(qos, parts[1] or None, parse_tres(parts[2]), parse_tres(parts[3]))
+        return None
 
     def job_owner(self, job_id: int | str) -> str | None:
         """The user name owning a job SLURM still knows, else None."""

@@ -20,6 +20,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.exits import OomKills
+
 MIB = 2**20
 DAEMON_RESERVE = 400 * MIB  # raylet, GCS on the head, agents: what Ray's own processes hold
 UNLIMITED = 2**60  # larger than any real limit (cgroup v1 says 9223372036854771712 for none)
@@ -150,9 +152,9 @@ class OomWatch:
         self.seen = oom_kills(self.cgroup, root)
         self._next = self._clock() + every_s
 
-    def poll(self, now: bool = False) -> str | None:
-        """A one-line report when new kills happened since the last poll, else None (``now``:
-        look even if the last look was less than ``every_s`` ago)."""
+    def poll(self, now: bool = False) -> tuple[int, str] | None:
+        """(new kills, the limit in words) when the OOM killer killed processes since the last
+        poll, else None (``now``: look even if the last look was less than ``every_s`` ago)."""
         if self.cgroup is None or (self._clock() < self._next and not now):
             return None
         self._next = self._clock() + self.every_s
@@ -160,5 +162,20 @@ class OomWatch:
         new, self.seen = kills - self.seen, kills
         if new <= 0:
             return None
-        limit = f"{self.limit.bytes // MIB} MiB ({self.limit.source})" if self.limit else "its memory limit"
-        return f"the kernel's OOM killer killed {new} process(es) of the job at the node's limit of {limit}"
+        return new, f"{self.limit.bytes // MIB} MiB ({self.limit.source})" if self.limit else "its memory limit"
+
+
+def warn_driver(driver_log: Path, kills: OomKills) -> None:
+    """A warning line in the driver's log (any node may write it: the job dir is shared), next to
+    the error Ray gives the driver for a worker the kernel killed (``WorkerCrashedError``,
+    ``SYSTEM_ERROR``, ``ActorDiedError``), which does not say memory. Nothing before the driver
+    started (its log does not exist yet: the kill is in the node log and events)."""
+    if not driver_log.exists():
+        return
+    line = (
+        f"slurm-rl: WARNING: OOM kill on {kills.node}: the kernel's OOM killer killed {kills.kills} process(es) "
+        f"of the job at the node's limit of {kills.limit}; a Ray worker killed so surfaces as a crashed worker "
+        f"or actor (WorkerCrashedError, SYSTEM_ERROR). Ask for more memory (--mem) or use less per node.\n"
+    )
+    with open(driver_log, "a") as f:  # one short append: whole lines among the driver's own
+        f.write(line)

@@ -25,14 +25,14 @@ from pathlib import Path
 import psutil
 
 from ..core.events import read_events, write_atomic
-from ..core.exits import STOPPED_RC, exit_reason, record_exit, shell_exit_code, with_oom_kills
+from ..core.exits import STOPPED_RC, OomKills, exit_reason, record_exit, shell_exit_code, with_oom_kills
 from ..core.job_env import TEMP_DIR_ENV, JobEnvironment
 from ..core.manifest import load_manifest
 from ..core.paths import JobPaths
 from ..core.procs import MARKER_ENV, stop_job_processes
 from .context import POLL_S, NodeContext, NodeFailure, Stopped
 from .head import run_head
-from .memory import OomWatch
+from .memory import OomWatch, warn_driver
 from .network import socket_ifname_env
 from .ray_start import ray_config_env
 from .worker import PRE_JOIN_FILE_POLL_S, run_worker
@@ -129,10 +129,12 @@ class Lifecycle:
         oom = OomWatch(ctx.memory_limit)
 
         def note_oom(now: bool = False) -> None:
-            report = oom.poll(now)
-            if report:
-                ctx.say(f"OOM: {report}")
-                ctx.event("node_oom", message=report)
+            found = oom.poll(now)
+            if found:
+                kills = OomKills(ctx.node, *found)
+                ctx.say(f"OOM: {kills.text()}")
+                ctx.event("node_oom", message=kills.text(), kills=kills.kills, limit=kills.limit)
+                warn_driver(ctx.paths.driver_log, kills)
 
         next_flag_check = 0.0
         while not done.wait(POLL_S):

@@ -79,6 +79,8 @@ def list_jobs(spec_flag: str | None) -> None:
 @spec_option()
 def logs(job: str, node: str | None, batch: bool, follow: bool, spec_flag: str | None) -> None:
     """Print a job's driver log (or --node NODE, --batch). JOB: a SLURM job id or a local run's id."""
+    from ..core.events import read_events
+    from ..core.exits import oom_kills, oom_line
     from ..core.slurm import SlurmClient
     from .follow import follow_file
     from .jobs import GentleState, end_line, summarize
@@ -95,6 +97,9 @@ def logs(job: str, node: str | None, batch: bool, follow: bool, spec_flag: str |
         if not path.exists():
             raise UsageError(f"job {job_id}: {path} does not exist yet (the job may not have started)")
         click.echo(path.read_text(), nl=False)
+        oom = oom_line(oom_kills(read_events(paths.events)))
+        if oom:  # the driver's log may show only a crashed worker: say memory, on stderr
+            click.echo(f"slurm-rl: job {job_id}: {oom}", err=True)
         return
     gentle = GentleState(paths, job_id, client)
     try:

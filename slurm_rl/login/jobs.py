@@ -14,7 +14,7 @@ from rich.table import Table
 
 from ..core.errors import JobError
 from ..core.events import read_events
-from ..core.exits import read_exit, with_oom_kills
+from ..core.exits import OomKills, oom_kills, oom_line, read_exit, with_oom_kills
 from ..core.fields import time_minutes
 from ..core.job_ids import as_slurm_id, is_slurm_job_id
 from ..core.manifest import JobManifest, load_manifest
@@ -48,9 +48,17 @@ class JobSummary:
     exit_code: int | None
     exit_reason: str
     record: JobRecord | None = field(default=None, compare=False)  # sacct's, once the job ended
+    oom: tuple[OomKills, ...] = ()  # processes the kernel killed for memory, per node
+
+    @property
+    def shown_state(self) -> str:
+        """The state, and OOM kills beside it (a job that survived them stays COMPLETED)."""
+        kills = sum(k.kills for k in self.oom)
+        return f"{self.state} ({kills} OOM kill{'s' * (kills != 1)})" if kills else self.state
 
     def as_dict(self) -> dict[str, Any]:
-        extra = {"accounting": self.record.as_dict()} if self.record else {}
+        extra: dict[str, Any] = {"accounting": self.record.as_dict()} if self.record else {}
+        extra["oom_kills"] = [{"node": k.node, "kills": k.kills, "limit": k.limit} for k in self.oom]
         return {
             "job_id": self.job_id,
             "job_dir": str(self.paths.job_dir),
@@ -110,6 +118,10 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
     slurm_state = state.state if state else "UNKNOWN"
     if slurm_state == "UNKNOWN" and exit_code is not None:
         slurm_state = "COMPLETED" if exit_code == 0 else "FAILED"
+    elif slurm_state in ("RUNNING", "COMPLETING") and exit_code is not None:
+        # the driver's exit is known, SLURM has not moved the job on yet (the batch script's
+        # last lines, then the epilogs): never "RUNNING" beside an exit code
+        slurm_state = "COMPLETING"
     manifest = _manifest_or_none(paths)
     lost = lost_nodes(events) if state is not None and not state.in_queue and exit_code != 0 else []
     if slurm_state == "TIMEOUT":  # SLURM's SIGTERM/SIGKILL at the limit is no crash, whatever killed the driver
@@ -121,7 +133,9 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         )
     exit_reason = with_oom_kills(exit_reason, events)  # also a node's report after node 0 recorded the exit
     nodes = manifest.total_nodes if manifest else 0
-    return JobSummary(parse_job_id(paths.job_id), paths, slurm_state, phase, up, nodes, exit_code, exit_reason)
+    oom = tuple(oom_kills(events))
+    job_id = parse_job_id(paths.job_id)
+    return JobSummary(job_id, paths, slurm_state, phase, up, nodes, exit_code, exit_reason, oom=oom)
 
 
 def job_summary(job_id: JobId, user: str, client: SlurmClient, spec: ClusterSpec | None = None) -> JobSummary:
@@ -146,10 +160,21 @@ SLURM_POLL_MIN_S = 2.0  # the first SLURM query comes this long after the start 
 SLURM_POLL_MAX_S = 15.0  # ... and the interval doubles up to this (sites police tools that poll hard)
 
 
+ENDING_POLL_S = 1.0  # SLURM is asked this often once the job dir says the job ended
+
+
+def settled(state: JobState) -> bool:
+    """SLURM's word on the job is final: it left the queue (COMPLETED, FAILED, ...), or SLURM
+    forgot it (UNKNOWN: then the job dir's exit files say how it ended)."""
+    return state.finished or state.state == "UNKNOWN"
+
+
 class GentleState:
     """A job's SLURM state for followers (``--wait``, ``logs -f``): SLURM is asked at most every
-    2 s at first, backing off to every 15 s, and once more when the job dir says the job ended
-    (finalize's ``job_end``; a job that dies before slurm-rl starts is seen by SLURM alone)."""
+    2 s at first, backing off to every 15 s; once the job dir says the job ended (finalize's
+    ``job_end``) every second, until SLURM's state is final. A follower ends on SLURM's final
+    state, never on the job dir alone: between the driver's exit and the epilog's end SLURM
+    still says RUNNING or COMPLETING, and a state read then is not the job's."""
 
     def __init__(self, paths: JobPaths, job_id: JobId, client: SlurmClient) -> None:
         self.paths, self.job_id, self.client = paths, job_id, client
@@ -159,19 +184,22 @@ class GentleState:
         self._next_ask = time.monotonic() + SLURM_POLL_MIN_S
 
     def poll(self) -> bool:
-        """Refresh (a job-dir read; SLURM only when due); True once the job has ended."""
-        self.ended_here = any(e.get("event") == "job_end" for e in read_events(self.paths.events))
-        if self.ended_here or time.monotonic() >= self._next_ask:
+        """Refresh (a job-dir read; SLURM only when due); True once SLURM's state is final."""
+        if not self.ended_here:
+            self.ended_here = any(e.get("event") == "job_end" for e in read_events(self.paths.events))
+            if self.ended_here:
+                self._next_ask = time.monotonic()  # ask at once
+        if time.monotonic() >= self._next_ask:
             self.state = job_state_for(self.paths, self.client)
-            self._interval = min(self._interval * 2, SLURM_POLL_MAX_S)
+            self._interval = ENDING_POLL_S if self.ended_here else min(self._interval * 2, SLURM_POLL_MAX_S)
             self._next_ask = time.monotonic() + self._interval
-        return self.state.finished or self.state.state == "UNKNOWN" or self.ended_here
+        return settled(self.state)
 
 
 def wait_for_job(
     paths: JobPaths, job_id: JobId, client: SlurmClient, quiet: bool = False, poll_s: float = 0.5
 ) -> JobSummary:
-    """Follow a job until it ended; show state, phase and nodes up meanwhile.
+    """Follow a job until SLURM's state is final; show state, phase and nodes up meanwhile.
 
     Progress comes from the job dir (events.jsonl, a file read every ``poll_s``); SLURM is
     asked as GentleState says."""
@@ -184,6 +212,8 @@ def wait_for_job(
             ended = gentle.poll()
             summary = summarize(paths, gentle.state)
             text = f"job {job_id}: {summary.state}, {summary.phase}, {summary.nodes_up}/{summary.nodes} nodes up"
+            if gentle.ended_here and not ended:
+                text = f"job {job_id}: exit code {summary.exit_code}; SLURM is completing the job (epilog)"
             if not quiet:
                 for line in driver.new_lines():  # the driver's output, above the spinner
                     console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -193,14 +223,11 @@ def wait_for_job(
             if ended:
                 break
             time.sleep(poll_s)
-    state = gentle.state
-    # The batch step may end a moment before the exit code file is visible on a shared FS.
+    # A job SLURM ended may show its exit code file a moment later on a shared FS.
     deadline = time.monotonic() + 5
     while summary.exit_code is None and time.monotonic() < deadline:
         time.sleep(0.1)
-        summary = summarize(paths, state)
-    if not state.finished and summary.exit_code is not None:  # SLURM has not caught up yet
-        summary = replace(summary, state="COMPLETED" if summary.exit_code == 0 else "FAILED")
+        summary = summarize(paths, gentle.state)
     if not quiet:
         for line in driver.new_lines():
             console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -243,9 +270,10 @@ def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
             slurm = queued.get(key) or accounted.get(key) or JobState(key, "UNKNOWN")
         else:
             slurm = job_state_for(p, client)  # a local run
-        state = summarize(p, slurm).state
+        summary = summarize(p, slurm)
+        state = replace(summary, state=summary.state.split()[0]).shown_state
         when = time.strftime("%m-%d %H:%M", time.localtime(p.manifest.stat().st_mtime))
-        table.add_row(p.job_id, p.name_dir.name, state.split()[0], when, str(p.job_dir))
+        table.add_row(p.job_id, p.name_dir.name, state, when, str(p.job_dir))
     Console().print(table)
 
 
@@ -261,6 +289,7 @@ def _batch_log_reason(batch_log: Path) -> str:
 def print_table(rows: Iterable[JobSummary]) -> None:
     """One row per job; state and phase never truncated (80 columns fit); the job dir is in
     `slurm-rl list` and `status --json`."""
+    rows = list(rows)
     table = Table(box=None, pad_edge=False)
     for name, kw in (
         ("job", {}),
@@ -275,9 +304,12 @@ def print_table(rows: Iterable[JobSummary]) -> None:
         table.add_row(
             str(r.job_id),
             r.paths.name_dir.name,
-            r.state,
+            r.shown_state,
             r.phase,
             f"{r.nodes_up}/{r.nodes}",
             "" if r.exit_code is None else str(r.exit_code),
         )
     Console().print(table)
+    for r in rows:  # what the table has no room for: where and at which limit memory ran out
+        if r.oom:
+            Console().print(f"job {r.job_id}: {oom_line(list(r.oom))}", markup=False, highlight=False, soft_wrap=True)

@@ -192,6 +192,19 @@ def finalize_files() -> dict[str, str]:
     return {name: shlex.quote(str(p.relative_to(paths.job_dir))) for name, p in files.items()}
 
 
+def python_hint(container: Container) -> str:
+    """What a job whose interpreter is missing on a node says after the path and the node."""
+    if container.runtime == "none":
+        return (
+            '; set "python" in the spec to an interpreter that every node has, with slurm_rl installed '
+            "(e.g. a venv on the shared filesystem)"
+        )
+    return (
+        f' (in the container image {container.image}); set "python" in the spec to the image\'s own '
+        "interpreter with slurm_rl installed (e.g. python3)"
+    )
+
+
 def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
     """The sbatch script and the manifest of a job. Pure: no I/O besides reading templates."""
     name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir
@@ -220,6 +233,8 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         setup=spec.setup,
         het_groups="0,1" if opts.head_partition else "",
         node_command=f'{python} -m slurm_rl.job.node --job-dir "$SLURM_RL_JOB_DIR"',
+        python=python,
+        python_hint=shlex.quote(python_hint(container)),
         warned_marker=shlex.quote(f"{MARKERS_DIR}/") + warned_marker_name('"${SLURM_RESTART_COUNT:-0}"'),
         started_markers=shlex.quote(f"{MARKERS_DIR}/") + '"${SLURM_RESTART_COUNT:-0}"-*.started',
         total_nodes=opts.total_nodes,

@@ -22,6 +22,7 @@ from ..core.slurm import SlurmClient
 from ..core.spec import ClusterSpec
 from . import index
 from .options import JobOptions
+from .preflight import preflight
 from .render import RenderedJob, render_job
 from .snapshot import SNAPSHOT_DIR, copy_snapshot
 
@@ -67,48 +68,6 @@ def stage_job_dir(
         copy_snapshot(Path(job.manifest.snapshot_root), stage.job_dir / SNAPSHOT_DIR)
 
 
-def check_partition_size(opts: JobOptions, client: SlurmClient) -> None:
-    """Refuse a job that can never start (it would pend forever): more nodes than the partition has."""
-    wanted = [("--partition", opts.partition, opts.nodes if opts.head_partition else opts.total_nodes)]
-    if opts.head_partition:
-        wanted.append(("--head-partition", opts.head_partition, 1))
-    for flag, partition, nodes in wanted:
-        found = client.partition_nodes(partition)
-        if found is None:
-            if partition:
-                raise UsageError(f"{flag} {partition!r}: SLURM has no such partition; `sinfo -s` lists them")
-            continue
-        name, count = found
-        if nodes > count:
-            extra = " (--nodes workers plus the --head-node cpu head)" if nodes != opts.nodes else ""
-            raise UsageError(
-                f"--nodes {opts.nodes}: partition {name!r} has {count} node{'s' * (count != 1)}, "
-                f"the job needs {nodes}{extra}; ask for fewer"
-            )
-
-
-def check_node_capacity(opts: JobOptions, client: SlurmClient) -> None:
-    """Refuse what no node of the partition has (it would pend forever, or fail after the wait):
-    more CPUs, GPUs or memory per node than its largest node."""
-    capacity = client.partition_capacity(opts.partition)
-    if capacity is None:
-        return
-    cpus, mem_mb, gpus = capacity
-    where = f"partition {opts.partition or '(default)'}'s largest node"
-    if opts.cpus_per_node and opts.cpus_per_node > cpus:
-        raise UsageError(f"--cpus-per-node {opts.cpus_per_node}: {where} has {cpus} CPUs; ask for at most {cpus}")
-    if opts.gpus_per_node and opts.gpus_per_node > gpus:
-        raise UsageError(f"--gpus-per-node {opts.gpus_per_node}: {where} has {gpus} GPUs; ask for at most {gpus}")
-    if opts.mem and mem_mb and memory_mb(opts.mem) > mem_mb:
-        raise UsageError(f"--mem {opts.mem}: {where} has {mem_mb} MB; ask for at most {mem_mb}M")
-
-
-def memory_mb(size: str) -> float:
-    """A SLURM memory size (default unit MB) in MB."""
-    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}
-    return float(size[:-1]) * units[size[-1]] if size[-1] in units else float(size)
-
-
 def sbatch_refusal(exc: SlurmCommandError) -> SlurmRlError:
     """sbatch's own reason on one line, exit 2, when it refused the job (bad QOS, account,
     constraint, ...); a controller that does not answer stays an error of its own (exit 1)."""
@@ -145,8 +104,7 @@ def submit(
             f"spec {spec.cluster_name!r} has cluster_type {spec.cluster_type!r}: run it with "
             f"`slurm-rl run --spec SPEC EXPERIMENT`, or submit with a SLURM spec"
         )
-    check_partition_size(opts, client)
-    check_node_capacity(opts, client)
+    preflight(spec, opts, client)
     job = render_job(spec, opts)
     name_dir = make_name_dir(spec, opts)
     stage = JobPaths(name_dir / f".stage-{uuid.uuid4().hex[:12]}")

@@ -28,9 +28,10 @@ from ..core.slurm import SlurmClient
 from ..core.spec import ClusterSpec
 from . import index
 from .options import JobOptions, changed
+from .preflight import preflight
 from .render import RenderedJob, render_job
 from .snapshot import SNAPSHOT_DIR, copy_snapshot
-from .submit import check_node_capacity, check_partition_size, make_name_dir, sbatch_refusal, stage_job_dir
+from .submit import make_name_dir, sbatch_refusal, stage_job_dir
 
 SWEEP_RECORD = "sweep.json"
 
@@ -188,8 +189,7 @@ def submit_sweep(
     if not points:
         raise UsageError("sweep: no tasks (the grid is empty)")
     opts = changed(opts, array=array_spec(len(points), max_concurrent))
-    check_partition_size(opts, client)
-    check_node_capacity(opts, client)
+    preflight(spec, opts, client)
     task_opts = [task_options(opts, point) for point in points]
     jobs = render_tasks(spec, task_opts, points)
     name_dir = make_name_dir(spec, opts)

@@ -45,8 +45,9 @@ class TaskView:
 
     @property
     def ended(self) -> bool:
-        """SLURM has it out of the queue, or its batch script's finalize said so (job_end)."""
-        return self.summary.phase == "job_end" or not JobState(0, self.summary.state).in_queue
+        """SLURM's state is final (out of the queue, or forgotten); the job dir's job_end alone
+        is not: SLURM says RUNNING or COMPLETING a while after it."""
+        return not JobState(0, self.summary.state).in_queue
 
 
 def task_views(sweep: Sweep, client: SlurmClient, ended: dict[int, TaskView] | None = None) -> list[TaskView]:

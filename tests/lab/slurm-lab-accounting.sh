@@ -5,8 +5,9 @@
 # What `up` creates (idempotently, on every fresh start; `down` removes it with the state):
 #   MariaDB     its own server: data and socket in $STATE/mariadb, 127.0.0.1:$DB_PORT
 #   slurmdbd    /etc/slurm/slurmdbd.conf, listening on the bridge ($HOST_IP:$DBD_PORT)
-#   accounts    lab (everyone's default) and rl; QOS normal (default), high, and small (one node
-#               per job at most, refused at submit beyond); users root and srl-other in both
+#   accounts    lab (everyone's default) and rl; QOS normal (default), high, small (one node
+#               per job at most, refused at submit beyond) and short (10 minutes per job; a
+#               longer one pends forever); users root and srl-other in both
 #   partition   labqos over all nodes: AllowQos=high, so a job there needs --qos=high
 # Node features (for --constraint) are written by slurm-lab's config: rackA on odd nodes, rackB
 # on even ones, and lab on all.
@@ -101,13 +102,15 @@ create_associations() {
   sacctmgr -i add qos high Priority=100 >/dev/null 2>&1 || true
   # DenyOnLimit: a job over the limit is refused at submit instead of pending forever
   sacctmgr -i add qos small MaxTRESPerJob=node=1 Flags=DenyOnLimit >/dev/null 2>&1 || true
+  # without DenyOnLimit: a longer job would pend forever (QOSMaxWallDurationPerJobLimit)
+  sacctmgr -i add qos short MaxWall=00:10:00 >/dev/null 2>&1 || true
   for a in $LAB_ACCOUNTS; do
     sacctmgr -i add account "$a" Cluster="$cluster" Description="slurm-lab $a" Organization=lab >/dev/null 2>&1 || true
   done
   for user in $LAB_USERS; do
     id "$user" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$user"
     sacctmgr -i add user "$user" Account="${LAB_ACCOUNTS// /,}" DefaultAccount=lab Cluster="$cluster" >/dev/null 2>&1 || true
-    sacctmgr -i modify user "$user" set QOS=normal,high,small DefaultQOS=normal >/dev/null 2>&1 || true
+    sacctmgr -i modify user "$user" set QOS=normal,high,small,short DefaultQOS=normal >/dev/null 2>&1 || true
   done
   sacctmgr -n -P show assoc user=root format=account | grep -qx lab \
     || die "sacctmgr could not create the lab's associations (see $STATE/log/slurmdbd.log)"

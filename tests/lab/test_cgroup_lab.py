@@ -71,6 +71,26 @@ def test_ray_plans_within_the_jobs_memory_and_an_oom_kill_is_named(cgroup_lab: l
     assert_no_leftovers(cgroup_lab, data["job_id"])
 
 
+def test_oom_kills_are_reported_when_the_driver_survives_them(cgroup_lab: list[str]) -> None:
+    """Ray retries the task the kernel kills (4 kills), the driver catches the error and exits 0:
+    the job stays COMPLETED, and status, list, logs and --wait say memory, the node, how many
+    times and the limit; the driver's own log says it beside Ray's error."""
+    res, data = submit("memory_check.py", "2000", "survive", nodes=3, extra=("--mem", "1500M"), timeout=300)
+    assert res.returncode == 0 and data["exit_code"] == 0 and data["state"] == "COMPLETED", res.stderr
+    jid = str(data["job_id"])
+    assert "OOM: node3: the kernel's OOM killer killed" in data["exit_reason"], data  # --wait's answer
+    assert [k["node"] for k in data["oom_kills"]] == ["node3"], data
+    status = json.loads(run_cli("status", jid, "--json").stdout.splitlines()[-1])
+    [kills] = status["oom_kills"]
+    assert kills["node"] == "node3" and kills["kills"] >= 2 and "1500 MiB" in kills["limit"], status
+    table = run_cli("status", jid).stdout
+    assert "OOM kill" in table and f"job {jid}: OOM: node3: " in table, table
+    assert "OOM kill" in next(line for line in run_cli("list").stdout.splitlines() if line.startswith(jid))
+    logs = run_cli("logs", jid)
+    assert "slurm-rl: WARNING: OOM kill on node3" in logs.stdout and "OOM: node3" in logs.stderr, logs
+    assert_no_leftovers(cgroup_lab, data["job_id"])
+
+
 def test_a_lost_node_is_named_in_the_exit_reason(cgroup_lab: list[str]) -> None:
     data = start("hold.py", nodes=3)
     wait_ready(data)

@@ -3,8 +3,8 @@ code_gen verification (its own SPREAD Ray task) re-checks the rollouts Gym ships
 driver (a plain ``ray.init()``) and from an ``attach`` shell, with the job's token inherited;
 the rewards equal the recorded ones, all 3 nodes had joined when Gym connected, and its tasks
 ran beyond the driver's node (Ray's state API, through ``--dashboard``). Gym needs Python >=
-3.12: the test runs where ``tests/lab/gym-venv`` built its environment and skips, saying so,
-elsewhere (CI: Debian's Python is 3.11)."""
+3.12: the test runs where ``tests/lab/gym-venv`` built its environment (.ci/run does), fails in
+CI without it, and skips, saying how to build it, elsewhere."""
 
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ RECORDED = [0.0, 1.0, 0.0, 0.0, 0.0]  # the rewards in Gym's environments/code_g
 @pytest.fixture(scope="module")
 def gym_python() -> str:
     if not GYM_PYTHON.exists():
+        if os.environ.get("CI"):  # .ci/run builds it: a CI run without the real Gym is a failed run
+            pytest.fail(f"CI: {GYM_VENV} is missing; .ci/run builds it with tests/lab/gym-venv")
         pytest.skip(f"NeMo Gym needs Python >= 3.12: build its environment with tests/lab/gym-venv ({GYM_VENV})")
     return str(GYM_PYTHON)
 

@@ -9,12 +9,23 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_cli
-from tests.lab.helpers import EXPERIMENTS, SPEC, STATE, assert_no_leftovers, start, submit, wait_for, wait_ready
+from tests.lab.helpers import (
+    EXPERIMENTS,
+    SPEC,
+    STATE,
+    assert_no_leftovers,
+    lab_spec,
+    start,
+    submit,
+    wait_for,
+    wait_ready,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 
@@ -75,7 +86,6 @@ def test_site_options_reach_slurm_and_the_job_runs(site: list[str]) -> None:
         pytest.param(("--partition", "labqos"), "QOS", id="partition-needs-qos"),
         pytest.param(("--qos", "nosuchqos"), "qos", id="unknown-qos"),
         pytest.param(("--account", "nosuchaccount"), "account", id="unknown-account"),
-        pytest.param(("--qos", "small"), "QOS", id="over-the-qos-limit"),
         pytest.param(("--constraint", "rackZ"), "feature", id="unknown-feature"),
     ],
 )
@@ -88,6 +98,55 @@ def test_what_the_site_refuses_is_refused_at_submit(site: list[str], extra: tupl
     assert reason.lower() in res.stderr.lower(), res.stderr
     fileroot = Path(json.loads(Path(SPEC).read_text())["fileroot"])
     assert not list(fileroot.glob(f"*/{name}/*")), "a refused job left a job dir"
+
+
+@pytest.mark.parametrize(
+    ("extra", "spec_fields", "said"),
+    [
+        pytest.param(
+            ("--partition", "labshort", "--time", "20"), {}, "--time 20: partition labshort allows at most", id="time"
+        ),
+        pytest.param(("--cpus-per-node", "99"), {}, "--cpus-per-node 99: partition lab's largest node has", id="cpus"),
+        pytest.param(("--mem", "9000M"), {}, "--mem 9000M: partition lab's largest node has 4000 MB", id="mem"),
+        pytest.param(
+            ("--mem-per-cpu", "3000M", "--cpus-per-node", "2"), {}, "need 6000 MB, partition lab's", id="mem-per-cpu"
+        ),
+        pytest.param((), {"python": "/nonexistent/bin/python3"}, "python /nonexistent/bin/python3 (the spec", id="py"),
+        pytest.param(("--sbatch-arg=--comment=x",), {}, "slurm-rl has a flag for this; use --comment x", id="comment"),
+        pytest.param(("--sbatch-arg=--output=/x",), {}, "would break the job as slurm-rl runs it", id="unsafe-flag"),
+        pytest.param(
+            ("--qos", "small", "--nodes", "2"), {}, "QOS small allows at most 1 per job (MaxTRESPerJob", id="qos-nodes"
+        ),
+        pytest.param(("--qos", "short", "--time", "20"), {}, "QOS short allows at most 00:10:00", id="qos-time"),
+    ],
+)
+def test_what_the_site_would_refuse_or_strand_is_refused_before_the_queue(
+    site: list[str], tmp_path: Path, extra: tuple[str, ...], spec_fields: dict, said: str
+) -> None:
+    """From the site's own numbers (sinfo) and paths the nodes share with the login node: one
+    line, exit 2, no job submitted and no job dir."""
+    name = f"early-{os.getpid()}-{len(extra)}-{len(spec_fields)}"
+    spec = lab_spec(tmp_path, **spec_fields) if spec_fields else SPEC
+    before = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, timeout=30).stdout
+    res = run_cli("submit", str(spec), str(EXPERIMENTS / "exit_code.py"), "--nodes", "1", "--name", name, *extra)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stdout + res.stderr
+    assert said in res.stderr, res.stderr
+    fileroot = Path(json.loads(Path(SPEC).read_text())["fileroot"])
+    assert not list(fileroot.glob(f"*/{name}/*")), "a refused job left a job dir"
+    assert subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, timeout=30).stdout == before
+
+
+def test_an_interpreter_missing_on_the_nodes_only_is_the_jobs_exit_reason(lab: list[str], tmp_path: Path) -> None:
+    """A python the login node has and the nodes do not (here: in the login's /tmp, which is each
+    lab node's own): the job fails at once and says which interpreter, where, and the fix."""
+    python = tmp_path / "venv" / "bin" / "python3"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(sys.executable)
+    res, data = submit("exit_code.py", "0", nodes=2, spec=lab_spec(tmp_path, python=str(python)), timeout=120)
+    assert res.returncode == 127 and data["exit_code"] == 127, res.stderr
+    reason = data["exit_reason"]
+    assert f'python {python} (the spec\'s "python") does not exist on node' in reason, reason
+    assert 'set "python" in the spec to an interpreter that every node has' in reason, reason
 
 
 def test_teardown_in_an_enforced_account_carries_it_and_leaves_nothing(site: list[str]) -> None:

@@ -17,6 +17,7 @@ from slurm_rl.core.slurm import JobState
 from slurm_rl.distributed.api.worker_plan import explain_cause
 from slurm_rl.distributed.reliability.tables import print_table
 from slurm_rl.job.node import describe_error
+from slurm_rl.login.jobs import print_table as print_jobs
 from slurm_rl.login.jobs import summarize, wait_for_job
 from tests.conftest import REPO, run_cli
 
@@ -108,6 +109,34 @@ def test_wait_shows_the_driver_output_and_ends_with_its_error(
     ending = err[err.index("job 4242: FAILED, exit code 1: driver exited 1") :]
     assert "the driver's error (last lines of its traceback)" in ending
     assert "ValueError: the learning rate is negative" in ending and f"driver log: {paths.driver_log}" in ending
+
+
+class LaggingSlurm:
+    """SLURM a step behind the job dir: RUNNING, then COMPLETING (the epilog), then FAILED."""
+
+    def __init__(self, states: list[str]) -> None:
+        self.states = states
+
+    def job_state(self, job_id: int) -> JobState:
+        state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        return JobState(job_id, state, "node[1-2]", None, "")
+
+
+def test_wait_ends_on_slurms_final_state_not_on_the_exit_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The exit file and job_end are there while SLURM still says RUNNING, then COMPLETING: the
+    wait goes on until FAILED, and never prints a state that disagrees with the exit code."""
+    import slurm_rl.login.jobs as jobs
+
+    monkeypatch.setattr(jobs, "ENDING_POLL_S", 0.01)
+    paths = _job(tmp_path, exit_code=3)
+    slurm = LaggingSlurm(["RUNNING", "RUNNING", "COMPLETING", "COMPLETING", "FAILED"])
+    assert summarize(paths, slurm.job_state(4242)).state == "COMPLETING"  # status in the window
+    summary = wait_for_job(paths, 4242, slurm, poll_s=0.01)  # type: ignore[arg-type]
+    assert (summary.state, summary.exit_code) == ("FAILED", 3)
+    assert slurm.states == ["FAILED"]  # it asked until the final state
+    assert "RUNNING, exit code" not in capsys.readouterr().err
 
 
 def test_a_bootstrap_error_names_the_missing_path() -> None:
@@ -216,7 +245,25 @@ def test_a_node_that_died_is_named_not_the_signal_the_others_got(
 def test_an_oom_kill_a_node_reported_late_is_in_the_exit_reason_once(tmp_path: Path) -> None:
     paths = _job(tmp_path)
     record_exit(paths, 1, "driver exited 1")
-    append_event(paths.events, "node_oom", node="node3", message="killed 1 process(es) at 1500 MiB")
+    append_event(paths.events, "node_oom", node="node3", message="...", kills=1, limit="1500 MiB (--mem)")
     summary = summarize(paths, JobState(4242, "FAILED"))
-    assert summary.exit_reason == "driver exited 1; OOM: node3: killed 1 process(es) at 1500 MiB"
+    assert summary.exit_reason == (
+        "driver exited 1; OOM: node3: the kernel's OOM killer killed 1 process(es) of the job at the node's "
+        "limit of 1500 MiB (--mem)"
+    )
     assert with_oom_kills(summary.exit_reason, read_events(paths.events)) == summary.exit_reason
+
+
+def test_oom_kills_beside_a_job_that_survived_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ray retried a task the kernel killed, the driver caught the error and exited 0: the job is
+    COMPLETED, and status, list and --wait name the kills, their node, count and limit."""
+    paths = _job(tmp_path, exit_code=0)
+    for _ in range(4):
+        append_event(paths.events, "node_oom", node="node3", kills=1, limit="1500 MiB (--mem)")
+    summary = summarize(paths, JobState(4242, "COMPLETED"))
+    assert (summary.state, summary.exit_code, summary.shown_state) == ("COMPLETED", 0, "COMPLETED (4 OOM kills)")
+    assert summary.as_dict()["oom_kills"] == [{"node": "node3", "kills": 4, "limit": "1500 MiB (--mem)"}]
+    assert "OOM: node3: the kernel's OOM killer killed 4 process(es)" in summary.exit_reason
+    print_jobs([summary])
+    out = capsys.readouterr().out
+    assert "COMPLETED (4 OOM kills)" in out and "job 4242: OOM: node3: " in out and "1500 MiB (--mem)" in out

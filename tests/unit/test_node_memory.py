@@ -117,6 +117,5 @@ def test_oom_watch_reports_new_kills_once_naming_the_limit(tmp_path: Path) -> No
     assert oom_kills(leaf, str(tmp_path)) == 1
     assert watch.poll() is None  # nothing new
     events.write_text("low 0\nhigh 0\nmax 9\noom 2\noom_kill 2\n")
-    report = watch.poll()
-    assert report and "killed 1 process" in report and "2000 MiB (SLURM_MEM_PER_NODE=2000)" in report
+    assert watch.poll() == (1, "2000 MiB (SLURM_MEM_PER_NODE=2000)")
     assert watch.poll() is None

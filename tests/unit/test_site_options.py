@@ -10,6 +10,7 @@ import pytest
 from slurm_rl.core.errors import SlurmCommandError, UsageError
 from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.paths import JobPaths
+from slurm_rl.core.slurm import QosLimits, parse_tres
 from slurm_rl.core.spec import parse_spec
 from slurm_rl.login.options import resolve_options
 from slurm_rl.login.render import render_sbatch
@@ -28,7 +29,8 @@ SITE = [
 def _opts(tmp_path: Path, spec: dict | None = None, **flags: object):  # type: ignore[no-untyped-def]
     exp = tmp_path / "exp.py"
     exp.write_text("print('hi')\n")
-    return resolve_options(parse_spec({**SPEC, **(spec or {})}), str(exp), user="u", workdir=str(REPO), **flags)
+    flags.setdefault("workdir", str(REPO))
+    return resolve_options(parse_spec({**SPEC, **(spec or {})}), str(exp), user="u", **flags)
 
 
 def test_site_options_reach_the_script_spelled_as_sbatch_spells_them(tmp_path: Path) -> None:
@@ -62,7 +64,12 @@ def test_the_spec_sets_site_defaults_and_escape_hatch_arguments_add_up(tmp_path:
     [
         ({"sbatch_args": ("--ntasks-per-node=4",)}, "slurm-rl runs one task per node"),
         ({"sbatch_args": ("--output=/tmp/x",)}, "logs go to the job dir's logs/"),
-        ({"sbatch_args": ("--qos=high",)}, "it has a flag of its own"),
+        ({"sbatch_args": ("--qos=high",)}, "'--qos=high': slurm-rl has a flag for this; use --qos high instead"),
+        ({"sbatch_args": ("--comment=x",)}, "'--comment=x': slurm-rl has a flag for this; use --comment x instead"),
+        ({"sbatch_args": ("-c",)}, "use --cpus-per-node instead"),
+        ({"sbatch_args": ("--requeue",)}, "use --requeue N instead"),
+        ({"sbatch_args": ("--nodes=4",)}, "would break the job as slurm-rl runs it: the manifest counts the nodes"),
+        ({"sbatch_args": ("--output=/tmp/x",)}, "would break the job as slurm-rl runs it: logs go to"),
         ({"sbatch_args": ("licenses=fs:1",)}, "must start with '-'"),
         ({"srun_args": ("--ntasks=8",)}, "one task on every node"),
         ({"mem": "64G", "mem_per_cpu": "4G"}, "--mem-per-cpu 4G: contradicts --mem"),
@@ -99,6 +106,15 @@ class FakeSite:
     def partition_capacity(self, partition: str | None) -> tuple[int, int, int] | None:
         return self.capacity
 
+    def partition_time_limit(self, partition: str | None) -> str | None:
+        return "2-00:00:00"
+
+    def qos_limits(self, qos: str) -> QosLimits | None:
+        # as sacctmgr -P prints MaxWall, MaxTRES, MaxTRESPerNode of a QOS
+        return (
+            QosLimits(qos, "00:10:00", parse_tres("node=1,mem=64G"), parse_tres("gres/gpu=2")) if qos == "q" else None
+        )
+
     def sbatch(self, script: str, hold: bool = False) -> int:
         self.sbatched += 1
         raise SlurmCommandError(["sbatch", script], 1, "", self.stderr)
@@ -124,13 +140,37 @@ def test_sbatch_refusing_is_its_reason_on_one_line_and_leaves_nothing(tmp_path: 
         ({"cpus_per_node": 16}, "--cpus-per-node 16: partition gpu's largest node has 8 CPUs"),
         ({"gpus_per_node": 8}, "--gpus-per-node 8: partition gpu's largest node has 4 GPUs"),
         ({"mem": "128G"}, "--mem 128G: partition gpu's largest node has 64000 MB"),
+        (
+            {"mem_per_cpu": "9G", "cpus_per_node": 8},
+            "--mem-per-cpu 9G: 8 CPU.s. per node need 73728 MB, partition gpu's largest node has 64000 MB; "
+            "ask for at most 8000M per CPU",
+        ),
+        ({"time": "3-00:00:00"}, "--time 3-00:00:00: partition gpu allows at most 2-00:00:00"),
+        # on the fileroot's filesystem: the nodes see it as the login node does
+        ({"python": "{root}/venv/bin/python3"}, 'python {root}/venv/bin/python3 .the spec.s "python".: no such file'),
+        ({"workdir": "{root}/work"}, "--workdir {root}/work: no such directory"),
+        ({"qos": "q", "time": "20"}, "--time 20: QOS q allows at most 00:10:00 per job .MaxWall."),
+        ({"qos": "q", "nodes": 2}, "--nodes: the job needs 2 node in all, QOS q allows at most 1 per job"),
+        ({"qos": "q", "gpus_per_node": 3}, "--gpus-per-node 3: QOS q allows at most 2 gres/gpu per node"),
     ],
 )
-def test_more_per_node_than_the_partition_has_is_refused(tmp_path: Path, flags: dict, message: str) -> None:
+def test_what_the_site_or_the_nodes_would_refuse_is_refused_here(tmp_path: Path, flags: dict, message: str) -> None:
     site = FakeSite()
-    with pytest.raises(UsageError, match=message):
-        submit(parse_spec({**SPEC, "fileroot": str(tmp_path)}), _opts(tmp_path, **flags), site)  # type: ignore[arg-type]
-    assert site.sbatched == 0
+    flags = {k: v.replace("{root}", str(tmp_path)) if isinstance(v, str) else v for k, v in flags.items()}
+    spec = parse_spec({**SPEC, "fileroot": str(tmp_path), "node_local_dir": "/local"})  # tmp_path is in /tmp
+    with pytest.raises(UsageError, match=message.replace("{root}", str(tmp_path))) as err:
+        submit(spec, _opts(tmp_path, **flags), site)  # type: ignore[arg-type]
+    assert site.sbatched == 0 and "\n" not in str(err.value)
+    assert not list(tmp_path.glob("u/*/*"))  # no job dir
+
+
+def test_a_path_on_a_nodes_own_disk_is_left_to_the_node(tmp_path: Path) -> None:
+    """The node-local dir differs per node: a python there may exist on the nodes (a setup line
+    made it), so it is not refused here (the node names it, see the node script)."""
+    spec = parse_spec({**SPEC, "fileroot": str(tmp_path), "node_local_dir": "/scratch-local"})
+    from slurm_rl.login.preflight import check_node_paths
+
+    check_node_paths(spec, _opts(tmp_path, python="/scratch-local/venv/bin/python"))  # no error
 
 
 def test_cleanup_outside_the_allocation_carries_account_qos_reservation(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Prints one JSON line: each node's Ray `memory` and `object_store_memory` (what Ray plans
 with), then runs a task on the last node that allocates argv[1] MiB and reports how it ended.
-Exit 0 if the allocation succeeded, 1 if the task died."""
+Exit 0 if the allocation succeeded, 1 if the task died; with argv[2] "survive" the task has
+Ray's default 3 retries and the driver catches its error and exits 0 (a driver that lives on)."""
 
 import json
 import sys
@@ -32,13 +33,15 @@ def main() -> int:
         for n in nodes
     }
     strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(nodes[-1]["NodeID"], soft=False)
+    survive = sys.argv[2:] == ["survive"]
     try:
-        where = ray.get(allocate.options(scheduling_strategy=strategy).remote(mib))
+        task = allocate.options(scheduling_strategy=strategy, max_retries=3 if survive else 0)
+        where = ray.get(task.remote(mib))
         outcome = f"allocated on {where}"
     except Exception as exc:  # noqa: BLE001 - the report is the point
         outcome = f"died: {type(exc).__name__}"
     print(json.dumps({"per_node": per_node, "outcome": outcome}), flush=True)
-    return 0 if outcome.startswith("allocated") else 1
+    return 0 if outcome.startswith("allocated") or survive else 1
 
 
 if __name__ == "__main__":
