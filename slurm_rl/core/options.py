@@ -77,6 +77,10 @@ class JobOptions(BaseModel):
     python: str = spec_default("python3")  # the interpreter on the nodes (login: spec.python or the submitter's)
     nodes: AtLeast1 = option(1, "-N", "--nodes", help="Nodes: one Ray node on each.")
     gpus_per_node: AtLeast0 = option(0, "--gpus-per-node", spec=True, help="GPUs per node.")
+    gpu_type: SlurmName | None = option(None, "--gpu-type", spec=True, help="GPU type, where a partition has several.")
+    gpu_request: Literal["gpus-per-node", "gres"] = option(
+        "gpus-per-node", "--gpu-request", spec=True, help="How SLURM is asked for GPUs: --gpus-per-node, or --gres=gpu."
+    )
     cpus_per_node: AtLeast1 | None = option(
         None, "--cpus-per-node", spec=True, help="CPUs per node for Ray (unset: what SLURM gives)."
     )

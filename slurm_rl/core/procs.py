@@ -72,6 +72,25 @@ def job_processes(job_id: str, temp_dir: str | None = None, exclude: Iterable[in
     return found
 
 
+def _running(proc: psutil.Process) -> bool:
+    """Alive and not a zombie: a process whose parent has not reaped it yet (a parent that is
+    itself paused or being stopped) is dead for us; waiting on its pid would wait out the timeout."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    """Wait (bounded) until every process has exited or is a zombie; returns those still running."""
+    end = time.monotonic() + timeout_s
+    alive = [p for p in procs if _running(p)]
+    while alive and time.monotonic() < end:
+        time.sleep(0.05)
+        alive = [p for p in alive if _running(p)]
+    return alive
+
+
 def stop_processes(procs: list[psutil.Process], grace_s: float = 1.0) -> list[Killed]:
     """SIGTERM, wait up to ``grace_s``, then SIGKILL what is left. Returns what was stopped.
 
@@ -85,13 +104,13 @@ def stop_processes(procs: list[psutil.Process], grace_s: float = 1.0) -> list[Ki
             p.terminate()
         except psutil.Error:
             pass
-    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    alive = wait_gone(procs, grace_s)
     for p in alive:
         try:
             p.kill()
         except psutil.Error:
             pass
-    psutil.wait_procs(alive, timeout=2.0)
+    wait_gone(alive, 2.0)
     alive_pids = {p.pid for p in alive}
     return [Killed(pid, name, "KILL" if pid in alive_pids else "TERM") for pid, name in names.items()]
 

@@ -75,6 +75,8 @@ class ClusterSpec(BaseModel):
     sbatch_args: SbatchArgList = Field(default_factory=list)
     srun_args: SrunArgList = Field(default_factory=list)
     gpus_per_node: int = Field(default=0, ge=0)
+    gpu_type: SlurmName | None = None  # the GPU type to ask for (gpu:TYPE:N), where a partition has several
+    gpu_request: Literal["gpus-per-node", "gres"] = "gpus-per-node"  # "gres": sites that want --gres=gpu:N
     cpus_per_node: int | None = Field(default=None, ge=1)
     container_runtime: Literal["pyxis", "apptainer", "none"] = "none"
     python: str | None = None
@@ -215,7 +217,7 @@ class ClusterSpec(BaseModel):
         """The node type of a node name (first matching regex), None if nothing matches."""
         return first_match(self.node_type_from_node_name, node_name)
 
-    def gpu_type(self, node_name: str) -> str | None:
+    def gpu_type_of(self, node_name: str) -> str | None:
         return first_match(self.gpu_type_from_node_name, node_name)
 
     def check_node_names(self, names: list[str]) -> None:

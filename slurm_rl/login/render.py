@@ -81,6 +81,10 @@ def sbatch_directives(opts: JobOptions, name_dir: Path) -> list[str]:
     flags = (["--oversubscribe"] if opts.oversubscribe else []) + ["--requeue" if opts.requeue > 0 else "--no-requeue"]
     extra = [shlex.join([a]) for a in opts.sbatch_args]
 
+    # GPUs per node as SLURM takes them: "[TYPE:]N" for --gpus-per-node, "gpu[:TYPE]:N" in --gres
+    gpus = f"{opts.gpu_type}:{opts.gpus_per_node}" if opts.gpu_type else str(opts.gpus_per_node or "")
+    gres_gpus = f"gpu:{gpus}" if opts.gpus_per_node and opts.gpu_request == "gres" else ""
+
     def component(partition: str | None, nodes: int, workers: bool) -> dict[str, str | None]:
         out = {
             "--nodes": str(nodes),
@@ -88,7 +92,7 @@ def sbatch_directives(opts: JobOptions, name_dir: Path) -> list[str]:
             "--partition": partition,
             "--time": opts.time,
             "--cpus-per-task": str(opts.cpus_per_node) if opts.cpus_per_node else None,
-            "--gpus-per-node": str(opts.gpus_per_node) if opts.gpus_per_node and workers else None,
+            "--gpus-per-node": gpus if gpus and workers and opts.gpu_request == "gpus-per-node" else None,
         }
         if workers:
             out.update(
@@ -96,7 +100,7 @@ def sbatch_directives(opts: JobOptions, name_dir: Path) -> list[str]:
                     "--constraint": opts.constraint,
                     "--mem": opts.mem,
                     "--mem-per-cpu": opts.mem_per_cpu,
-                    "--gres": opts.gres,
+                    "--gres": ",".join(g for g in (opts.gres, gres_gpus) if g) or None,
                     "--exclude": opts.exclude,
                     "--nodelist": opts.nodelist,
                 }

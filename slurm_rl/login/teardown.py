@@ -99,11 +99,14 @@ def teardown(
     cancelled = False
     nodes = job_nodes(paths, state.nodelist)
     started = any(e.get("event") == "node_start" for e in read_events(paths.events))
-    forced: list[dict[str, Any]] = []
-    if force and state.state == "RUNNING" and nodes and started:
-        # kill first, inside the live allocation (no new allocation, no SIGTERM grace), then cancel
-        res = client.run_on_nodes(client.numeric_job_id(job_id), nodes, cleanup_command(paths, job_id, 0.0))
-        forced = parse_reports(res.stdout)
+    inside: list[dict[str, Any]] = []
+    if state.state == "RUNNING" and nodes and started:
+        # Stop the job's processes inside its live allocation first (srun --overlap: no new
+        # allocation, which a node full of other jobs, or of this job's GPUs, could not give),
+        # then cancel. The exit is recorded first: the bootstraps' own SIGTERM report comes later.
+        record_exit(paths, STOPPED_RC, f"cancelled by slurm-rl teardown (was {state.state})")
+        argv = cleanup_command(paths, job_id, 0.0 if force else grace_s, inside=True)
+        inside = parse_reports(client.run_on_nodes(client.numeric_job_id(job_id), nodes, argv).stdout)
     if state.in_queue:
         client.scancel(job_id)
         cancelled = True
@@ -112,11 +115,12 @@ def teardown(
         end = time.monotonic() + gone_timeout_s
         while client.job_state(job_id).in_queue and time.monotonic() < end:
             time.sleep(0.2)
-    report = TeardownReport(job_id, cancelled, state.state, nodes)
-    if nodes and started:
+    report = TeardownReport(job_id, cancelled, state.state, nodes, per_node=inside)
+    rest = sorted(set(nodes) - {n.get("node") for n in inside})
+    if rest and started:  # the job had ended (a lost job's leftovers), or a node did not answer inside it
         argv = cleanup_command(paths, job_id, grace_s)
-        res = client.run_on_nodes(None, nodes, argv, srun_flags=site_flags(paths))
-        report.per_node = merge_reports(forced, parse_reports(res.stdout))
+        res = client.run_on_nodes(None, rest, argv, srun_flags=site_flags(paths))
+        report.per_node = merge_reports(inside, parse_reports(res.stdout))
         missing = set(nodes) - {n.get("node") for n in report.per_node}
         if missing:
             raise JobError(
@@ -146,11 +150,12 @@ def site_flags(paths: JobPaths) -> list[str]:
 CLEANUP_SHELL = Path(__file__).resolve().parent.parent / "job" / "cleanup_node.sh"
 
 
-def cleanup_command(paths: JobPaths, job_id: int | str, grace_s: float) -> list[str]:
+def cleanup_command(paths: JobPaths, job_id: int | str, grace_s: float, inside: bool = False) -> list[str]:
     """argv of the cleanup step on the job's nodes. A container job's is plain
     shell on the bare node (job/cleanup_node.sh): no python there, and starting the image again
     would unpack it on every node; it also removes container filesystems pyxis left. Other jobs
-    run the job's own python; a pre-manifest job the login node's."""
+    run the job's own python; a pre-manifest job the login node's. ``inside``: a pass inside the
+    live allocation, which spares the node bootstraps (see job/cleanup.py)."""
     try:
         manifest = load_manifest(paths.manifest)
     except JobError:
@@ -163,6 +168,7 @@ def cleanup_command(paths: JobPaths, job_id: int | str, grace_s: float) -> list[
         "-m",
         "slurm_rl.job.cleanup",
         *("--job-id", str(job_id), "--grace-s", str(grace_s), "--temp-dir", temp_dir),
+        *(["--hold-bootstraps"] if inside else []),
     ]
 
 

@@ -91,6 +91,25 @@ def test_oom_kills_are_reported_when_the_driver_survives_them(cgroup_lab: list[s
     assert_no_leftovers(cgroup_lab, data["job_id"])
 
 
+def test_a_gpu_job_may_open_only_its_own_device_files(cgroup_lab: list[str]) -> None:
+    """ConstrainDevices: the job's device cgroup allows its own GPU's file (the open reaches the
+    absent driver: ENXIO) and denies every other GPU's (EPERM); SLURM renumbers the job's
+    CUDA_VISIBLE_DEVICES from 0, and its workers see that numbering."""
+    from tests.lab.test_gpu_lab import SPEC_GPU, allocated, lab_gpus, reported
+
+    if lab_gpus() < 2:
+        pytest.skip("the lab has no GPUs: bring it up with --gpus 4 (the README's test command does)")
+    res, data = submit("gpu_workers.py", "1", nodes=1, spec=SPEC_GPU, extra=("--gpus-per-node", "1"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = reported(data)
+    [ids] = allocated(report["scontrol"]).values()
+    [own] = ids
+    assert report["opens"][f"nvidia{own}"] == "ENXIO", report["opens"]
+    assert {v for k, v in report["opens"].items() if k != f"nvidia{own}"} == {"EPERM"}, report["opens"]
+    assert [w["cuda_visible_devices"] for w in report["workers"]] == ["0"], report["workers"]
+    assert_no_leftovers(cgroup_lab, data["job_id"])
+
+
 def test_a_lost_node_is_named_in_the_exit_reason(cgroup_lab: list[str]) -> None:
     data = start("hold.py", nodes=3)
     wait_ready(data)

@@ -24,6 +24,7 @@ from tests.lab.helpers import (
     start,
     submit,
     wait_for,
+    wait_gone,
     wait_ready,
 )
 
@@ -150,10 +151,13 @@ def test_an_interpreter_missing_on_the_nodes_only_is_the_jobs_exit_reason(lab: l
 
 
 def test_teardown_in_an_enforced_account_carries_it_and_leaves_nothing(site: list[str]) -> None:
-    """The cleanup step after the cancel runs outside the allocation: as its own short job, in the
-    job's account and QOS (a site enforcing them refuses it otherwise)."""
+    """A teardown of a job that has ended (scancel'd here; at a site: lost) cleans its nodes
+    outside any allocation: as its own short job, in the job's account and QOS (a site
+    enforcing them refuses it otherwise). (A running job is cleaned inside its allocation.)"""
     data = start("hold.py", nodes=2, extra=("--account", "rl", "--qos", "high"))
     wait_ready(data)
+    subprocess.run(["scancel", str(data["job_id"])], check=True, timeout=30)
+    wait_gone(data["job_id"])
     res = run_cli("teardown", str(data["job_id"]), "--json", "--spec", SPEC)
     assert res.returncode == 0, res.stderr
     assert len(json.loads(res.stdout)["per_node"]) == 2

@@ -179,3 +179,22 @@ def test_cleanup_outside_the_allocation_carries_account_qos_reservation(tmp_path
     opts = _opts(tmp_path, qos="high", reservation="r1")
     JobManifest(**opts.model_dump(), slurm_rl_version="0", cluster_name="site").write(paths.manifest)
     assert site_flags(paths) == ["--account=proj", "--qos=high", "--reservation=r1"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "lines"),
+    [
+        ({"gpus_per_node": 4}, ["#SBATCH --gpus-per-node=4"]),
+        ({"gpus_per_node": 4, "gpu_type": "h100"}, ["#SBATCH --gpus-per-node=h100:4"]),
+        ({"gpus_per_node": 4, "gpu_request": "gres"}, ["#SBATCH --gres=gpu:4"]),
+        (
+            {"gpus_per_node": 2, "gpu_request": "gres", "gpu_type": "a100", "gres": "nvme:1"},
+            ["#SBATCH --gres=nvme:1,gpu:a100:2"],
+        ),
+    ],
+)
+def test_gpus_are_asked_for_as_the_site_wants(tmp_path: Path, flags: dict, lines: list[str]) -> None:
+    """--gpus-per-node by default; --gres=gpu[:TYPE]:N where the spec says gpu_request "gres"."""
+    script = render_sbatch(parse_spec(SPEC), _opts(tmp_path, **flags))
+    sbatch = [line for line in script.splitlines() if "--gpus" in line or "--gres" in line]
+    assert sbatch == lines

@@ -123,7 +123,7 @@ def test_node_and_gpu_types() -> None:
         }
     )
     assert s.node_type("gpu03") == "gpu" and s.node_type("cpu1") == "cpu" and s.node_type("x") is None
-    assert s.gpu_type("gpu03") == "a100" and s.gpu_type("gpu17") == "h100"
+    assert s.gpu_type_of("gpu03") == "a100" and s.gpu_type_of("gpu17") == "h100"
 
 
 def test_node_type_regexes_match_whole_names_everywhere(tmp_path: Path) -> None:

@@ -1,0 +1,143 @@
+"""GPUs handed out by SLURM (`slurm-lab up --gpus 4`: GRES gpu:labgpu:4 per node over device
+files, no GPU): the request reaches SLURM, each node's Ray advertises what SLURM gave the job
+there, every GPU worker sees only its own device within the job's, two jobs on one node get
+disjoint devices, the steps slurm-rl adds to a GPU job ask for none, and a request for more
+GPUs than a node has is refused before the queue. Answers are checked against SLURM's own
+allocation (``scontrol show job -d``), never against the lab's nvidia-smi stand-in."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, run_cli
+from tests.lab.helpers import (
+    SPEC_PYXIS,
+    STATE,
+    assert_no_leftovers,
+    job_dir,
+    lab_up_args,
+    last_json,
+    pyxis_missing,
+    start,
+    submit,
+    wait_for,
+    wait_gone,
+)
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
+SPEC_GPU = str(REPO / "cluster_specs" / "lab-gpu.json")
+
+
+def lab_gpus() -> int:
+    args = lab_up_args()
+    return int(args[args.index("--gpus") + 1]) if "--gpus" in args else 0
+
+
+@pytest.fixture(scope="module")
+def gpu_lab(lab: list[str]) -> list[str]:
+    if lab_gpus() < 4:
+        pytest.skip("the lab has no GPUs: bring it up with --gpus 4 (the README's test command does)")
+    return lab
+
+
+def allocated(scontrol: str) -> dict[str, set[str]]:
+    """{node: GPU indexes SLURM gave the job there}, from ``scontrol show job -d``'s
+    ``Nodes=node[1-2] ... GRES=gpu:labgpu:2(IDX:0-1)`` lines."""
+    from hostlist import expand_hostlist
+
+    out: dict[str, set[str]] = {}
+    for nodes, idx in re.findall(r"\bNodes=(\S+) .*?GRES=\S*?\(IDX:([\d,-]+)\)", scontrol):
+        ids = set()
+        for part in idx.split(","):
+            lo, _, hi = part.partition("-")
+            ids.update(str(i) for i in range(int(lo), int(hi or lo) + 1))
+        for node in expand_hostlist(nodes):
+            out[node] = ids
+    return out
+
+
+def reported(data: dict) -> dict:
+    return last_json((job_dir(data) / "logs" / "driver.log").read_text(), "workers")
+
+
+def check_workers(report: dict, gpus_per_node: int, nodes: int, scontrol: str = "") -> dict[str, set[str]]:
+    """Every worker one GPU of its node's allocation, all (node, device) pairs distinct, Ray's
+    GPU count per node what SLURM gave; returns SLURM's allocation (``scontrol show job -d``,
+    the driver's unless given)."""
+    given = allocated(scontrol or report["scontrol"])
+    workers = report["workers"]
+    assert len(workers) == gpus_per_node * nodes and len(given) == nodes, report
+    pairs = {(w["host"], w["cuda_visible_devices"]) for w in workers}
+    assert len(pairs) == len(workers), workers  # no two workers on one device
+    for w in workers:
+        assert [w["cuda_visible_devices"]] == w["gpu_ids"], w  # Ray's ids agree with the variable
+        assert w["cuda_visible_devices"] in given[w["host"]], (w, given)
+    assert sorted(int(w["rank"]) for w in workers) == list(range(len(workers)))
+    assert {w["world_size"] for w in workers} == {str(len(workers))}
+    assert set(report["ray_gpus"].values()) == {gpus_per_node}, report["ray_gpus"]
+    return given
+
+
+def test_gpu_workers_get_distinct_devices_within_slurms_allocation(gpu_lab: list[str]) -> None:
+    res, data = submit("gpu_workers.py", "2", nodes=2, spec=SPEC_GPU, extra=("--gpus-per-node", "2"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    check_workers(reported(data), 2, 2)
+    assert_no_leftovers(gpu_lab, data["job_id"])
+
+
+def test_two_jobs_on_one_node_get_disjoint_devices_and_added_steps_ask_for_none(gpu_lab: list[str]) -> None:
+    flags = ("--gpus-per-node", "2", "--nodelist", "node3")
+    first = start("gpu_workers.py", "2", "hold", nodes=1, spec=SPEC_GPU, extra=flags)
+    second = start("gpu_workers.py", "2", "hold", nodes=1, spec=SPEC_GPU, extra=flags)
+    try:
+        for data in (first, second):
+            assert wait_for((job_dir(data) / "driver_ready").exists, 180), f"job {data['job_id']} never ready"
+        a, b = (check_workers(reported(d), 2, 1)["node3"] for d in (first, second))
+        assert not a & b, (a, b)  # SLURM's indexes: disjoint
+        workers = [{w["cuda_visible_devices"] for w in reported(d)["workers"]} for d in (first, second)]
+        assert not workers[0] & workers[1], workers  # and so are the workers' devices
+        # a step slurm-rl adds to a job whose GPUs are all taken does not wait for them
+        att = run_cli("attach", str(first["job_id"]), "--", "hostname", timeout=60)
+        assert att.returncode == 0 and att.stdout.strip() == "node3", att.stderr
+        down = run_cli("teardown", str(second["job_id"]), timeout=120)
+        assert down.returncode == 0, down.stderr
+        assert_no_leftovers(gpu_lab, second["job_id"])
+    finally:
+        for data in (first, second):
+            (job_dir(data) / "release").touch()
+    for data in (first, second):
+        wait_gone(data["job_id"])
+        assert_no_leftovers(gpu_lab, data["job_id"])
+
+
+def test_more_gpus_than_a_node_has_is_refused_before_the_queue(gpu_lab: list[str]) -> None:
+    res = run_cli("submit", SPEC_GPU, str(REPO / "examples" / "hello.py"), "--nodes", "1", "--gpus-per-node", "5")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "--gpus-per-node 5: partition lab's largest node has 4 GPUs" in res.stderr, res.stderr
+
+
+def test_gpu_workers_in_containers(gpu_lab: list[str]) -> None:
+    if pyxis_missing():
+        pytest.skip(f"the lab has no Pyxis: {pyxis_missing()}")
+    data = start("gpu_workers.py", "2", "hold", nodes=2, spec=SPEC_PYXIS, extra=("--gpus-per-node", "2"))
+    try:
+        assert wait_for((job_dir(data) / "driver_ready").exists, 240), f"job {data['job_id']} never ready"
+        scontrol = subprocess.run(
+            ["scontrol", "show", "job", "-d", str(data["job_id"])], capture_output=True, text=True, timeout=30
+        ).stdout
+        check_workers(reported(data), 2, 2, scontrol)
+    finally:
+        (job_dir(data) / "release").touch()
+    wait_gone(data["job_id"])
+    assert_no_leftovers(gpu_lab, data["job_id"])
+
+
+def test_device_files_are_the_labs(gpu_lab: list[str]) -> None:
+    """Lab equipment: one character device per GPU, each its own number (195:K)."""
+    devices = sorted(Path(STATE / "dev").glob("nvidia*"))
+    assert len(devices) == lab_gpus()
+    assert len({d.stat().st_rdev for d in devices}) == len(devices)
