@@ -1,7 +1,8 @@
 """Driver-side API, name for name with NeMo RL's ``nemo_rl.distributed``: switch by changing
-the import. Four sub-packages: ``api/`` (NeMo RL's classes), ``worker_env/`` (what workers run
-with), ``reliability/`` (dead, stuck and growing workers), ``rollouts/`` (NeMo Gym's pattern);
-the modules at this level are NeMo RL's public paths. Names here load on first use (PEP 562):
+the import. The modules at this level are NeMo RL's public paths (facades: thin classes that
+keep its surface); ``_engine/`` is what they delegate to (group state, placement, ports,
+topology, layout, launch, dispatch, reliability; it never imports a facade); ``worker_env/`` is
+what workers run with; ``rollouts/`` is NeMo Gym's pattern. Names here load on first use (PEP 562):
 importing this package imports neither torch nor Ray."""
 
 from __future__ import annotations
@@ -10,25 +11,25 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "BatchedDataDict": "api.batched_data_dict",
-    "DynamicBatchingArgs": "api.batched_data_dict",
-    "SequencePackingArgs": "api.batched_data_dict",
-    "ShardingError": "api.batched_data_dict",
-    "SlicedDataDict": "api.batched_data_dict",
-    "NamedSharding": "api.named_sharding",
-    "ACTOR_ENVIRONMENT_REGISTRY": "api.actor_registry",
-    "get_actor_python_env": "api.actor_registry",
-    "init_ray": "api.ray_init",
-    "PY_EXECUTABLES": "api.virtual_cluster",
-    "ClusterConfig": "api.virtual_cluster",
-    "RayVirtualCluster": "api.virtual_cluster",
-    "ResourceInsufficientError": "api.virtual_cluster",
-    "MultiWorkerFuture": "api.worker_dispatch",
-    "AsyncWorkerResults": "api.worker_dispatch",
-    "RayWorkerBuilder": "api.worker_builder",
-    "RayWorkerGroup": "api.worker_group",
-    "WorkerBuildError": "api.worker_plan",
-    "WorkerFailureError": "reliability.failures",
+    "BatchedDataDict": "batched_data_dict",
+    "DynamicBatchingArgs": "batched_data_dict",
+    "SequencePackingArgs": "batched_data_dict",
+    "ShardingError": "batched_data_dict",
+    "SlicedDataDict": "batched_data_dict",
+    "NamedSharding": "named_sharding",
+    "ACTOR_ENVIRONMENT_REGISTRY": "ray_actor_environment_registry",
+    "get_actor_python_env": "ray_actor_environment_registry",
+    "init_ray": "virtual_cluster",
+    "PY_EXECUTABLES": "virtual_cluster",
+    "ClusterConfig": "virtual_cluster",
+    "RayVirtualCluster": "virtual_cluster",
+    "ResourceInsufficientError": "virtual_cluster",
+    "MultiWorkerFuture": "worker_groups",
+    "AsyncWorkerResults": "worker_groups",
+    "RayWorkerBuilder": "worker_groups",
+    "RayWorkerGroup": "worker_groups",
+    "WorkerBuildError": "worker_groups",
+    "WorkerFailureError": "worker_groups",
 }
 __all__ = sorted(_EXPORTS)
 

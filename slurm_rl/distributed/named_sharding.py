@@ -1,5 +1,5 @@
-"""Public path of NeMo RL's ``nemo_rl.distributed.named_sharding`` (implemented in api/)."""
+"""Public path of NeMo RL's ``nemo_rl.distributed.named_sharding`` (the engine's own class)."""
 
-from .api.named_sharding import REPLICATED_AXES, NamedSharding
+from ._engine.named_sharding import REPLICATED_AXES, NamedSharding
 
 __all__ = ["REPLICATED_AXES", "NamedSharding"]

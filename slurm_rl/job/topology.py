@@ -1,5 +1,5 @@
 """A node's place in the cluster's topology, as Ray resources for topology-aware placement
-(``distributed/api/topology.py``, NeMo RL 2026's ``nvlink_domain_*`` / ``topo_rank``).
+(``distributed/_engine/topology.py``, NeMo RL 2026's ``nvlink_domain_*`` / ``topo_rank``).
 
 The domain is the leaf switch SLURM's ``topology/tree`` puts the node under (its
 ``SLURM_TOPOLOGY_ADDR``): nodes under one switch talk fastest, as GPUs of one NVLink domain do.
@@ -9,7 +9,7 @@ here. The rank is the node's place in the job, head first (1..N).
 
 from __future__ import annotations
 
-from ..distributed.api.node_address import NVLINK_DOMAIN_PREFIX, TOPO_RANK_KEY
+from ..distributed._engine.node_address import NVLINK_DOMAIN_PREFIX, TOPO_RANK_KEY
 
 
 def topology_resources(leaf_switch: str | None, rank: int, address: str) -> tuple[dict[str, float], str]:

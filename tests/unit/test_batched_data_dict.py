@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_rl.distributed.api.batched_data_dict import BatchedDataDict, DynamicBatchingArgs, SlicedDataDict
+from slurm_rl.distributed.batched_data_dict import BatchedDataDict, DynamicBatchingArgs, SlicedDataDict
 
 
 def _bdd(n: int) -> BatchedDataDict:

@@ -7,7 +7,7 @@ import pytest
 import ray
 
 from slurm_rl.distributed import RayVirtualCluster, RayWorkerBuilder, RayWorkerGroup
-from slurm_rl.distributed.api import virtual_cluster as vc
+from slurm_rl.distributed import virtual_cluster as vc
 from tests.unit.conftest import local_ray
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.ray]  # starts a local Ray: `pytest -m unit` skips it

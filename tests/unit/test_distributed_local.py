@@ -4,6 +4,7 @@ dispatch modes, futures, shutdown, grids."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 import ray
@@ -15,7 +16,7 @@ from slurm_rl.distributed import (
     RayWorkerGroup,
     ResourceInsufficientError,
 )
-from slurm_rl.distributed.api import virtual_cluster as vc
+from slurm_rl.distributed import virtual_cluster as vc
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.ray]  # starts a local Ray: `pytest -m unit` skips it
 FQN = "tests.unit.workers.simple.EnvWorker"
@@ -48,7 +49,7 @@ def test_virtual_cluster_shape(cluster) -> None:
 
 def test_resource_check_retries_with_backoff(local_ray, monkeypatch) -> None:
     sleeps: list[float] = []
-    monkeypatch.setattr(vc.time, "sleep", sleeps.append)
+    monkeypatch.setattr(time, "sleep", sleeps.append)
     monkeypatch.setenv("NRL_VIRTUAL_CLUSTER_MAX_RETRIES", "3")
     with pytest.raises(ResourceInsufficientError, match="Maximum number of retries"):
         RayVirtualCluster([64], use_gpus=False)
@@ -187,7 +188,7 @@ def test_grids(cluster, capsys) -> None:
         assert "Legend: G0 = pol (4 workers)" in out
     finally:
         g.shutdown()
-    from slurm_rl.distributed.api.cluster_grid import cluster_grid
+    from slurm_rl.distributed._engine.cluster_grid import cluster_grid
 
     assert cluster_grid([0, 0]) == "Empty Ray Cluster (no GPUs)"
 

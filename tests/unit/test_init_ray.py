@@ -23,7 +23,7 @@ def _run(code: str, env: dict[str, str]) -> str:
 
 
 def test_local_tag_ignores_device_order() -> None:
-    from slurm_rl.distributed.api.ray_init import local_tag, worker_env_vars
+    from slurm_rl.distributed._engine.ray_init import local_tag, worker_env_vars
 
     assert local_tag({}) == "nrl_tag_ALL"
     assert local_tag({"CUDA_VISIBLE_DEVICES": "3,1"}) == local_tag({"CUDA_VISIBLE_DEVICES": "1,3"}) == "nrl_tag_1_3"
@@ -89,7 +89,7 @@ def test_unusable_auto_address_is_rejected_fast(monkeypatch) -> None:
     connect retries, before init_ray starts its own."""
     import time
 
-    from slurm_rl.distributed.api.ray_init import _auto_address_state
+    from slurm_rl.distributed._engine.ray_init import _auto_address_state
 
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
     t0 = time.monotonic()

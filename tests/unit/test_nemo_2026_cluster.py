@@ -81,7 +81,7 @@ def test_init_ray_reports_what_it_found() -> None:
     cases = [({"GPU": 1, "nrl_tag_0": 1}, vc.RAY_CLUSTER_REUSED_LOCAL), ({"GPU": 8}, vc.RAY_CLUSTER_EXTERNAL)]
     for resources, expected in cases:
         with (
-            patch("slurm_rl.distributed.api.ray_init._auto_address_state", return_value="none"),
+            patch("slurm_rl.distributed._engine.ray_init._auto_address_state", return_value="none"),
             patch("ray.init") as init,
             patch("ray.shutdown") as shutdown,
             patch("ray.cluster_resources", return_value=resources),
@@ -111,7 +111,7 @@ def test_init_ray_on_a_ray_client_address_connects_through_it_without_this_machi
 
 def test_init_ray_starts_a_tagged_cluster_with_the_excludes() -> None:
     with (
-        patch("slurm_rl.distributed.api.ray_init._auto_address_state", return_value="none"),
+        patch("slurm_rl.distributed._engine.ray_init._auto_address_state", return_value="none"),
         patch("ray.init", side_effect=[ConnectionError("no cluster"), None]) as init,
         patch("ray.shutdown"),
         patch("ray.cluster_resources", return_value={"GPU": 1}),
@@ -126,7 +126,7 @@ def test_init_ray_starts_a_tagged_cluster_with_the_excludes() -> None:
 def test_init_ray_replaces_another_device_sets_cluster_and_puts_hf_modules_first() -> None:
     env = {"CUDA_VISIBLE_DEVICES": "1", "HF_MODULES_CACHE": "/hf/modules", "PYTHONPATH": "/project"}
     with (
-        patch("slurm_rl.distributed.api.ray_init._auto_address_state", return_value="usable"),
+        patch("slurm_rl.distributed._engine.ray_init._auto_address_state", return_value="usable"),
         patch("ray.init") as init,
         patch("ray.shutdown") as shutdown,
         patch("ray.cluster_resources", return_value={"GPU": 1, "nrl_tag_0": 1}),
@@ -141,7 +141,7 @@ def test_init_ray_replaces_another_device_sets_cluster_and_puts_hf_modules_first
 
 def test_a_cluster_that_does_not_answer_is_not_attached_to() -> None:
     with (
-        patch("slurm_rl.distributed.api.ray_init._auto_address_state", return_value="unusable"),
+        patch("slurm_rl.distributed._engine.ray_init._auto_address_state", return_value="unusable"),
         patch("ray.init") as init,
         patch("ray.shutdown"),
         patch.dict(os.environ, {}, clear=True),
@@ -171,7 +171,7 @@ def test_py_executables_name_the_project_and_survive_a_space(tmp_path, monkeypat
     import subprocess
     import sys
 
-    from slurm_rl.distributed.api.py_executables import EXTRAS, make_py_executables, project_root
+    from slurm_rl.distributed._engine.py_executables import EXTRAS, make_py_executables, project_root
     from slurm_rl.distributed.worker_env.uv_envs import parse_uv_run
 
     project = tmp_path / "my project"  # a space, as in /Users/First Last/...

@@ -4,6 +4,8 @@ workers that fail to build. Local Ray declaring 24 logical GPUs (``many_gpu_ray`
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import ray
 import torch
@@ -17,7 +19,7 @@ from slurm_rl.distributed import (
     ShardingError,
     WorkerBuildError,
 )
-from slurm_rl.distributed.api import virtual_cluster as vc
+from slurm_rl.distributed import virtual_cluster as vc
 from tests.unit.workers.nemo_style import (
     DecoratedWithOptions,
     DecoratedWorker,
@@ -324,7 +326,7 @@ def test_constructor_runs_no_ray_task(monkeypatch) -> None:
 
 def test_retries_sleep_after_every_failed_attempt(monkeypatch) -> None:
     sleeps: list[float] = []
-    monkeypatch.setattr(vc.time, "sleep", sleeps.append)
+    monkeypatch.setattr(time, "sleep", sleeps.append)
     monkeypatch.setenv("NRL_VIRTUAL_CLUSTER_MAX_RETRIES", "4")
 
     def short(self, strategy=None):
@@ -340,7 +342,7 @@ def test_a_direct_init_placement_groups_retries_by_itself_the_2026_way(monkeypat
     """NeMo RL 2026 calls cluster._init_placement_groups() itself; each attempt is
     _create_placement_groups_internal, with the same backoff as the constructor's."""
     sleeps: list[float] = []
-    monkeypatch.setattr(vc.time, "sleep", sleeps.append)
+    monkeypatch.setattr(time, "sleep", sleeps.append)
     monkeypatch.setenv("NRL_VIRTUAL_CLUSTER_MAX_RETRIES", "4")
     cluster = vc.RayVirtualCluster([], use_gpus=False)  # no bundles: nothing placed at construction
     cluster._node_placement_groups = None

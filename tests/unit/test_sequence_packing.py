@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from slurm_rl.data.multimodal_utils import PackedTensor
-from slurm_rl.distributed.api.sequence_packing import pack
+from slurm_rl.data.sequence_packing import pack
 from slurm_rl.distributed.batched_data_dict import BatchedDataDict, DynamicBatchingArgs, SequencePackingArgs
 
 pytestmark = pytest.mark.unit

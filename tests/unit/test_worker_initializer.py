@@ -11,7 +11,7 @@ import pytest
 import ray
 
 from slurm_rl.distributed import ACTOR_ENVIRONMENT_REGISTRY, RayVirtualCluster, RayWorkerBuilder, RayWorkerGroup
-from slurm_rl.distributed.api.worker_initializer import WorkerInitializer, alive, configure
+from slurm_rl.distributed._engine.initializer import WorkerInitializer, alive, configure
 from tests.unit.conftest import local_ray
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.ray]

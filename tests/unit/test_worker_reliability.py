@@ -15,8 +15,8 @@ import ray
 from ray.exceptions import RayActorError
 
 from slurm_rl.distributed import RayVirtualCluster, RayWorkerGroup, WorkerFailureError
-from slurm_rl.distributed.api.worker_dispatch import WorkerRefs
-from slurm_rl.distributed.reliability.health import parse_memory
+from slurm_rl.distributed._engine.futures import WorkerRefs
+from slurm_rl.distributed._engine.reliability.health import parse_memory
 from tests.unit.conftest import local_ray
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.ray]  # starts a local Ray: `pytest -m unit` skips it

@@ -124,7 +124,7 @@ group.shutdown(force=True)
 group = RayWorkerGroup(cluster, PROBE, name_prefix="mem", memory_limit="300MB")
 hog = worker_on(group, "node2")["worker"]
 refs = [group.run_single_worker_single_data("hog", hog, 700)]
-from slurm_rl.distributed.api.worker_dispatch import WorkerRefs  # noqa: E402
+from slurm_rl.distributed._engine.futures import WorkerRefs  # noqa: E402
 
 save(
     "memory",

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..api.worker_dispatch import WorkerRefs
-from ..api.worker_plan import GroupState
+from ..futures import WorkerRefs
+from ..group_state import GroupState
 
 STRATEGIES = ("round_robin", "least_loaded")
 

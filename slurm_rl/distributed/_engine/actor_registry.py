@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from .virtual_cluster import PY_EXECUTABLES
-
 # Users add their worker classes here (or pass runtime_env={"py_executable": ...} per group).
 ACTOR_ENVIRONMENT_REGISTRY: dict[str, str] = {}
 
@@ -19,4 +17,4 @@ def get_actor_python_env(actor_class_fqn: str) -> str:
     )
 
 
-__all__ = ["ACTOR_ENVIRONMENT_REGISTRY", "PY_EXECUTABLES", "get_actor_python_env"]
+__all__ = ["ACTOR_ENVIRONMENT_REGISTRY", "get_actor_python_env"]

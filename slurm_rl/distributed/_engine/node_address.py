@@ -156,3 +156,35 @@ class _LazyRemote:
 
 
 _get_node_ip_and_free_port = _LazyRemote()
+
+__all__ = [
+    "DEFAULT_DATA_PLANE_PORT_RANGE_HIGH",
+    "DEFAULT_DATA_PLANE_PORT_RANGE_LOW",
+    "DEFAULT_DYNAMO_CONTROL_PORT_RANGE_HIGH",
+    "DEFAULT_DYNAMO_CONTROL_PORT_RANGE_LOW",
+    "DEFAULT_GENERATION_PORT_RANGE_HIGH",
+    "DEFAULT_GENERATION_PORT_RANGE_LOW",
+    "DEFAULT_GENERATION_ROUTER_PORT_RANGE_HIGH",
+    "DEFAULT_GENERATION_ROUTER_PORT_RANGE_LOW",
+    "DEFAULT_GYM_PORT_RANGE_HIGH",
+    "DEFAULT_GYM_PORT_RANGE_LOW",
+    "DEFAULT_MASTER_PORT_RANGE_HIGH",
+    "DEFAULT_MASTER_PORT_RANGE_LOW",
+    "DEFAULT_SGLANG_PROMETHEUS_PORT_RANGE_HIGH",
+    "DEFAULT_SGLANG_PROMETHEUS_PORT_RANGE_LOW",
+    "DEFAULT_SGLANG_ROUTER_PORT_RANGE_HIGH",
+    "DEFAULT_SGLANG_ROUTER_PORT_RANGE_LOW",
+    "DEFAULT_VLLM_PORTS_PER_ENGINE",
+    "DEFAULT_VLLM_PORT_RANGE_LOW",
+    "NVLINK_DOMAIN_PREFIX",
+    "NVLINK_DOMAIN_UNKNOWN",
+    "TOPO_RANK_KEY",
+    "TOPO_RANK_UNKNOWN",
+    "_bind_socket_in_range",
+    "_get_free_consecutive_ports_local",
+    "_get_free_port_local",
+    "_get_node_ip_and_free_port",
+    "_get_node_ip_and_free_port_impl",
+    "_get_node_ip_local",
+    "check_port_range",
+]

@@ -5,7 +5,7 @@ The worker class may be a plain class or a Ray actor class (``@ray.remote`` or
 ``@ray.remote(...)``, as NeMo RL's workers are): a decorated class is never wrapped a second
 time; its own options are the lowest layer, then the options passed in, then what
 ``configure_worker`` returns, then the placement-group scheduling strategy (always wins). The
-creation itself is the initializer's (worker_initializer.py).
+creation itself is the initializer's (initializer.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .worker_initializer import (
+from .initializer import (
     RemoteInitializerAttribute,
     class_fqn,
     import_class,

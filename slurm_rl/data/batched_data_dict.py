@@ -11,7 +11,7 @@ from typing import Any, Generic, TypedDict, TypeVar
 import torch
 from typing_extensions import NotRequired
 
-from ...data.multimodal_utils import PackedTensor
+from .multimodal_utils import PackedTensor
 from .sequence_packing import pack
 
 T = TypeVar("T")

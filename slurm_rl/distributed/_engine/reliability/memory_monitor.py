@@ -10,7 +10,7 @@ import os
 import threading
 from typing import Any
 
-from ..worker_env.node_probe import probe_on
+from ...worker_env.node_probe import probe_on
 
 logger = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..api.worker_plan import GroupState
-from ..worker_env.node_probe import probe_on
+from ...worker_env.node_probe import probe_on
+from ..group_state import GroupState
 from .health import locate, node_names
 
 MEMORY_HOLD_TIMEOUT_S = 10.0

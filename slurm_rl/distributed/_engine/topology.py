@@ -189,3 +189,14 @@ def get_reordered_bundle(
     ]
     order = _sort_bundle_indices_by_topology(data, segment_size=segment_size, gpus_per_node=gpus_per_node)
     return order, [devices[i] for i in order], tuple(d[1] for d in data)
+
+
+__all__ = [
+    "ResourceInsufficientError",
+    "_parse_topology_from_resources",
+    "_sort_bundle_indices_by_topology",
+    "get_ray_cluster_topology",
+    "get_reordered_bundle",
+    "prepare_segment_topology",
+    "select_segment_nodes",
+]

@@ -10,8 +10,9 @@ import os
 import time
 from typing import Any
 
-from ..api.worker_plan import GroupState, create_workers
-from ..worker_env.node_probe import probe_on
+from ...worker_env.node_probe import probe_on
+from ..group_state import GroupState
+from ..launch import create_workers
 from .failures import FailedWorker, WorkerFailureError, gather
 from .health import locate, node_label, node_names
 from .memory_limits import MemoryLimits
