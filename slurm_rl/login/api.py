@@ -13,11 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..config.spec import ClusterSpec, load_spec
 from ..core.errors import UsageError
 from ..core.paths import JobPaths, current_user
-from ..core.slurm import SlurmClient
-from ..core.spec import ClusterSpec, load_spec
-from .options import resolve_options
+from ..slurm import SlurmClient
+from .resolve import resolve_options
 
 CALL_DRIVER = Path(__file__).resolve().parent.parent / "driver" / "call.py"
 

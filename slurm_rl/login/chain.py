@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config.spec import ClusterSpec
 from ..core.events import write_atomic
 from ..core.paths import JobPaths
-from ..core.slurm import SlurmClient
-from ..core.spec import ClusterSpec
-from .options import JobOptions, changed
+from ..slurm import SlurmClient
+from .resolve import JobOptions, changed
 from .submit import Submitted, submit
 
 

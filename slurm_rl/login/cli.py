@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from .. import __version__
+from ..config.spec import load_spec, resolve_spec_path
 from ..core.paths import current_user
-from ..core.spec import load_spec, resolve_spec_path
 from . import cli_jobs, cli_sweep
 from .cli_common import CONTEXT, Main, _resolve, job_options
 
@@ -89,7 +89,7 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
     Example:
       slurm-rl submit cluster_specs/lab.json examples/hello.py --nodes 3 --wait -- --steps 5
     """
-    from ..core.slurm import SlurmClient
+    from ..slurm import SlurmClient
     from .render import render_job, render_sbatch
     from .submit import submit as do_submit
 

@@ -8,10 +8,10 @@ import sys
 
 import click
 
-from ..core.slurm import SlurmClient
-from ..core.spec import ClusterSpec
+from ..config.spec import ClusterSpec
+from ..core.options import JobOptions
+from ..slurm import SlurmClient
 from .chain import chain_finished, submit_chain
-from .options import JobOptions
 
 
 def submit_and_follow_chain(

@@ -11,11 +11,11 @@ from typing import Any
 
 import click
 
+from ..config.spec import SPEC_ENV_VAR, ClusterSpec, load_spec, resolve_spec_path
 from ..core.errors import SlurmRlError, UsageError
 from ..core.options import JobOptions, flag_fields
 from ..core.paths import current_user
-from ..core.spec import SPEC_ENV_VAR, ClusterSpec, load_spec, resolve_spec_path
-from .options import resolve_options
+from .resolve import resolve_options
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 

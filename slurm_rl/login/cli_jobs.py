@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
+from ..config.spec import load_spec
 from ..core.errors import UsageError
 from ..core.paths import current_user
-from ..core.spec import load_spec
 from .cli_common import CONTEXT, _with, spec_option
 
 
@@ -35,7 +35,7 @@ def status(job: str | None, spec_flag: str | None, as_json: bool) -> None:
     """State (from SLURM), phase and nodes up of one job (a SLURM job id, a sweep task's
     ARRAYID_TASK or a local run's id), of every task of a sweep (its ARRAYID), or of your
     recent jobs."""
-    from ..core.slurm import SlurmClient
+    from ..slurm import SlurmClient
     from .jobs import job_summary, print_table, record_line, summarize
     from .lookup import all_job_dirs, job_state_for, parse_job_id
     from .sweep import find_sweep
@@ -64,7 +64,7 @@ def status(job: str | None, spec_flag: str | None, as_json: bool) -> None:
 @spec_option()
 def list_jobs(spec_flag: str | None) -> None:
     """Your jobs and local runs, of every spec, newest first: id, name, state, when, job dir."""
-    from ..core.slurm import SlurmClient
+    from ..slurm import SlurmClient
     from .jobs import print_list
     from .lookup import all_job_dirs
 
@@ -81,7 +81,7 @@ def logs(job: str, node: str | None, batch: bool, follow: bool, spec_flag: str |
     """Print a job's driver log (or --node NODE, --batch). JOB: a SLURM job id or a local run's id."""
     from ..core.events import read_events
     from ..core.exits import oom_kills, oom_line
-    from ..core.slurm import SlurmClient
+    from ..slurm import SlurmClient
     from .follow import follow_file
     from .jobs import GentleState, end_line, summarize
     from .lookup import find_job_dir, parse_job_id
@@ -120,7 +120,7 @@ def plot(job: str, spec_flag: str | None) -> None:
     from pathlib import Path
 
     from ..core.paths import JobPaths
-    from ..core.slurm import SlurmClient
+    from ..slurm import SlurmClient
     from .lookup import find_job_dir, parse_job_id
     from .plots import plot_job
 
@@ -166,7 +166,7 @@ def attach(job: str, command: tuple[str, ...], dashboard: bool, via_client: bool
     """
     from ..core.events import read_json
     from ..core.manifest import load_manifest
-    from ..core.slurm import SlurmClient
+    from ..slurm import SlurmClient
     from .lookup import find_job_dir, parse_job_id
 
     client, job_id = SlurmClient(), parse_job_id(job)
@@ -265,7 +265,7 @@ def _dashboard_forward(job_id: int | str, paths: Any, cluster: dict[str, Any]) -
 
 
 def _teardown(job: str, force: bool, as_json: bool, spec_flag: str | None) -> None:
-    from ..core.slurm import SlurmClient
+    from ..slurm import SlurmClient
     from .lookup import parse_job_id
     from .sweep import find_sweep
     from .teardown import teardown as do_teardown

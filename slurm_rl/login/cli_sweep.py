@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
+from ..config.spec import load_spec
 from ..core.errors import UsageError
 from ..core.paths import current_user
-from ..core.spec import load_spec
 from .cli_common import CONTEXT, _resolve, job_options, spec_option
 
 
@@ -39,9 +39,9 @@ def sweep(
     runs 4 tasks, 2 at a time. --grid FILE adds points, one JSON object per line
     ({"lr": 1e-4, "seed": 0}). Then: `slurm-rl status ARRAYID`, `slurm-rl sweep-summary ARRAYID`.
     """
-    from ..core.slurm import SlurmClient
-    from .options import changed
+    from ..slurm import SlurmClient
     from .render import render_sbatch
+    from .resolve import changed
     from .sweep import array_spec, point_text_args, submit_sweep, sweep_points
 
     s, opts = _resolve(kw)
@@ -110,7 +110,7 @@ def sweep_summary(array_id: int, metric: str | None, as_json: bool, spec_flag: s
     """A sweep's tasks: their arguments, state, exit and last metrics (from metrics.jsonl), the
     failed ones with their reason, and comparison.png in the sweep's dir (METRIC per step, a
     line per task)."""
-    from ..core.slurm import SlurmClient
+    from ..slurm import SlurmClient
     from .sweep import find_sweep
     from .sweep_report import choose_metric, plot_comparison, print_summary, summary_rows, task_metrics, task_views
 

@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ..config.spec import ClusterSpec
 from ..core.errors import JobError
 from ..core.events import read_events
 from ..core.exits import OomKills, oom_kills, oom_line, read_exit, with_oom_kills
@@ -19,8 +20,7 @@ from ..core.fields import time_minutes
 from ..core.job_ids import as_slurm_id, is_slurm_job_id
 from ..core.manifest import JobManifest, load_manifest
 from ..core.paths import JobPaths
-from ..core.slurm import JobRecord, JobState, SlurmClient
-from ..core.spec import ClusterSpec
+from ..slurm import JobRecord, JobState, SlurmClient
 from .follow import LogFollower, last_traceback
 from .lookup import JobId, find_job_dir, is_local, job_state_for, parse_job_id
 

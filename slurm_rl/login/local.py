@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from .. import __version__
+from ..config.spec import ClusterSpec
 from ..core.errors import UsageError
 from ..core.events import append_event
 from ..core.exits import describe_returncode, record_exit, shell_exit_code
@@ -27,7 +28,6 @@ from ..core.job_env import EXTERNAL_RAY_ENV, JOB_DIR_ENV, RUN_DIR_ENV
 from ..core.manifest import JobManifest
 from ..core.paths import JobPaths
 from ..core.procs import MARKER_ENV, stop_job_processes
-from ..core.spec import ClusterSpec
 from . import index
 from .submit import write_token
 

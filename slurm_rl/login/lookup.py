@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config.spec import ClusterSpec
 from ..core.errors import UnknownJobError, UsageError
 from ..core.exits import read_exit
 from ..core.job_ids import as_slurm_id, is_array_task, is_slurm_job_id
 from ..core.paths import JobPaths
-from ..core.slurm import JobState, SlurmClient
-from ..core.spec import ClusterSpec
+from ..slurm import JobState, SlurmClient
 from . import index
 
 JobId = int | str  # a SLURM job id, a sweep's task "1234_5", or a local run's "local-YYYYmmdd-HHMMSS-PID"

@@ -18,11 +18,11 @@ import os
 import sys
 from pathlib import Path
 
+from ..config.spec import ClusterSpec
 from ..core.errors import UsageError
 from ..core.fields import time_minutes
-from ..core.slurm import SlurmClient
-from ..core.spec import ClusterSpec
-from .options import JobOptions
+from ..core.options import JobOptions
+from ..slurm import SlurmClient
 from .render import container_for
 
 # Filesystems that every node mounts alike at a site (whatever the fileroot is).

@@ -13,11 +13,11 @@ from pathlib import Path
 import jinja2
 
 from .. import __version__
+from ..config.spec import ClusterSpec
 from ..core.exits import REQUESTED_REQUEUE_LIMIT
 from ..core.manifest import JOB_ID_PLACEHOLDER, Container, JobManifest
 from ..core.options import JobOptions
 from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, warned_marker_name
-from ..core.spec import ClusterSpec
 from .snapshot import repository_root
 
 TEMPLATE_NAME = "sbatch.sh.j2"

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config.spec import ClusterSpec
 from ..core.errors import SlurmCommandError, SlurmRlError, UsageError
 from ..core.events import append_event, write_atomic
+from ..core.options import JobOptions
 from ..core.paths import JobPaths
-from ..core.slurm import SlurmClient
-from ..core.spec import ClusterSpec
+from ..slurm import SlurmClient
 from . import index
-from .options import JobOptions
 from .preflight import preflight
 from .render import RenderedJob, render_job
 from .snapshot import SNAPSHOT_DIR, copy_snapshot

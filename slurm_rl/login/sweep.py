@@ -20,16 +20,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config.spec import ClusterSpec
 from ..core.errors import SlurmCommandError, UsageError
 from ..core.events import append_event, write_atomic
 from ..core.job_ids import array_task_id
 from ..core.paths import JobPaths
-from ..core.slurm import SlurmClient
-from ..core.spec import ClusterSpec
+from ..slurm import SlurmClient
 from . import index
-from .options import JobOptions, changed
 from .preflight import preflight
 from .render import RenderedJob, render_job
+from .resolve import JobOptions, changed
 from .snapshot import SNAPSHOT_DIR, copy_snapshot
 from .submit import make_name_dir, sbatch_refusal, stage_job_dir
 

@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..core.job_ids import as_slurm_id
-from ..core.slurm import JobState, SlurmClient
 from ..driver.metrics import read_metrics
+from ..slurm import JobState, SlurmClient
 from .jobs import JobSummary, end_line, summarize
 from .lookup import job_state_for
 from .plots import SKIP, _pyplot

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config.spec import ClusterSpec
 from ..core.errors import JobError, UnknownJobError, UsageError
 from ..core.events import append_event, read_events, read_json
 from ..core.exits import STOPPED_RC, record_exit
 from ..core.manifest import load_manifest
 from ..core.nodelist import expand_hostlist
 from ..core.paths import JobPaths
-from ..core.slurm import SlurmClient
-from ..core.spec import ClusterSpec
+from ..slurm import SlurmClient
 from .jobs import find_job_dir
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from slurm_rl.config.spec import parse_spec
 from slurm_rl.core.errors import UsageError
-from slurm_rl.core.slurm import SlurmClient
-from slurm_rl.core.spec import parse_spec
 from slurm_rl.job.ray_start import OBJECT_STORE_MIN, object_store_size
-from slurm_rl.login.options import container_workdir
 from slurm_rl.login.render import container_mounts
+from slurm_rl.login.resolve import container_workdir
+from slurm_rl.slurm import SlurmClient
 
 pytestmark = pytest.mark.unit
 

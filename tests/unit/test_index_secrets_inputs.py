@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from slurm_rl.config.spec import parse_spec
 from slurm_rl.core.errors import SpecError, UsageError
 from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.paths import JobPaths
-from slurm_rl.core.slurm import Completed, SlurmClient
-from slurm_rl.core.spec import parse_spec
 from slurm_rl.login import index
 from slurm_rl.login.lookup import all_job_dirs, find_job_dir
-from slurm_rl.login.options import JobOptions, resolve_options
 from slurm_rl.login.render import render_job
+from slurm_rl.login.resolve import JobOptions, resolve_options
 from slurm_rl.login.submit import stage_job_dir
+from slurm_rl.slurm import Completed, SlurmClient
 
 
 def _job(root: Path, job_id: int, name: str = "exp") -> JobPaths:

@@ -15,18 +15,18 @@ from pathlib import Path
 import pytest
 import ray
 
+from slurm_rl.config.spec import parse_spec
 from slurm_rl.core.exits import STOPPED_RC, read_exit, record_exit
 from slurm_rl.core.job_env import JobEnvironment
 from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.paths import JobPaths
-from slurm_rl.core.spec import parse_spec
 from slurm_rl.job.board import Board
 from slurm_rl.job.context import NodeContext, NodeFailure
 from slurm_rl.job.head import JoinWatch, driver_env
 from slurm_rl.job.node import Lifecycle
 from slurm_rl.job.worker import HEAD_LOST_AFTER_S, StayDecision
-from slurm_rl.login.options import JobOptions
 from slurm_rl.login.render import render_job
+from slurm_rl.login.resolve import JobOptions
 
 MANIFEST = JobManifest(
     slurm_rl_version="t",

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from slurm_rl.config.spec import load_spec
 from slurm_rl.core.errors import SpecError
-from slurm_rl.core.spec import load_spec
 from slurm_rl.job.network import AddressProblem, NodeAddress, choose_address, socket_ifname_env
 from tests.conftest import run_cli
 

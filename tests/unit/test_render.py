@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from slurm_rl.config.spec import load_spec_file, parse_spec
 from slurm_rl.core.manifest import load_manifest
-from slurm_rl.core.spec import load_spec_file, parse_spec
 from slurm_rl.login.cli import cli
-from slurm_rl.login.options import JobOptions, resolve_options
 from slurm_rl.login.render import render_job, render_sbatch
+from slurm_rl.login.resolve import JobOptions, resolve_options
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden"

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from slurm_rl.config.spec import parse_spec
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.events import read_events
 from slurm_rl.core.paths import JobPaths
-from slurm_rl.core.spec import parse_spec
 from slurm_rl.distributed._engine.reliability.health import parse_memory
 from slurm_rl.distributed.worker_env.gpu_pinning import pinned_env, resolve
 from slurm_rl.driver.metrics import MetricsLog, read_metrics

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from slurm_rl.config.spec import parse_spec
 from slurm_rl.core.errors import SlurmCommandError, UsageError
 from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.paths import JobPaths
-from slurm_rl.core.slurm import QosLimits, parse_tres
-from slurm_rl.core.spec import parse_spec
-from slurm_rl.login.options import resolve_options
 from slurm_rl.login.render import render_sbatch
+from slurm_rl.login.resolve import resolve_options
 from slurm_rl.login.submit import submit
 from slurm_rl.login.teardown import site_flags
+from slurm_rl.slurm import QosLimits, parse_tres
 from tests.conftest import REPO, run_cli
 
 SPEC = {"cluster_name": "site", "fileroot": "/shared/srl", "partition": "gpu", "account": "proj"}

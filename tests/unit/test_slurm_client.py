@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from slurm_rl.core.errors import SlurmCommandError
-from slurm_rl.core.slurm import Completed, JobState, SlurmClient
+from slurm_rl.slurm import Completed, JobState, SlurmClient
 
 SCONTROL_RUNNING = (
     "JobId=47700975 JobName=allreduce UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901758 Nice=0 "

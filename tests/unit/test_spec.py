@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from slurm_rl.config.spec import default_local_spec, load_spec, parse_spec
 from slurm_rl.core.errors import SpecError
-from slurm_rl.core.spec import default_local_spec, load_spec, parse_spec
 from slurm_rl.login.cli import cli
 
 GOOD = {"cluster_name": "c1", "fileroot": "/shared/srl"}

@@ -10,10 +10,10 @@ import pytest
 
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.job_ids import as_slurm_id, is_slurm_job_id, job_number
-from slurm_rl.core.slurm import Completed, SlurmClient
 from slurm_rl.login.api import default_name
 from slurm_rl.login.lookup import parse_job_id
 from slurm_rl.login.sweep import expand_args, read_grid, sweep_points
+from slurm_rl.slurm import Completed, SlurmClient
 from tests.conftest import REPO, run_cli
 
 pytestmark = pytest.mark.unit

@@ -14,10 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..config.spec import ClusterSpec
 from ..core.errors import UsageError
 from ..core.fields import FieldProblem
 from ..core.options import JobOptions, flag_of, spec_fields
-from ..core.spec import ClusterSpec
 from .render import container_mounts
 
 __all__ = ["JobOptions", "resolve_options"]

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import SpecError
-from .fields import (
+from ..core.errors import SpecError
+from ..core.fields import (
     Constraint,
     FieldProblem,
     Gres,
@@ -30,7 +30,7 @@ from .fields import (
     SlurmName,
     first_match,
 )
-from .option_rules import SbatchArgList, SrunArgList
+from ..core.option_rules import SbatchArgList, SrunArgList
 from .spec_errors import one_line
 
 SPEC_ENV_VAR = "CLUSTER_SPEC_PATH"

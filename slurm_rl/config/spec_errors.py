@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .fields import FieldProblem
+from ..core.fields import FieldProblem
 
 # What to tell the user for each field when its value is wrong.
 FIXES: dict[str, str] = {

@@ -1,0 +1,127 @@
+"""What SLURM answers, as records: job states (which are final, which are in the queue),
+sacct's per-job record, a partition's sinfo line, a QOS's limits and TRES strings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Job states in which the job will not run again.
+FINISHED_STATES = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "SPECIAL_EXIT",
+    "REVOKED",
+}
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    name: str
+    nodes: int
+    cpus: int  # of its largest node, as are memory and GPUs
+    mem_mb: int
+    gpus: int
+    default: bool
+    max_time: str | None = None  # sinfo's time limit (a SLURM time), None for infinite or unknown
+
+
+@dataclass(frozen=True)
+class QosLimits:
+    """A QOS's limits on one job, as sacctmgr reports them (what is absent is unlimited)."""
+
+    name: str
+    max_wall: str | None  # a SLURM time
+    per_job: dict[str, int]  # TRES -> most per job, e.g. {"node": 1, "cpu": 64, "gres/gpu": 8}
+    per_node: dict[str, int]
+
+
+def parse_tres(text: str) -> dict[str, int]:
+    """``cpu=8,gres/gpu=4,node=2`` -> {"cpu": 8, "gres/gpu": 4, "node": 2} (sizes like 64G skipped)."""
+    out = {}
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        if key and value.isdigit():
+            out[key] = int(value)
+    return out
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: int | str  # a job, or a job array's task ("1234_5")
+    state: str  # e.g. PENDING, RUNNING, COMPLETED; "UNKNOWN" if SLURM forgot it
+    nodelist: str = ""
+    exit_code: int | None = None
+    reason: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.state.split()[0] in FINISHED_STATES
+
+    @property
+    def in_queue(self) -> bool:
+        return self.state in {
+            "PENDING",
+            "RUNNING",
+            "CONFIGURING",
+            "COMPLETING",
+            "SUSPENDED",
+            "REQUEUED",
+            "RESIZING",
+            "SIGNALING",
+            "STAGE_OUT",
+            "REQUEUE_HOLD",
+        }
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """SLURM's accounting record of a job (sacct), kept after squeue and scontrol forgot it."""
+
+    job_id: int | str
+    state: str
+    exit_code: int | None
+    elapsed: str  # [D-]HH:MM:SS as sacct prints it
+    max_rss: dict[str, str]  # node -> the largest resident set of any task of the job there
+
+    def as_dict(self) -> dict[str, object]:
+        return {"state": self.state, "exit_code": self.exit_code, "elapsed": self.elapsed, "max_rss": self.max_rss}
+
+
+def parse_sacct_record(job_id: int | str, stdout: str) -> JobRecord | None:
+    """``sacct -n -P -o JobID,State,ExitCode,Elapsed,MaxRSS,MaxRSSNode`` of one job: the
+    allocation's line, then one per step (``J.batch``, ``J.0``...) with its largest task's RSS
+    and that task's node."""
+    alloc: list[str] | None = None
+    rss: dict[str, tuple[int, str]] = {}
+    for line in stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 6:
+            continue
+        jid, state, code, elapsed, max_rss, node = parts
+        if "." not in jid and jid.split("+")[0] == str(job_id):  # the allocation (a het job: J+0)
+            alloc = alloc or [state, code, elapsed]
+        elif jid.split(".")[0].split("+")[0] == str(job_id) and max_rss and node:
+            size = _bytes(max_rss)
+            if size >= rss.get(node, (-1, ""))[0]:
+                rss[node] = (size, max_rss)
+    if alloc is None:
+        return None
+    state, code, elapsed = alloc
+    head = code.split(":")[0]
+    per_node = {n: v for n, (_, v) in sorted(rss.items())}
+    return JobRecord(job_id, state.split()[0], int(head) if head.isdigit() else None, elapsed, per_node)
+
+
+def _bytes(size: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    try:
+        return int(float(size[:-1]) * units[size[-1]]) if size[-1:] in units else int(size)
+    except ValueError:
+        return 0

@@ -1,0 +1,42 @@
+"""How slurm-rl runs a SLURM command: an argv list (never a shell) with a timeout, failing
+with ``SlurmCommandError`` (argv, exit code, stdout, stderr) or, where the command is not
+installed, one ``UsageError`` line. Tests pass a fake ``Runner``; the lab uses this one."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..core.errors import SlurmCommandError, UsageError
+
+
+@dataclass(frozen=True)
+class Completed:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+Runner = Callable[[Sequence[str], float], Completed]
+
+
+def subprocess_runner(argv: Sequence[str], timeout_s: float) -> Completed:
+    try:
+        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise SlurmCommandError(
+            argv, None, _text(exc.stdout), _text(exc.stderr), hint=f"no answer within {timeout_s:g} s; is slurmctld up?"
+        ) from None
+    except FileNotFoundError:
+        raise UsageError(
+            f"`{argv[0]}` is not installed or not on PATH; run slurm-rl on a SLURM "
+            f"login node, or use `slurm-rl run` for a local run"
+        ) from None
+    return Completed(p.returncode, p.stdout, p.stderr)
+
+
+def _text(b: bytes | str | None) -> str:
+    if b is None:
+        return ""
+    return b.decode(errors="replace") if isinstance(b, bytes) else b
