@@ -1,0 +1,188 @@
+"""A node's job lifecycle around its role (head.py, worker.py): the role runs in a thread so
+that a stop (signal, failed node, the driver's end) is acted on at once, even while `ray
+start` is blocked in C code; then the exit is recorded (once, by the first node to know) and
+the node cleaned (node_cleanup.py)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import threading
+import time
+
+from ..core.events import read_events, write_atomic
+from ..core.exits import STOPPED_RC, OomKills, exit_reason, record_exit, shell_exit_code, with_oom_kills
+from .context import POLL_S, NodeContext, NodeFailure, Stopped
+from .head import run_head
+from .memory import OomWatch, warn_driver
+from .network import socket_ifname_env
+from .node_cleanup import clean_node
+from .worker import PRE_JOIN_FILE_POLL_S, run_worker
+
+DRIVER_GRACE_S = 2.0  # a signalled driver gets this long to exit (checkpoint) before the kill
+
+
+def describe_error(exc: BaseException) -> str:
+    """An exception in one line; an OSError names its path (``FileNotFoundError: ... '/tmp/x'``)."""
+    if isinstance(exc, OSError) and exc.filename:
+        return f"{type(exc).__name__}: {exc.strerror}: {exc.filename!r} does not exist or is not usable on this node"
+    return repr(exc)
+
+
+class Lifecycle:
+    """Runs this node's role in a thread so that a stop (signal, failed node) is acted on at
+    once, even while `ray start` is blocked in C code; then records the exit and cleans up."""
+
+    def __init__(self, ctx: NodeContext, failed_setup: tuple[int, int] | None = None) -> None:
+        self.ctx = ctx
+        self.failed_setup = failed_setup
+        self._stop_seen_at: float | None = None
+
+    def on_signal(self, signum: int, _frame: object) -> None:
+        ctx = self.ctx
+        if signum == signal.SIGCONT:
+            return  # scancel sends SIGCONT before SIGTERM
+        name = signal.Signals(signum).name
+        ctx.say(f"received {name}")
+        if not ctx.stop_requested.is_set():
+            ctx.stop_reason = f"{name} received on {ctx.node} (scancel, time limit or preemption)"
+        ctx.stop_requested.set()
+        if ctx.driver is not None and ctx.driver.poll() is None:
+            try:
+                ctx.driver.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+    def run_role(self) -> int:
+        """Node 0: head + driver, returns the driver's exit code. Others: join, wait for stop."""
+        ctx = self.ctx
+        if self.failed_setup is not None:
+            line, rc = self.failed_setup
+            index, text = ctx.manifest.setup_line(line)
+            raise NodeFailure(
+                f"setup[{index}] {text} exited {rc} (spec field 'setup'; its output is in {ctx.paths.batch_log})"
+            )
+        # the batch script forwards SLURM's warning signal once every node has started
+        write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "started"), ctx.node + "\n")
+        # NCCL and gloo on the interface the spec chose (Ray, the driver and workers inherit them)
+        chosen = socket_ifname_env(ctx.address, dict(os.environ))
+        os.environ.update(chosen)
+        if chosen:
+            ctx.say(
+                f"network: {ctx.ip} on {ctx.address.interface}; set {', '.join(f'{k}={v}' for k, v in chosen.items())}"
+            )
+        if ctx.gpus:  # where each GPU's CPUs are, for workers that bind to them (numa_utils)
+            from ..distributed.numa_utils import AFFINITY_FILE_NAME, write_affinity_file
+
+            os.makedirs(ctx.temp_dir, exist_ok=True)
+            found = write_affinity_file(os.path.join(ctx.temp_dir, AFFINITY_FILE_NAME))
+            ctx.say(f"GPU NUMA affinity: {found} GPU(s) mapped" if found else "GPU NUMA affinity: not available here")
+        # pid: `slurm-rl attach` joins this process's container (enroot exec PID)
+        ctx.event(
+            "node_start",
+            ip=ctx.ip,
+            interface=ctx.address.interface,
+            cpus=ctx.cpus,
+            gpus=ctx.gpus,
+            pid=os.getpid(),
+            open_files=resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+        )
+        return run_head(ctx) if ctx.rank == 0 else run_worker(ctx)
+
+    def run(self) -> int:
+        ctx = self.ctx
+        done = threading.Event()
+        outcome: dict[str, object] = {}
+
+        def target() -> None:
+            try:
+                outcome["rc"] = self.run_role()
+            except NodeFailure as exc:
+                outcome["failure"] = exc
+            except Stopped:
+                pass
+            except BaseException as exc:  # noqa: BLE001 - reported, then the node stops
+                outcome["failure"] = NodeFailure(f"unexpected error in the bootstrap: {describe_error(exc)}")
+            finally:
+                done.set()
+
+        threading.Thread(target=target, name="role", daemon=True).start()
+        oom = OomWatch(ctx.memory_limit)
+
+        def note_oom(now: bool = False) -> None:
+            found = oom.poll(now)
+            if found:
+                kills = OomKills(ctx.node, *found)
+                ctx.say(f"OOM: {kills.text()}")
+                ctx.event("node_oom", message=kills.text(), kills=kills.kills, limit=kills.limit)
+                warn_driver(ctx.paths.driver_log, kills)
+
+        next_flag_check = 0.0
+        while not done.wait(POLL_S):
+            note_oom()
+            if ctx.rank != 0 and ctx.board is None and not ctx.stop_requested.is_set():
+                # node 0 may be done before this node joined, while `ray start` is still blocked
+                # retrying a head that is gone; once joined, the role asks the head's GCS instead
+                now = time.monotonic()
+                if now >= next_flag_check:
+                    next_flag_check = now + PRE_JOIN_FILE_POLL_S
+                    if ctx.stop_flag.exists():
+                        ctx.stop_reason = ctx.stop_reason or "driver ended"
+                        ctx.stop_requested.set()
+            if ctx.stop_requested.is_set() and not self._driver_running(DRIVER_GRACE_S):
+                break
+        note_oom(now=True)  # a kill in the last moments (the driver may have died of it)
+        try:
+            return self.conclude(outcome)
+        finally:
+            self.cleanup()
+
+    def conclude(self, outcome: dict[str, object]) -> int:
+        """The node's exit code from the role's outcome; node 0 records the job's exit."""
+        ctx = self.ctx
+        if "failure" in outcome:
+            exc = outcome["failure"]
+            msg = f"{ctx.node}: {exc}; see {ctx.paths.node_log(ctx.node)}"
+            ctx.say(f"FAILED: {exc}")
+            ctx.event("node_failed", error=str(exc))
+            write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "failed"), msg + "\n")
+            if ctx.board is not None:  # the head hears of it at once (the file is for a node not yet joined)
+                ctx.board.put("failed", msg, rank=ctx.rank)
+            self.finish(1, msg)
+            return 1
+        if ctx.failure:  # another node failed or never joined: node 0 fails the job, naming it
+            ctx.event("node_stopped", reason=ctx.failure)
+            self.finish(1, ctx.failure)
+            return 1
+        rc = outcome.get("rc")
+        if not isinstance(rc, int):  # stopped before the role finished
+            ctx.event("node_stopped", reason=ctx.stop_reason)
+            if ctx.stop_flag.exists():  # node 0 had finished: a normal end
+                return 0
+            self.finish(STOPPED_RC, ctx.stop_reason or "stopped")
+            return STOPPED_RC
+        if ctx.rank == 0:
+            self.finish(shell_exit_code(rc), exit_reason(rc, ctx.stop_reason))
+            return shell_exit_code(rc)
+        return rc
+
+    def _driver_running(self, grace_s: float) -> bool:
+        """True while a signalled driver may still exit by itself (it got the signal too)."""
+        driver = self.ctx.driver
+        if driver is None or driver.poll() is not None:
+            return False
+        if self._stop_seen_at is None:
+            self._stop_seen_at = time.monotonic()
+        return time.monotonic() - self._stop_seen_at < grace_s
+
+    def finish(self, rc: int, reason: str) -> None:
+        # a process the OOM killer took (a Ray worker over the job's memory) is the likely cause
+        ctx = self.ctx
+        record_exit(ctx.paths, rc, with_oom_kills(reason, read_events(ctx.paths.events)))
+        ctx.stop_flag.touch()  # first: a node that finds the GCS gone reads it
+        if ctx.board is not None:  # the other nodes ask the head's GCS, not the job dir
+            ctx.board.put("stop", reason)
+
+    def cleanup(self) -> None:
+        clean_node(self.ctx)

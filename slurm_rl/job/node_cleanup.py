@@ -1,0 +1,58 @@
+"""A node's cleanup at the job's end: whatever ended the job, this node's bootstrap stops exactly
+the processes of this job here (it is their child subreaper), keeps Ray's logs and leaves no
+node-local files."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+
+from ..core.procs import stop_job_processes
+from .context import NodeContext
+
+
+def clean_node(ctx: NodeContext) -> None:
+    """Stop exactly this job's processes on this node (the driver first: terminate, then kill),
+    copy Ray's logs to the job dir, remove the node-local temp dir, and say what was done."""
+    t0 = time.monotonic()
+    try:  # what we started, and orphans re-parented to us (we are their subreaper)
+        descendants = [p.pid for p in psutil.Process().children(recursive=True)]
+    except psutil.Error:
+        descendants = []
+    if ctx.driver is not None and ctx.driver.poll() is None:
+        if ctx.stop_requested.is_set():
+            # it got the signal and its grace already: SLURM's SIGKILL comes KillWait after its
+            # SIGTERM, and what runs after us (pyxis removing the container) needs that time
+            ctx.driver.kill()
+        else:
+            ctx.driver.terminate()
+        try:
+            ctx.driver.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            ctx.driver.kill()
+    copy_ray_logs(ctx)
+    killed = stop_job_processes(ctx.job_id, ctx.temp_dir, grace_s=0.5, also=descendants)
+    shutil.rmtree(ctx.temp_dir, ignore_errors=True)
+    ctx.say(
+        f"cleanup: stopped {len(killed)} processes in {time.monotonic() - t0:.2f} s: "
+        + ", ".join(f"{k.name}({k.pid},{k.signal})" for k in killed)
+    )
+    ctx.event("node_cleaned", killed=len(killed), seconds=round(time.monotonic() - t0, 3))
+
+
+def copy_ray_logs(ctx: NodeContext) -> None:
+    src = Path(ctx.temp_dir) / "session_latest" / "logs"
+    if src.is_dir():
+        try:
+            shutil.copytree(
+                src,
+                ctx.paths.ray_logs(ctx.node),
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns("*.sock"),
+            )
+        except (OSError, shutil.Error) as exc:
+            ctx.say(f"could not copy Ray logs: {exc}")
