@@ -6,13 +6,21 @@ from __future__ import annotations
 import copy
 from collections import UserDict
 from collections.abc import Iterator, Sequence
-from typing import Any, Generic, TypedDict, TypeVar
+from typing import Any, Generic, TypeVar
 
 import torch
-from typing_extensions import NotRequired
 
+from .batch_plans import (
+    DynamicBatchingArgs,
+    Ranges,
+    SequencePackingArgs,
+    length_of,
+    length_sorted_order,
+    micro_batches,
+    packed_plan,
+    take,
+)
 from .multimodal_utils import PackedTensor
-from .sequence_packing import pack
 
 T = TypeVar("T")
 
@@ -22,48 +30,8 @@ class ShardingError(ValueError, AssertionError):
     asserts here, so callers catch either; the message names the sizes."""
 
 
-class DynamicBatchingArgs(TypedDict):
-    """Micro-batch by token budget: sequences sorted by length, padded to a multiple of
-    ``sequence_length_round``, at most ``max_tokens_per_microbatch`` padded tokens each."""
-
-    max_tokens_per_microbatch: int
-    sequence_length_round: int
-    input_key: str
-    input_lengths_key: str
-
-
-class SequencePackingArgs(TypedDict):
-    """Pack sequences into micro-batches of at most ``max_tokens_per_microbatch`` tokens (each
-    sequence's length from ``input_lengths_key``, rounded up to ``sequence_length_pad_multiple``)
-    with ``algorithm``: "modified_first_fit_decreasing" (default), "first_fit_decreasing" or
-    "concatenative" (in order)."""
-
-    max_tokens_per_microbatch: int
-    input_key: str
-    input_lengths_key: str
-    algorithm: NotRequired[str]
-    sequence_length_pad_multiple: NotRequired[int]
-
-
 # Keys a multimodal model takes beside its PackedTensor columns (get_multimodal_dict)
 MULTIMODAL_EXTRA_KEYS = ("token_type_ids", "image_grid_thw", "video_grid_thw", "image_sizes", "pixel_attention_mask")
-Ranges = list[list[int]]  # [[start, end], ...] rows of one micro-batch each
-
-
-def _len(v: Any) -> int:
-    return int(v.shape[0]) if isinstance(v, torch.Tensor) else len(v)
-
-
-def _take(v: Any, indices: Sequence[int]) -> Any:
-    if isinstance(v, torch.Tensor):
-        return v.index_select(0, torch.as_tensor(list(indices), dtype=torch.long, device=v.device))
-    if isinstance(v, PackedTensor):
-        return v.slice(list(indices))
-    return [v[i] for i in indices]
-
-
-def _round_up(n: int, multiple: int) -> int:
-    return ((n + multiple - 1) // multiple) * multiple
 
 
 class BatchedDataDict(UserDict, Generic[T]):
@@ -76,16 +44,15 @@ class BatchedDataDict(UserDict, Generic[T]):
         self.micro_batch_indices: list[Ranges] | None = None
         self.micro_batch_lengths: list[list[int]] | None = None
 
-    # ---- basics ------------------------------------------------------------------------------
     @property
     def size(self) -> int:
         """Length of the first column, 0 if empty."""
         if not self.data:
             return 0
-        return _len(next(iter(self.data.values())))
+        return length_of(next(iter(self.data.values())))
 
     def _check_lengths(self) -> None:
-        lengths = {k: _len(v) for k, v in self.data.items()}
+        lengths = {k: length_of(v) for k, v in self.data.items()}
         if len(set(lengths.values())) > 1:
             sizes = ",".join(str(n) for n in sorted(set(lengths.values())))
             raise ShardingError(
@@ -98,7 +65,6 @@ class BatchedDataDict(UserDict, Generic[T]):
     def _new(self, data: dict[str, Any], cls: type | None = None) -> Any:
         return (cls or type(self))(data)
 
-    # ---- construction ------------------------------------------------------------------------
     @classmethod
     def from_batches(cls, batches: Sequence[dict[str, Any]], pad_value_dict: dict[str, Any] | None = None) -> Any:
         """Concatenate batches: lists joined, 1-D tensors concatenated, 2-D+ tensors right-padded
@@ -133,7 +99,7 @@ class BatchedDataDict(UserDict, Generic[T]):
     # ---- selection ---------------------------------------------------------------------------
     def select_indices(self, indices: Sequence[int] | torch.Tensor) -> Any:
         idx = indices.tolist() if isinstance(indices, torch.Tensor) else list(indices)
-        return self._new({k: _take(v, idx) for k, v in self.data.items()})
+        return self._new({k: take(v, idx) for k, v in self.data.items()})
 
     def reorder_data(self, reorded_indices: Sequence[int] | torch.Tensor) -> None:
         """Move rows in place: row i goes to position ``reorded_indices[i]`` (NeMo RL's rule).
@@ -144,7 +110,7 @@ class BatchedDataDict(UserDict, Generic[T]):
             raise ValueError(f"reorder_data needs a permutation of 0..{self.size - 1}")
         source = sorted(range(len(idx)), key=lambda i: idx[i])  # new row j is old row source[j]
         for k, v in self.data.items():
-            self.data[k] = _take(v, source)
+            self.data[k] = take(v, source)
 
     def slice(self, start: int, end: int) -> SlicedDataDict:
         return SlicedDataDict({k: v[start:end] for k, v in self.data.items()})
@@ -245,35 +211,9 @@ class BatchedDataDict(UserDict, Generic[T]):
         return [int(n) for n in (lengths.tolist() if isinstance(lengths, torch.Tensor) else lengths)]
 
     def _shard_packed(self, shards: int, bs: int, args: SequencePackingArgs) -> tuple[list[SlicedDataDict], list[int]]:
-        """Per chunk: pack its sequences into bins, deal the bins to the shards (largest bins
-        first, each to the shard with the fewest bins, then the fewest tokens): the shards' bin
-        counts differ by at most one, and every shard gets one where the chunk has enough rows."""
+        """Sequence packing's shards (see batch_plans.packed_plan) and the rows' original order."""
         lens = self._lengths(args["input_lengths_key"])
-        multiple = int(args.get("sequence_length_pad_multiple", 1) or 1)
-        budget = int(args["max_tokens_per_microbatch"])
-        algorithm = args.get("algorithm", "modified_first_fit_decreasing")
-        shard_rows: list[list[int]] = [[] for _ in range(shards)]
-        ranges: list[list[Ranges]] = [[] for _ in range(shards)]
-        tokens: list[list[list[int]]] = [[] for _ in range(shards)]
-        for c in range(self.size // bs):
-            rows = list(range(c * bs, (c + 1) * bs))
-            sizes = [_round_up(lens[r], multiple) for r in rows]
-            weighed = [(sum(sizes[i] for i in b), b) for b in pack(sizes, budget, algorithm, min_bins=shards)]
-            weighed.sort(key=lambda wb: (-wb[0], wb[1][0]))
-            dealt: list[list[tuple[int, list[int]]]] = [[] for _ in range(shards)]
-            load = [0] * shards
-            for weight, b in weighed:
-                target = min(range(shards), key=lambda s: (len(dealt[s]), load[s], s))
-                dealt[target].append((weight, b))
-                load[target] += weight
-            for s in range(shards):
-                ranges[s].append([])
-                tokens[s].append([])
-                for weight, b in dealt[s]:
-                    start = len(shard_rows[s])
-                    shard_rows[s].extend(rows[i] for i in b)
-                    ranges[s][-1].append([start, len(shard_rows[s])])
-                    tokens[s][-1].append(weight)
+        shard_rows, ranges, tokens = packed_plan(lens, self.size, bs, shards, args)
         out = []
         for s in range(shards):
             shard = SlicedDataDict(self.select_indices(shard_rows[s]).data)
@@ -282,52 +222,11 @@ class BatchedDataDict(UserDict, Generic[T]):
         return out, [i for rows in shard_rows for i in rows]
 
     def _length_sorted_order(self, bs: int, shards: int, args: DynamicBatchingArgs) -> list[int]:
-        """Within each chunk: sort by length (longest first) and deal rows to shards so every
-        shard gets a similar token count (greedy, to the lightest shard with room)."""
-        lens = self._lengths(args["input_lengths_key"])
-        per = bs // shards
-        order: list[int] = []
-        for c in range(self.size // bs):
-            rows = sorted(range(c * bs, (c + 1) * bs), key=lambda i: (-lens[i], i))
-            bins: list[list[int]] = [[] for _ in range(shards)]
-            load = [0] * shards
-            for i in rows:
-                target = min((s for s in range(shards) if len(bins[s]) < per), key=lambda s: (load[s], s))
-                bins[target].append(i)
-                load[target] += lens[i]
-            for b in bins:
-                order.extend(sorted(b, key=lambda i: (-lens[i], i)))
-        return order
+        return length_sorted_order(self._lengths(args["input_lengths_key"]), self.size, bs, shards)
 
     def _compute_micro_batches(self, args: DynamicBatchingArgs, rows_per_chunk: int) -> None:
-        """Micro-batches of each chunk (``rows_per_chunk`` rows, sorted longest first): as many
-        rows as fit ``max_tokens_per_microbatch`` at the padded width of the longest."""
         lens = self._lengths(args["input_lengths_key"])
-        budget, rnd = args["max_tokens_per_microbatch"], args["sequence_length_round"]
-        too_long = [n for n in lens if _round_up(n, rnd) > budget]
-        if too_long:
-            raise ValueError(
-                f"dynamic batching: sequence of length {max(too_long)} (rounded {_round_up(max(too_long), rnd)}) "
-                f"exceeds max_tokens_per_microbatch={budget}"
-            )
-        self.micro_batch_indices, self.micro_batch_lengths = [], []
-        for chunk_start in range(0, len(lens), max(rows_per_chunk, 1)):
-            chunk_end = min(chunk_start + rows_per_chunk, len(lens))
-            indices: Ranges = []
-            widths: list[int] = []
-            start, longest = chunk_start, 0
-            for i in range(chunk_start, chunk_end):
-                width = _round_up(max(longest, lens[i]), rnd)
-                if i > start and (i - start + 1) * width > budget:
-                    indices.append([start, i])
-                    widths.append(_round_up(longest, rnd))
-                    start, longest = i, 0
-                longest = max(longest, lens[i])
-            if chunk_end > chunk_start:
-                indices.append([start, chunk_end])
-                widths.append(_round_up(longest, rnd))
-            self.micro_batch_indices.append(indices)
-            self.micro_batch_lengths.append(widths)
+        self.micro_batch_indices, self.micro_batch_lengths = micro_batches(lens, args, rows_per_chunk)
 
     # ---- iteration ---------------------------------------------------------------------------
     def make_microbatch_iterator(self, microbatch_size: int) -> Iterator[SlicedDataDict]:
@@ -357,10 +256,10 @@ class BatchedDataDict(UserDict, Generic[T]):
         for start, end, _ in self._micro_batches("sequence_packing_args"):
             yield self.slice(start, end)
 
-    def get_microbatch_iterator_dynamic_shapes_len(self) -> int:
+    def get_microbatch_iterator_dynamic_shapeslength_of(self) -> int:
         return sum(1 for _ in self._micro_batches("dynamic_batching_args"))
 
-    def get_microbatch_iterator_for_packable_sequences_len(self) -> tuple[int, int]:
+    def get_microbatch_iterator_for_packable_sequenceslength_of(self) -> tuple[int, int]:
         """(number of packed micro-batches, the most tokens in one)."""
         lengths = [length for _, _, length in self._micro_batches("sequence_packing_args")]
         return len(lengths), max(lengths, default=0)
@@ -376,7 +275,6 @@ class BatchedDataDict(UserDict, Generic[T]):
                 out[k] = v.to(device) if device is not None and isinstance(v, torch.Tensor) else v
         return out
 
-    # ---- devices and processes ---------------------------------------------------------------
     def to(self, device: str | torch.device) -> Any:
         for k, v in self.data.items():
             if isinstance(v, (torch.Tensor, PackedTensor)):
