@@ -183,6 +183,7 @@ class Lifecycle:
         ctx.stop_flag.touch()  # first: a node that finds the GCS gone reads it
         if ctx.board is not None:  # the other nodes ask the head's GCS, not the job dir
             ctx.board.put("stop", reason)
+        ctx.event("stop_published", exit_code=rc)  # when the other nodes could first hear of it
 
     def cleanup(self) -> None:
         clean_node(self.ctx)

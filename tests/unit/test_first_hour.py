@@ -16,7 +16,7 @@ from slurm_rl.core.paths import JobPaths
 from slurm_rl.distributed._engine.launch import explain_cause
 from slurm_rl.distributed._engine.reliability.tables import print_table
 from slurm_rl.job.node import describe_error
-from slurm_rl.login.jobs import print_table as print_jobs
+from slurm_rl.login.job_tables import print_table as print_jobs
 from slurm_rl.login.jobs import summarize, wait_for_job
 from slurm_rl.slurm import JobState
 from tests.conftest import REPO, run_cli

@@ -1,0 +1,67 @@
+"""The tables `list` and `status` print: one row per job, 80 columns fit, state and phase never
+truncated; `list` asks SLURM twice for all of its rows."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import replace
+
+from rich.console import Console
+from rich.table import Table
+
+from ..core.exits import oom_line
+from ..core.paths import JobPaths
+from ..slurm import SlurmClient
+from .jobs import JobSummary, summarize
+from .lookup import job_states
+
+
+def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
+    """`slurm-rl list`: id, name, state (squeue's, else SLURM's accounting where the site keeps
+    it, else the job dir's exit), when submitted, job dir; a header; 80 columns fit. `status
+    JOB` has the elapsed time and memory of a finished job."""
+    dirs = list(dirs)
+    states = job_states(dirs, client)  # two SLURM calls for the whole list
+    table = Table(box=None, pad_edge=False)
+    table.add_column("job", no_wrap=True)
+    table.add_column("name", overflow="ellipsis", max_width=16, no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("submitted", no_wrap=True)
+    table.add_column("job dir", overflow="fold")
+    for p in dirs:
+        slurm = states[p.job_id]
+        summary = summarize(p, slurm)
+        state = replace(summary, state=summary.state.split()[0]).shown_state
+        when = time.strftime("%m-%d %H:%M", time.localtime(p.manifest.stat().st_mtime))
+        table.add_row(p.job_id, p.name_dir.name, state, when, str(p.job_dir))
+    Console().print(table)
+
+
+def print_table(rows: Iterable[JobSummary]) -> None:
+    """One row per job; state and phase never truncated (80 columns fit); the job dir is in
+    `slurm-rl list` and `status --json`."""
+    rows = list(rows)
+    table = Table(box=None, pad_edge=False)
+    for name, kw in (
+        ("job", {}),
+        ("name", {"overflow": "ellipsis", "max_width": 24}),
+        ("state", {"no_wrap": True}),
+        ("phase", {"no_wrap": True}),
+        ("nodes", {"no_wrap": True}),
+        ("exit", {"no_wrap": True}),
+    ):
+        table.add_column(name, **kw)
+    for r in rows:
+        table.add_row(
+            str(r.job_id),
+            r.paths.name_dir.name,
+            r.shown_state,
+            r.phase,
+            f"{r.nodes_up}/{r.nodes}",
+            "" if r.exit_code is None else str(r.exit_code),
+        )
+    Console().print(table)
+    for r in rows:  # what the table has no room for: where and at which limit memory ran out
+        if r.oom:
+            Console().print(f"job {r.job_id}: {oom_line(list(r.oom))}", markup=False, highlight=False, soft_wrap=True)
