@@ -1,10 +1,11 @@
 """Job options: one pydantic model, the single source of every option's default and check.
 
-The click flags of `render`/`submit` are generated from the fields that carry ``flags``
-(``login/cli_common.py``, ``option_flags``); a field marked ``spec=True`` takes the cluster spec's field of the same
-name as its default (precedence: flag > spec > the default written here, once). The job
-manifest (``core/manifest.py``) is this model plus what submit adds, so the node side reads the
-same names and values the login node resolved. A new option is one field here.
+The fields that carry ``flags`` are the command line's (``login/flags.py`` lists them,
+``login/cli_common.py`` makes them click options); a field marked ``spec=True`` takes the
+cluster spec's field of the same name as its default (precedence: flag > spec > the default
+written here, once). The job manifest (``core/manifest.py``) is this model plus what submit
+adds, so the node side reads the same names and values the login node resolved: that is why
+the model lives in core/. A new option is one field here.
 """
 
 from __future__ import annotations
@@ -285,28 +286,3 @@ class JobOptions(BaseModel):
     def heterogeneous(self) -> bool:
         """Head and workers are two components of one SLURM hetjob."""
         return bool(self.head_partition)
-
-
-def flag_fields() -> dict[str, dict[str, Any]]:
-    """Field name -> its flag metadata, for every option that is a command-line flag."""
-    out = {}
-    for name, info in JobOptions.model_fields.items():
-        extra = info.json_schema_extra
-        if isinstance(extra, dict) and extra.get("flags"):
-            out[name] = {**extra, "default": info.default}
-    return out
-
-
-def spec_fields() -> list[str]:
-    """Options whose default is the spec's field of the same name."""
-    return [
-        name
-        for name, info in JobOptions.model_fields.items()
-        if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("spec")
-    ]
-
-
-def flag_of(field: str) -> str:
-    """How the user spells a field: its long flag, else the field name."""
-    meta = flag_fields().get(field)
-    return str(meta["flags"][-1]) if meta else field

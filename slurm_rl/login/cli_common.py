@@ -13,8 +13,9 @@ import click
 
 from ..config.spec import SPEC_ENV_VAR, ClusterSpec, load_spec, resolve_spec_path
 from ..core.errors import SlurmRlError, UsageError
-from ..core.options import JobOptions, flag_fields
+from ..core.options import JobOptions
 from ..core.paths import current_user
+from .flags import flag_fields
 from .resolve import resolve_options
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}

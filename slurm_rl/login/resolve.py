@@ -17,7 +17,8 @@ from pydantic import ValidationError
 from ..config.spec import ClusterSpec
 from ..core.errors import UsageError
 from ..core.fields import FieldProblem
-from ..core.options import JobOptions, flag_of, spec_fields
+from ..core.options import JobOptions
+from .flags import flag_of, spec_fields
 from .render import container_mounts
 
 __all__ = ["JobOptions", "resolve_options"]

@@ -15,8 +15,9 @@ from slurm_rl.config.spec import parse_spec
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.job_env import JobEnvironment
 from slurm_rl.core.manifest import JobManifest
-from slurm_rl.core.options import DEFAULT_SIGNAL, JobOptions, flag_fields
+from slurm_rl.core.options import DEFAULT_SIGNAL, JobOptions
 from slurm_rl.login.cli import cli
+from slurm_rl.login.flags import flag_fields
 from slurm_rl.login.resolve import resolve_options
 
 SPEC = {"cluster_name": "c", "fileroot": "/shared/srl"}
