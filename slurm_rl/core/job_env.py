@@ -17,6 +17,10 @@ from .nodelist import expand_hostlist
 JOB_DIR_ENV = "SLURM_RL_JOB_DIR"  # set by the batch script, local runs and the driver's env
 EXTERNAL_RAY_ENV = "SLURM_RL_EXTERNAL_RAY"  # a run on a Ray cluster slurm-rl did not start
 TEMP_DIR_ENV = "SLURM_RL_TEMP_DIR"
+# Ray's own variables, as slurm-rl sets them for a job's processes (defined once, here)
+RAY_ADDRESS_ENV = "RAY_ADDRESS"
+RAY_AUTH_MODE_ENV = "RAY_AUTH_MODE"
+RAY_AUTH_TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
 RUN_DIR_ENV = "SLURM_RL_RUN_DIR"  # the driver's: a chain's shared run dir (--chain), else the job dir
 
 
@@ -126,3 +130,8 @@ class JobEnvironment:
             if listed and listed != "NoDevFiles":
                 return len([d for d in listed.split(",") if d.strip()])
         return self.gpus_on_node
+
+
+def ray_token_env(token_path: object) -> dict[str, str]:
+    """What makes a Ray process use the job's token (a file of mode 0600 in the job dir)."""
+    return {RAY_AUTH_MODE_ENV: "token", RAY_AUTH_TOKEN_PATH_ENV: str(token_path)}

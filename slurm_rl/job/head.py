@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from ..core.events import write_atomic, write_json
-from ..core.job_env import RUN_DIR_ENV
+from ..core.job_env import RAY_ADDRESS_ENV, RUN_DIR_ENV
 from ..core.job_ids import as_slurm_id
 from ..core.paths import JobPaths
 from .board import Board, BoardUnreachable
@@ -150,7 +150,7 @@ def write_gym_env(paths: JobPaths, address: str) -> None:
 
 def driver_env(ctx: NodeContext, address: str, environ: dict[str, str]) -> dict[str, str]:
     env = dict(environ)
-    env["RAY_ADDRESS"] = address
+    env[RAY_ADDRESS_ENV] = address
     job_dir = ctx.paths.job_dir
     env[RUN_DIR_ENV] = ctx.manifest.run_dir or str(job_dir)  # a chain's shared dir, else the job dir
     src_dir = ctx.manifest.in_snapshot(ctx.manifest.experiment_src_dir, job_dir)

@@ -10,7 +10,7 @@ import resource
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..core.job_env import TEMP_DIR_ENV
+from ..core.job_env import TEMP_DIR_ENV, ray_token_env
 from ..core.manifest import JobManifest
 from ..core.paths import JobPaths
 from ..core.procs import MARKER_ENV
@@ -57,8 +57,7 @@ def config_dir_env(environ: Mapping[str, str], temp_dir: str) -> dict[str, str]:
 def set_job_environment(paths: JobPaths, manifest: JobManifest) -> None:
     """The variables every process of this node's job inherits."""
     # This job's Ray accepts only clients holding the job's token (written by submit, mode 0600).
-    os.environ["RAY_AUTH_MODE"] = "token"
-    os.environ["RAY_AUTH_TOKEN_PATH"] = str(paths.ray_auth_token)
+    os.environ.update(ray_token_env(paths.ray_auth_token))
     # A lost node is declared dead within NODE_LOST_WINDOW_S (its actors' callers get the error);
     # a large job's GCS is tuned for the registration burst instead (ray_config_env)
     for key, value in ray_config_env(manifest.total_nodes).items():

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core.errors import UsageError
 from ..core.events import read_events, read_json
+from ..core.job_env import RAY_ADDRESS_ENV, ray_token_env
 from ..core.manifest import load_manifest
 from ..core.paths import JobPaths
 from ..slurm import SlurmClient
@@ -29,7 +30,7 @@ class AttachPlan:
 
 def ray_env(address: str, paths: JobPaths) -> dict[str, str]:
     """What a Ray program needs to reach the job: its address and the job's token."""
-    return {"RAY_ADDRESS": address, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(paths.ray_auth_token)}
+    return {RAY_ADDRESS_ENV: address, **ray_token_env(paths.ray_auth_token)}
 
 
 def plan_attach(

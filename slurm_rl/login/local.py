@@ -24,7 +24,15 @@ from ..config.spec import ClusterSpec
 from ..core.errors import UsageError
 from ..core.events import append_event
 from ..core.exits import describe_returncode, record_exit, shell_exit_code
-from ..core.job_env import EXTERNAL_RAY_ENV, JOB_DIR_ENV, RUN_DIR_ENV
+from ..core.job_env import (
+    EXTERNAL_RAY_ENV,
+    JOB_DIR_ENV,
+    RAY_ADDRESS_ENV,
+    RAY_AUTH_MODE_ENV,
+    RAY_AUTH_TOKEN_PATH_ENV,
+    RUN_DIR_ENV,
+    ray_token_env,
+)
 from ..core.manifest import JobManifest
 from ..core.paths import JobPaths
 from ..core.procs import MARKER_ENV, stop_job_processes
@@ -41,14 +49,14 @@ def external_ray_env(spec: ClusterSpec, ray_address: str | None, environ: dict[s
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         raise UsageError(f"--ray-address {address!r}: use HOST:PORT of the Ray head's GCS, e.g. 10.0.0.5:6379")
-    env = {EXTERNAL_RAY_ENV: address, "RAY_ADDRESS": address}  # plain ray.init() in the driver finds it too
+    env = {EXTERNAL_RAY_ENV: address, RAY_ADDRESS_ENV: address}  # plain ray.init() in the driver finds it too
     if spec.ray_auth_token_file:
         token = Path(os.path.expanduser(spec.ray_auth_token_file))
         if not token.is_file():
             raise UsageError(f"ray_auth_token_file: {token} does not exist; point it at the cluster's token file")
         env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
-    elif environ.get("RAY_AUTH_TOKEN") or environ.get("RAY_AUTH_TOKEN_PATH"):
-        env["RAY_AUTH_MODE"] = "token"
+    elif environ.get("RAY_AUTH_TOKEN") or environ.get(RAY_AUTH_TOKEN_PATH_ENV):
+        env[RAY_AUTH_MODE_ENV] = "token"
     return env
 
 
@@ -86,11 +94,11 @@ def run_local(
     index.record(run_id, paths, spec.cluster_name)
     append_event(paths.events, "submitted", job_id=run_id, nodes=1)
     env = dict(os.environ)
-    env.pop("RAY_ADDRESS", None)
+    env.pop(RAY_ADDRESS_ENV, None)
     env.update(external)
-    if not external and "RAY_AUTH_MODE" not in env:  # the run's own token: Ray neither makes one nor says so
+    if not external and RAY_AUTH_MODE_ENV not in env:  # the run's own token: Ray neither makes one nor says so
         write_token(paths.ray_auth_token)
-        env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(paths.ray_auth_token)})
+        env.update(ray_token_env(paths.ray_auth_token))
     env[MARKER_ENV] = run_id
     env[JOB_DIR_ENV] = env[RUN_DIR_ENV] = str(paths.job_dir)
     where = f"on the Ray cluster at {external[EXTERNAL_RAY_ENV]}" if external else "on an embedded local Ray"

@@ -5,49 +5,11 @@ remote traceback; ``create_workers`` is a restart's form (no wait for ``__init__
 
 from __future__ import annotations
 
-import re
-import traceback
 from typing import Any
 
+from .errors import WorkerBuildError, WorkerBuildValueError, build_error, explain_cause  # noqa: F401
 from .group_state import GroupState, WorkerPlan
 from .initializer import alive, bundle_node_id, is_local
-
-
-class WorkerBuildError(RuntimeError):
-    """A worker could not be created (import error, constructor exception, configure_worker
-    error). Names the worker index, its node and the (remote) traceback; the group has removed
-    every worker it had created."""
-
-    def __init__(self, index: int, name: str, node: str, cause: BaseException) -> None:
-        self.index, self.node, self.cause = index, node, cause
-        detail, root = explain_cause(cause)
-        super().__init__(f"worker {index} ({name}) on {node} failed to build: {root}\n{detail}")
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_ROOT = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b.*")
-
-
-def explain_cause(cause: BaseException) -> tuple[str, str]:
-    """(the worker's own traceback, its last error line). A Ray error carries the remote
-    traceback in its text: that is shown (without Ray's caret lines and colours), not the
-    driver's frames inside ray.get; the root error (``ModuleNotFoundError: No module named
-    'torchh'``) is what the message leads with."""
-    text = str(cause) if "File " in str(cause) else "".join(traceback.format_exception(cause))
-    lines = [ln for ln in _ANSI.sub("", text).splitlines() if ln.strip() and set(ln.strip()) != {"^"}]
-    roots = [ln for ln in lines if _ROOT.match(ln)]
-    root = roots[-1] if roots else f"{type(cause).__name__}: {lines[0] if lines else cause!r}"
-    return "\n".join(ln for ln in lines if ln is not roots[-1]) if roots else "\n".join(lines), root
-
-
-class WorkerBuildValueError(WorkerBuildError, ValueError):
-    """A WorkerBuildError whose cause is a ValueError (e.g. a class name that does not import):
-    ``except ValueError`` keeps catching it, as before."""
-
-
-def build_error(index: int, name: str, node: str, cause: BaseException) -> WorkerBuildError:
-    cls = WorkerBuildValueError if isinstance(cause, ValueError) else WorkerBuildError
-    return cls(index, name, node, cause)
 
 
 def _bundle_node(pg: Any, bundle: int) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..worker_env.collective import COMPRESSION_ENV
 from ..worker_env.hygiene import worker_env_vars
 from .builder import RayWorkerBuilder
 from .cluster_view import ClusterView
@@ -153,7 +154,7 @@ def plan_workers(
                 **cluster.worker_env(node, bundle),
             }
             if state.settings.enable_gradient_compression:
-                env["SLURM_RL_GRADIENT_COMPRESSION"] = "fp16"
+                env[COMPRESSION_ENV] = "fp16"
             bundle_indices = (node, bundles) if local == 0 else None
             if local == 0:
                 state.dp_leader_worker_indices.append(rank)

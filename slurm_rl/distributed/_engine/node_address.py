@@ -108,7 +108,8 @@ def _get_free_consecutive_ports_local(
 ) -> int:
     """The first port of ``consecutive`` free ports in a row, scanning up from ``start_port``
     (or the range's start); RuntimeError if the range has no such block."""
-    assert consecutive >= 1, f"consecutive must be >= 1, got {consecutive}"  # NeMo RL's contract
+    if consecutive < 1:  # NeMo RL's contract is an AssertionError (raised: asserts vanish under -O)
+        raise AssertionError(f"consecutive must be >= 1, got {consecutive}")
     check_port_range(port_range_low, port_range_high)
     base = port_range_low if start_port is None else max(start_port, port_range_low)
     while base + consecutive <= port_range_high:

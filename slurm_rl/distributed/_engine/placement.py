@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..worker_env.collective import BACKEND_ENV
 from .cluster_view import Slot
 from .node_address import NVLINK_DOMAIN_UNKNOWN, TOPO_RANK_UNKNOWN
 from .topology import ResourceInsufficientError, _sort_bundle_indices_by_topology, get_ray_cluster_topology
@@ -290,5 +291,5 @@ def worker_env(devices: list[list[int]] | None, backend: str | None, node: int, 
 
     env = pinned_env(devices, node, bundle)
     if backend:
-        env["SLURM_RL_COMM_BACKEND"] = backend
+        env[BACKEND_ENV] = backend
     return env

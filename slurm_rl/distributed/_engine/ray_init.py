@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Mapping
 
-from ...core.job_env import JobEnvironment
+from ...core.job_env import RAY_ADDRESS_ENV, JobEnvironment
 from ..worker_env.hygiene import SETUP_HOOK_NAME, setup_hook, worker_env_vars
 
 logger = logging.getLogger(__name__)
@@ -226,7 +226,7 @@ def _init_ray(log_dir: str | None = None) -> str:
         logger.info("init_ray: connected to the existing Ray cluster at %s (%s)", external, resources)
         _record_connected(resources)
         return RAY_CLUSTER_EXTERNAL
-    client = os.environ.get("RAY_ADDRESS", "")
+    client = os.environ.get(RAY_ADDRESS_ENV, "")
     if client.startswith("ray://") and not job.in_local_run:  # Ray Client (`slurm-rl attach JOB --client`)
         _connect_external(client, runtime_env(off_nodes=True))
         resources = ray.cluster_resources()

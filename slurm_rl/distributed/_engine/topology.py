@@ -14,13 +14,10 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .errors import ResourceInsufficientError
 from .node_address import NVLINK_DOMAIN_PREFIX, NVLINK_DOMAIN_UNKNOWN, TOPO_RANK_KEY, TOPO_RANK_UNKNOWN
 
 BundleInfo = tuple[int, str, int, str]  # (device index on its node, domain, topo rank, node id)
-
-
-class ResourceInsufficientError(Exception):
-    """The Ray cluster lacks what a virtual cluster (or a topology segment) needs."""
 
 
 def _parse_topology_from_resources(resources: Mapping[str, float]) -> tuple[str, int]:

@@ -3,53 +3,13 @@ quickly (no waiting on the other workers' calls first) and names who died, where
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ray.exceptions import RayActorError
 
+from ..errors import FailedWorker, WorkerFailureError  # noqa: F401 - importable here as before
+
 POLL_S = 0.5
-
-
-@dataclass
-class FailedWorker:
-    index: int
-    rank: int
-    node: str
-    cause: str
-
-    def __str__(self) -> str:
-        return f"worker {self.index} (rank {self.rank}) on node {self.node}: {self.cause}"
-
-
-class WorkerFailureError(RayActorError):
-    """One or more workers of a group died (process killed, over its memory limit, node lost).
-    ``failures`` lists each with index, rank, node and cause. A subclass of Ray's
-    ``RayActorError``: ``except RayActorError`` keeps catching it."""
-
-    def __init__(self, failures: list[FailedWorker], note: str = "") -> None:
-        self.failures = failures
-        lines = "\n".join(f"  {f}" for f in failures)
-        n = len(failures)
-        msg = f"{n} worker{'s' if n != 1 else ''} of the group failed:\n{lines}"
-        if note:
-            msg += f"\n{note}"
-        super().__init__(error_msg=msg)
-
-    @property
-    def worker_indices(self) -> list[int]:
-        return [f.index for f in self.failures]
-
-    @property
-    def nodes(self) -> list[str]:
-        return sorted({f.node for f in self.failures})
-
-    @property
-    def causes(self) -> list[str]:
-        return [f.cause for f in self.failures]
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (WorkerFailureError, (self.failures,))
 
 
 def gather(refs: list[Any], workers: list[int], explain: Any) -> list[Any]:
