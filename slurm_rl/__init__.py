@@ -1,15 +1,18 @@
 """slurm-rl: one Ray cluster per SLURM job, torn down completely when the job ends.
 
-Layout, by where code runs: ``core/`` (shared), ``login/`` (the login node: CLI, render,
-submit, teardown), ``job/`` (inside the allocation: node bootstrap, finalize, cleanup),
-``distributed/`` (the driver API, NeMo RL's names).
+Layout, by where code runs (docs/architecture.md has the picture and the import rule):
+``core/`` (the job dir's contract, shared by every stage), ``data/`` (NeMo RL's data types),
+``slurm/`` and ``config/`` (the SLURM client and the cluster spec, login side), ``login/`` (the
+login node: CLI, render, submit, teardown), ``job/`` (inside the allocation: node bootstrap,
+cleanup), ``distributed/`` (the driver API: NeMo RL's names as facades over ``_engine/``),
+``driver/`` (helpers a driver calls).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 
 def on_preempt(callback):

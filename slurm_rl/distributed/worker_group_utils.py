@@ -23,7 +23,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..utils.nsys import _parse_extra_options
+from .worker_env.nsys import _parse_extra_options
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .. import __version__
+from .._version import __version__
 from ..config.spec import load_spec, resolve_spec_path
 from ..core.paths import current_user
 from . import cli_jobs, cli_sweep

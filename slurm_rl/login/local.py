@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 from ..config.spec import ClusterSpec
 from ..core.errors import UsageError
 from ..core.events import append_event

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import jinja2
 
-from .. import __version__
+from .._version import __version__
 from ..config.spec import ClusterSpec
 from ..core.exits import REQUESTED_REQUEUE_LIMIT
 from ..core.manifest import JOB_ID_PLACEHOLDER, Container, JobManifest
