@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 import zlib
 
+from .errors import UsageError
+
 ARRAY_TASK = re.compile(r"^(\d+)_(\d+)$")
 
 
@@ -39,3 +41,27 @@ def job_number(job_id: str | int) -> int:
     if m is not None:
         return int(m.group(1)) + 7919 * int(m.group(2))
     return zlib.crc32(text.encode())
+
+
+JobId = int | str  # a SLURM job id, a sweep's task "1234_5", or a local run's "local-YYYYmmdd-HHMMSS-PID"
+LOCAL_PREFIX = "local-"
+
+
+def parse_job_id(text: str | int) -> JobId:
+    """``1234`` -> 1234, ``1234_5`` (a sweep's task) and ``local-...`` -> themselves; anything
+    else is a usage error."""
+    value = str(text).strip()
+    if value.isdigit():
+        return int(value)
+    if is_array_task(value):
+        return value
+    if value.startswith(LOCAL_PREFIX) and len(value) > len(LOCAL_PREFIX):
+        return value
+    raise UsageError(
+        f"job {value!r}: not a job id; use the SLURM job id, a sweep task's (1234_5) or a local run's id "
+        f"(`slurm-rl list`)"
+    )
+
+
+def is_local(job_id: JobId) -> bool:
+    return isinstance(job_id, str) and job_id.startswith(LOCAL_PREFIX)

@@ -35,31 +35,9 @@ def status(job: str | None, spec_flag: str | None, as_json: bool) -> None:
     ARRAYID_TASK or a local run's id), of every task of a sweep (its ARRAYID), or of your
     recent jobs."""
     from ..slurm import SlurmClient
-    from .job_tables import print_table
-    from .jobs import job_summary, record_line, summarize
-    from .lookup import all_job_dirs, job_states, parse_job_id
-    from .sweep import find_sweep
-    from .sweep_report import task_views
+    from .job_tables import show_status
 
-    s, client = load_spec(spec_flag), SlurmClient()
-    job_id = parse_job_id(job) if job is not None else None
-    found = find_sweep(job_id, current_user(), s) if isinstance(job_id, int) else None
-    if found is not None:  # a sweep's array id: every task
-        rows = [v.summary for v in task_views(found, client)]
-    elif job_id is not None:
-        rows = [job_summary(job_id, current_user(), client, s)]
-    else:
-        recent = all_job_dirs(current_user(), s)[:10]
-        states = job_states(recent, client)  # one squeue and one sacct for all of them
-        rows = [summarize(p, states[p.job_id]) for p in recent]
-    if as_json:
-        for r in rows:
-            click.echo(json.dumps(r.as_dict()))
-    else:
-        print_table(rows)
-        for r in rows:
-            if r.record is not None:
-                click.echo(record_line(r.record))
+    show_status(job, current_user(), SlurmClient(), load_spec(spec_flag), as_json)
 
 
 @click.command("list", context_settings=CONTEXT)

@@ -1,8 +1,10 @@
-"""The tables `list` and `status` print: one row per job, 80 columns fit, state and phase never
-truncated; `list` asks SLURM twice for all of its rows."""
+"""What `list` and `status` print: one row per job, 80 columns fit, state and phase never
+truncated; SLURM is asked twice for all the rows (one squeue, one sacct), not per job.
+``show_status`` is the whole of `status`: which jobs, their states, the table or JSON."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
 from dataclasses import replace
@@ -10,11 +12,15 @@ from dataclasses import replace
 from rich.console import Console
 from rich.table import Table
 
+from ..config.spec import ClusterSpec
 from ..core.exits import oom_line
+from ..core.job_ids import parse_job_id
 from ..core.paths import JobPaths
-from ..slurm import SlurmClient
-from .jobs import JobSummary, summarize
-from .lookup import job_states
+from ..slurm import JobRecord, SlurmClient
+from .jobs import JobSummary, job_summary, summarize
+from .lookup import all_job_dirs, job_states
+from .sweep import find_sweep
+from .sweep_report import task_views
 
 
 def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
@@ -65,3 +71,34 @@ def print_table(rows: Iterable[JobSummary]) -> None:
     for r in rows:  # what the table has no room for: where and at which limit memory ran out
         if r.oom:
             Console().print(f"job {r.job_id}: {oom_line(list(r.oom))}", markup=False, highlight=False, soft_wrap=True)
+
+
+def show_status(job: str | None, user: str, client: SlurmClient, spec: ClusterSpec | None, as_json: bool) -> None:
+    """`slurm-rl status [JOB]`: one job (with SLURM's accounting record once it ended), every
+    task of a sweep (its array id), or your ten most recent jobs; a table, or JSON lines."""
+    job_id = parse_job_id(job) if job is not None else None
+    found = find_sweep(job_id, user, spec) if isinstance(job_id, int) else None
+    if found is not None:  # a sweep's array id: every task
+        rows = [v.summary for v in task_views(found, client)]
+    elif job_id is not None:
+        rows = [job_summary(job_id, user, client, spec)]
+    else:
+        recent = all_job_dirs(user, spec)[:10]
+        states = job_states(recent, client)  # one squeue and one sacct for all of them
+        rows = [summarize(p, states[p.job_id]) for p in recent]
+    if as_json:
+        for r in rows:
+            print(json.dumps(r.as_dict()), flush=True)
+        return
+    print_table(rows)
+    for r in rows:
+        if r.record is not None:
+            print(record_line(r.record), flush=True)
+
+
+def record_line(record: JobRecord) -> str:
+    """SLURM's accounting record in one line, for people."""
+    rss = ", ".join(f"{node} {size}" for node, size in record.max_rss.items())
+    return f"SLURM accounting: {record.state}, exit code {record.exit_code}, elapsed {record.elapsed}" + (
+        f"; max RSS per node: {rss}" if rss else ""
+    )

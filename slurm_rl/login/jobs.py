@@ -11,27 +11,15 @@ from typing import Any
 from rich.console import Console
 
 from ..config.spec import ClusterSpec
-from ..core.errors import JobError
 from ..core.events import read_events
-from ..core.exits import OomKills, oom_kills, read_exit, with_oom_kills
+from ..core.exits import OomKills, oom_line
 from ..core.fields import time_minutes
-from ..core.manifest import JobManifest, load_manifest
+from ..core.job_dir import read_job_dir
+from ..core.job_ids import JobId, is_local
 from ..core.paths import JobPaths
 from ..slurm import JobRecord, JobState, SlurmClient
 from .follow import LogFollower, last_traceback
-from .lookup import JobId, find_job_dir, is_local, job_state_for, parse_job_id
-
-PHASES = [
-    "submitted",
-    "node_start",
-    "node_up",
-    "ready",
-    "driver_start",
-    "driver_connected",
-    "driver_end",
-    "node_cleaned",
-    "job_end",
-]
+from .lookup import find_job_dir, job_state_for
 
 
 @dataclass(frozen=True)
@@ -69,13 +57,6 @@ class JobSummary:
         }
 
 
-def _manifest_or_none(paths: JobPaths) -> JobManifest | None:
-    try:
-        return load_manifest(paths.manifest)
-    except JobError:
-        return None
-
-
 def human_time_limit(time_limit: str | None) -> str:
     """A SLURM time as people say it: ``1`` -> ``1 min``, ``2:00:00`` -> ``2 h``."""
     if not time_limit:
@@ -86,32 +67,12 @@ def human_time_limit(time_limit: str | None) -> str:
     return f"{minutes:g} min" if minutes < 120 else f"{minutes / 60:g} h"
 
 
-NODE_ENDS = ("node_cleaned", "node_stopped", "node_failed")
-
-
-def lost_nodes(events: list[dict[str, Any]]) -> list[str]:
-    """Nodes of the last attempt whose bootstrap started and never said how it ended: the node
-    died (or SLURM lost it) with everything on it. Every other end writes one of NODE_ENDS."""
-    attempts = [e.get("attempt", 0) for e in events if e.get("event") == "node_start"]
-    if not attempts:
-        return []
-    last = max(attempts)
-    started = {e.get("node") for e in events if e.get("event") == "node_start" and e.get("attempt", 0) == last}
-    ended = {e.get("node") for e in events if e.get("event") in NODE_ENDS and e.get("attempt", 0) == last}
-    return sorted(str(n) for n in started - ended if n)
-
-
 def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
-    events = read_events(paths.events)
-    phase = "submitted"
-    for ev in events:
-        if ev.get("event") in PHASES and PHASES.index(ev["event"]) > PHASES.index(phase):
-            phase = ev["event"]
-        if ev.get("event") == "node_failed":
-            phase = "failed"
-            break
-    up = len({ev.get("node") for ev in events if ev.get("event") == "node_up"})
-    exit_code, exit_reason = read_exit(paths)
+    """A job as people should see it: SLURM's state made to agree with the job dir (never
+    RUNNING beside an exit code), and the reason that explains the end (the time limit, a lost
+    node, OOM kills) rather than its last consequence."""
+    v = read_job_dir(paths)
+    exit_code, exit_reason = v.exit_code, v.exit_reason
     slurm_state = state.state if state else "UNKNOWN"
     if slurm_state == "UNKNOWN" and exit_code is not None:
         slurm_state = "COMPLETED" if exit_code == 0 else "FAILED"
@@ -119,20 +80,18 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         # the driver's exit is known, SLURM has not moved the job on yet (the batch script's
         # last lines, then the epilogs): never "RUNNING" beside an exit code
         slurm_state = "COMPLETING"
-    manifest = _manifest_or_none(paths)
-    lost = lost_nodes(events) if state is not None and not state.in_queue and exit_code != 0 else []
+    lost = v.lost if state is not None and not state.in_queue and exit_code != 0 else []
     if slurm_state == "TIMEOUT":  # SLURM's SIGTERM/SIGKILL at the limit is no crash, whatever killed the driver
-        exit_reason = f"hit the time limit ({human_time_limit(manifest.time if manifest else None)})"
+        exit_reason = f"hit the time limit ({human_time_limit(v.manifest.time if v.manifest else None)})"
     elif lost:  # the other nodes only saw the consequence (a SIGTERM, a dead actor)
         exit_reason = (
             f"{', '.join(lost)} lost: its node bootstrap never reported an end (the node died or SLURM "
             f"lost it; `sinfo -N` shows its state); then: {exit_reason or slurm_state}"
         )
-    exit_reason = with_oom_kills(exit_reason, events)  # also a node's report after node 0 recorded the exit
-    nodes = manifest.total_nodes if manifest else 0
-    oom = tuple(oom_kills(events))
-    job_id = parse_job_id(paths.job_id)
-    return JobSummary(job_id, paths, slurm_state, phase, up, nodes, exit_code, exit_reason, oom=oom)
+    if v.oom and "OOM:" not in exit_reason:  # also a node's report after node 0 recorded the exit
+        exit_reason = f"{exit_reason}; {oom_line(list(v.oom))}" if exit_reason else oom_line(list(v.oom))
+    nodes = v.manifest.total_nodes if v.manifest else 0
+    return JobSummary(v.job_id, paths, slurm_state, v.phase, v.nodes_up, nodes, exit_code, exit_reason, oom=v.oom)
 
 
 def job_summary(job_id: JobId, user: str, client: SlurmClient, spec: ClusterSpec | None = None) -> JobSummary:
@@ -142,14 +101,6 @@ def job_summary(job_id: JobId, user: str, client: SlurmClient, spec: ClusterSpec
         # what SLURM's accounting kept (elapsed, memory per node), where the site keeps it
         summary = replace(summary, record=client.accounting(job_id))
     return summary
-
-
-def record_line(record: JobRecord) -> str:
-    """SLURM's accounting record in one line, for people."""
-    rss = ", ".join(f"{node} {size}" for node, size in record.max_rss.items())
-    return f"SLURM accounting: {record.state}, exit code {record.exit_code}, elapsed {record.elapsed}" + (
-        f"; max RSS per node: {rss}" if rss else ""
-    )
 
 
 # ---- following a job ----------------------------------------------------------------------------

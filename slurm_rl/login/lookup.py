@@ -7,35 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config.spec import ClusterSpec
-from ..core.errors import UnknownJobError, UsageError
+from ..core.errors import UnknownJobError
 from ..core.exits import read_exit
-from ..core.job_ids import as_slurm_id, is_array_task, is_slurm_job_id
+from ..core.job_ids import LOCAL_PREFIX, JobId, as_slurm_id, is_local, is_slurm_job_id, parse_job_id
 from ..core.paths import JobPaths
 from ..slurm import JobState, SlurmClient
 from . import index
-
-JobId = int | str  # a SLURM job id, a sweep's task "1234_5", or a local run's "local-YYYYmmdd-HHMMSS-PID"
-LOCAL_PREFIX = "local-"
-
-
-def parse_job_id(text: str | int) -> JobId:
-    """``1234`` -> 1234, ``1234_5`` (a sweep's task) and ``local-...`` -> themselves; anything
-    else is a usage error."""
-    value = str(text).strip()
-    if value.isdigit():
-        return int(value)
-    if is_array_task(value):
-        return value
-    if value.startswith(LOCAL_PREFIX) and len(value) > len(LOCAL_PREFIX):
-        return value
-    raise UsageError(
-        f"job {value!r}: not a job id; use the SLURM job id, a sweep task's (1234_5) or a local run's id "
-        f"(`slurm-rl list`)"
-    )
-
-
-def is_local(job_id: JobId) -> bool:
-    return isinstance(job_id, str) and job_id.startswith(LOCAL_PREFIX)
 
 
 def find_job_dir(

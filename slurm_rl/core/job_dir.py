@@ -1,0 +1,84 @@
+"""What a job dir says about its job, read in one go (for `status`, `list`, `--wait`): its id,
+its phase (the furthest lifecycle event), nodes up, the exit code and reason once known, the
+manifest, the nodes of the last attempt that never reported an end, and the OOM kills."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import JobError
+from .events import read_events
+from .exits import OomKills, oom_kills, read_exit
+from .job_ids import JobId, parse_job_id
+from .manifest import JobManifest, load_manifest
+from .paths import JobPaths
+
+PHASES = [
+    "submitted",
+    "node_start",
+    "node_up",
+    "ready",
+    "driver_start",
+    "driver_connected",
+    "driver_end",
+    "node_cleaned",
+    "job_end",
+]
+
+
+@dataclass(frozen=True)
+class JobDirView:
+    job_id: JobId
+    phase: str
+    nodes_up: int
+    exit_code: int | None
+    exit_reason: str
+    manifest: JobManifest | None
+    lost: list[str]  # nodes of the last attempt whose bootstrap never said how it ended
+    oom: tuple[OomKills, ...]
+
+
+def read_job_dir(paths: JobPaths) -> JobDirView:
+    events = read_events(paths.events)
+    phase = "submitted"
+    for ev in events:
+        if ev.get("event") in PHASES and PHASES.index(ev["event"]) > PHASES.index(phase):
+            phase = ev["event"]
+        if ev.get("event") == "node_failed":
+            phase = "failed"
+            break
+    up = len({ev.get("node") for ev in events if ev.get("event") == "node_up"})
+    exit_code, exit_reason = read_exit(paths)
+    return JobDirView(
+        parse_job_id(paths.job_id),
+        phase,
+        up,
+        exit_code,
+        exit_reason,
+        _manifest_or_none(paths),
+        lost_nodes(events),
+        tuple(oom_kills(events)),
+    )
+
+
+def _manifest_or_none(paths: JobPaths) -> JobManifest | None:
+    try:
+        return load_manifest(paths.manifest)
+    except JobError:
+        return None
+
+
+NODE_ENDS = ("node_cleaned", "node_stopped", "node_failed")
+
+
+def lost_nodes(events: list[dict[str, Any]]) -> list[str]:
+    """Nodes of the last attempt whose bootstrap started and never said how it ended: the node
+    died (or SLURM lost it) with everything on it. Every other end writes one of NODE_ENDS."""
+    attempts = [e.get("attempt", 0) for e in events if e.get("event") == "node_start"]
+    if not attempts:
+        return []
+    last = max(attempts)
+    started = {e.get("node") for e in events if e.get("event") == "node_start" and e.get("attempt", 0) == last}
+    ended = {e.get("node") for e in events if e.get("event") in NODE_ENDS and e.get("attempt", 0) == last}
+    return sorted(str(n) for n in started - ended if n)
