@@ -56,7 +56,27 @@ def __getattr__(name: str) -> Any:
 
 
 def submit(spec: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run ``fn(*args)`` as a job's driver; ``.result()`` waits for it (see slurm_rl.login.api)."""
+    """Run ``fn(*args, **kwargs)`` as the driver of a SLURM job (submitit's ``submit``, with a Ray
+    cluster over the job's nodes around it); returns a ``Job``: ``.job_id``, ``.paths`` (its job
+    dir), ``.result()`` (waits, then returns what ``fn`` returned or raises what it raised).
+
+    Parameters: ``spec`` (a cluster spec path, a ``ClusterSpec``, or None: ``$CLUSTER_SPEC_PATH``),
+    ``fn`` (any picklable callable; it may call ``slurm_rl.distributed.init_ray()``), ``*args``
+    and ``**kwargs`` (its arguments), ``nodes=1`` (keyword), ``job_options={...}`` (what
+    `slurm-rl submit` takes as flags: ``time``, ``partition``, ``gpus_per_node``, ``name``, ...).
+    Bad options raise one-line ``UsageError`` before anything is queued. Example (on the lab)::
+
+        import slurm_rl
+
+        def train(lr):
+            from slurm_rl.distributed import init_ray
+            import ray
+            init_ray()
+            return lr, len(ray.nodes())
+
+        job = slurm_rl.submit("cluster_specs/lab.json", train, 3e-4, nodes=2, job_options={"time": "10"})
+        print(job.job_id, job.result())  # (0.0003, 2)
+    """
     from .login.api import submit as _submit
 
     return _submit(spec, fn, *args, **kwargs)

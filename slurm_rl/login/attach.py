@@ -6,6 +6,7 @@ command layer only prints the plan and execs it."""
 from __future__ import annotations
 
 import getpass
+import os
 import shlex
 import socket
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from typing import Any
 from ..core.errors import UsageError
 from ..core.events import read_events, read_json
 from ..core.job_env import RAY_ADDRESS_ENV, ray_token_env
-from ..core.manifest import load_manifest
+from ..core.manifest import JobManifest, load_manifest
 from ..core.paths import JobPaths
 from ..slurm import SlurmClient
 from .lookup import JobId
@@ -53,21 +54,41 @@ def plan_attach(
         return client_plan(job_id, paths, cluster, command)
     env = ray_env(cluster["address"], paths)
     join = None
-    if load_manifest(paths.manifest).container.runtime == "pyxis":  # into the running container
+    manifest = load_manifest(paths.manifest)
+    # the job's own environment around the command, as its driver has it: the spec's env and
+    # setup lines, and the interpreter's directory first on PATH (an image's `ray`, `python`)
+    command = ["bash", "-c", job_prelude(paths, manifest), "slurm-rl-attach", *(command or ["bash", "-i"])]
+    if manifest.container.runtime == "pyxis":  # into the running container
         pid = bootstrap_pid(paths, cluster["head_node"])
         if pid is None:
             raise UsageError(
                 f"job {job_id}: no node_start event from {cluster['head_node']} yet; try again in a moment"
             )
         join = (pid, sorted(env))
-    argv = SlurmClient.attach_argv(client.numeric_job_id(job_id), cluster["head_node"], command, join)
+    shell = command[4:] == ["bash", "-i"]
+    argv = SlurmClient.attach_argv(client.numeric_job_id(job_id), cluster["head_node"], command, join, pty=shell)
     note = ""
-    if not command:  # a shell: say what it is attached to, and the NeMo Gym override
+    if shell:  # a shell: say what it is attached to, and the NeMo Gym override
         note = (
             f"job {job_id} on {cluster['head_node']}: RAY_ADDRESS={cluster['address']} (token set); NeMo Gym: "
             f"ng_run ... +ray_head_node_address={cluster['address']} (or +config_paths=[{paths.gym_env}])"
         )
     return AttachPlan(argv=argv, env=env, note=note)
+
+
+def job_prelude(paths: JobPaths, manifest: JobManifest) -> str:
+    """A shell prelude that gives a command the job's environment, then execs it: the spec's
+    variables (secret-looking ones from the job dir's 0600 file, as the batch script does), its
+    setup lines, and the spec's interpreter's directory first on PATH."""
+    spec_env = (read_json(paths.spec) or {}).get("env") or {}
+    lines = [f"export {k}={shlex.quote(str(v))}" for k, v in spec_env.items()]
+    secrets = shlex.quote(str(paths.secrets))
+    lines.append(f"if [ -r {secrets} ]; then set -a; . {secrets}; set +a; fi")
+    lines += list(manifest.setup)
+    if "/" in manifest.python:
+        lines.append(f'PATH={shlex.quote(os.path.dirname(manifest.python))}:"$PATH"; export PATH')
+    lines.append('exec "$@"')
+    return "\n".join(lines)
 
 
 def client_plan(job_id: JobId, paths: JobPaths, cluster: dict[str, Any], command: list[str]) -> AttachPlan:

@@ -73,16 +73,19 @@ def test_every_way_a_container_job_ends_leaves_no_process_and_no_container(pyxis
         cancelled = start("hold.py", "ok", nodes=1)
         jobs = [timed, clean, crash, attached, cancelled]
 
-        # attach runs inside the running container: the image's interpreter exists there only
+        # attach runs inside the running container, with the job's environment: bare `python`
+        # and `ray` are the image's (they exist there only), as for the job's driver
         wait_ready(attached, timeout_s=240)
         res = run_cli(
-            "attach", str(attached["job_id"]), "--", IMAGE_PYTHON, "-c",
+            "attach", str(attached["job_id"]), "--", "python", "-c",
             "import os, sys; print(sys.executable, os.environ['RAY_ADDRESS'])",
             timeout=60,
         )  # fmt: skip
         assert res.returncode == 0, res.stderr
         python, address = res.stdout.split()[-2:]
         assert python == IMAGE_PYTHON and address.count(":") == 1
+        res = run_cli("attach", str(attached["job_id"]), "--", "ray", "status", timeout=90)
+        assert res.returncode == 0 and "Active:" in res.stdout, res.stdout[-1500:] + res.stderr[-1500:]
         # Ray Client from the login node into the container's Ray (its proxy runs in there)
         res = run_cli(
             "attach", str(attached["job_id"]), "--client", "--", sys.executable, "-c", CLIENT_DRIVER, "init_ray",

@@ -82,10 +82,27 @@ def check_workers(report: dict, gpus_per_node: int, nodes: int, scontrol: str = 
     return given
 
 
-def test_gpu_workers_get_distinct_devices_within_slurms_allocation(gpu_lab: list[str]) -> None:
-    res, data = submit("gpu_workers.py", "2", nodes=2, spec=SPEC_GPU, extra=("--gpus-per-node", "2"))
+@pytest.mark.parametrize(
+    "layout", [(), ("--head-partition", "labcpu", "--partition", "labgpu")], ids=["gpu-nodes", "cpu-head-hetjob"]
+)
+def test_gpu_workers_get_distinct_devices_within_slurms_allocation(gpu_lab: list[str], layout: tuple[str, ...]) -> None:
+    """2 nodes x 2 GPUs (and the same behind a CPU-only head, a hetjob's first component): 4
+    workers on 4 distinct (node, device) pairs inside SLURM's allocation; then a tied group of
+    node 0's 2 GPUs (one node, distinct devices, LOCAL_RANK 0 and 1) and a bundle's address."""
+    extra = ("--gpus-per-node", "2", *layout)
+    res, data = submit("gpu_workers.py", "2", nodes=2, spec=SPEC_GPU, extra=extra)
     assert res.returncode == 0, res.stderr[-3000:]
-    check_workers(reported(data), 2, 2)
+    report = reported(data)
+    given = check_workers(report, 2, 2)
+    tied = report["tied"]["workers"]
+    assert report["tied"]["groups"] == [[0, 1]] and len({w["host"] for w in tied}) == 1, report["tied"]
+    assert {w["cuda_visible_devices"] for w in tied} <= given[tied[0]["host"]] and len(tied) == 2, (tied, given)
+    assert sorted(w["local_rank"] for w in tied) == ["0", "1"], tied
+    address, port = report["address_and_port"]
+    assert address.startswith("10.77.0.") and 1024 < port < 65536, report["address_and_port"]
+    if layout:
+        assert "#SBATCH hetjob" in (job_dir(data) / "sbatch.sh").read_text()
+        assert sorted(given) == ["node2", "node3"], given  # labgpu; the head (labcpu, node1) has none
     assert_no_leftovers(gpu_lab, data["job_id"])
 
 

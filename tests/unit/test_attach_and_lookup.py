@@ -21,8 +21,8 @@ def job(tmp_path: Path, job_id: str, **manifest: object) -> JobPaths:
     paths = JobPaths(tmp_path / "alice" / "exp" / job_id)
     paths.logs.mkdir(parents=True)
     JobManifest(
-        slurm_rl_version="t", cluster_name="c", name="exp", user="alice", nodes=1, python="py", workdir="/",
-        experiment_src_dir="/", experiment="x.py", **manifest,
+        slurm_rl_version="t", cluster_name="c", name="exp", user="alice", nodes=1, workdir="/",
+        experiment_src_dir="/", experiment="x.py", **{"python": "py", **manifest},
     ).write(paths.manifest)  # fmt: skip
     return paths
 
@@ -53,10 +53,17 @@ def test_the_states_of_many_jobs_take_two_slurm_calls(tmp_path: Path) -> None:
 
 
 def test_attach_plans_a_shell_on_the_head_node_with_the_jobs_ray(tmp_path: Path) -> None:
-    paths = job(tmp_path, "11")
+    paths = job(tmp_path, "11", python="/opt/venv/bin/python", setup=("module load cuda",))
     paths.cluster.write_text(json.dumps({"address": "10.0.0.1:6379", "head_node": "node1", "head_ip": "10.0.0.1"}))
+    paths.spec.write_text(json.dumps({"env": {"HF_HOME": "/shared/hf"}}))
     plan = plan_attach(11, paths, SlurmClient(Slurm()), [], dashboard=False, via_client=False)
-    assert plan.argv[0] == "srun" and "node1" in " ".join(plan.argv)
+    assert plan.argv[0] == "srun" and "--pty" in plan.argv and "node1" in " ".join(plan.argv)
+    # the job's environment, as the driver has it: spec env, setup lines, the interpreter's dir
+    prelude = plan.argv[plan.argv.index("-c") + 1]
+    assert "export HF_HOME=/shared/hf" in prelude and "module load cuda" in prelude
+    assert 'PATH=/opt/venv/bin:"$PATH"' in prelude and plan.argv[-2:] == ["bash", "-i"]
+    one = plan_attach(11, paths, SlurmClient(Slurm()), ["ray", "status"], dashboard=False, via_client=False)
+    assert one.argv[-2:] == ["ray", "status"] and "--pty" not in one.argv
     assert plan.env["RAY_ADDRESS"] == "10.0.0.1:6379" and plan.env["RAY_AUTH_TOKEN_PATH"] == str(paths.ray_auth_token)
     assert "node1" in plan.note and "RAY_ADDRESS=10.0.0.1:6379" in plan.note
     with pytest.raises(UsageError, match="without --dashboard"):

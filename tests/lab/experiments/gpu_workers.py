@@ -1,5 +1,6 @@
 """GPU workers through NeMo RL's API on GPUs SLURM handed out: RayVirtualCluster([n, n, ...],
-use_gpus=True) and a worker group of one GPU per worker. Prints one JSON line: each worker's host,
+use_gpus=True) over the GPU nodes, a worker group of one GPU per worker, then a tied group of
+node 0's GPUs and a bundle's free address and port. Prints one JSON line: each worker's host,
 CUDA_VISIBLE_DEVICES, ray.get_gpu_ids() and ranks; each Ray node's GPU count; SLURM's view of the
 job (``scontrol show job -d``), and, per device file of the lab, what opening it gave the
 driver (ENXIO: allowed, no driver; EPERM: the job's device cgroup denies it).
@@ -49,10 +50,17 @@ def opens() -> dict[str, str]:
 def main() -> int:
     per_node = int(sys.argv[1])
     init_ray()
-    nodes = [n for n in ray.nodes() if n["Alive"]]
+    # GPU nodes only: a CPU-only head (--head-node cpu, or a hetjob's head component) has none
+    nodes = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("GPU")]
     cluster = RayVirtualCluster([per_node] * len(nodes), use_gpus=True, num_gpus_per_node=per_node)
     group = RayWorkerGroup(cluster, GpuReport)
     workers = ray.get(group.run_all_workers_single_data("report"))
+    group.shutdown()
+    # NeMo RL's other GPU paths: a tied group of every GPU of node 0 (one model over a node's
+    # GPUs), and a free address and port in a bundle
+    tied = RayWorkerGroup(cluster, GpuReport, bundle_indices_list=[(0, list(range(per_node)))], name_prefix="tied")
+    tied_workers = ray.get(tied.run_all_workers_single_data("report"))
+    address, port = cluster.get_available_address_and_port(0, 0)
     job = os.environ["SLURM_JOB_ID"]
     try:  # a container has no SLURM commands: the test asks SLURM itself while the job holds
         scontrol = subprocess.run(["scontrol", "show", "job", "-d", job], capture_output=True, text=True).stdout
@@ -62,6 +70,8 @@ def main() -> int:
         json.dumps(
             {
                 "workers": workers,
+                "tied": {"workers": tied_workers, "groups": tied.tied_workers_groups},
+                "address_and_port": [address, port],
                 "ray_gpus": {n["NodeManagerAddress"]: n["Resources"].get("GPU", 0) for n in nodes},
                 "driver_cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
                 "scontrol": scontrol,
@@ -76,7 +86,7 @@ def main() -> int:
         deadline = time.monotonic() + 300
         while not (job_dir / "release").exists() and time.monotonic() < deadline:
             time.sleep(0.2)
-    group.shutdown()
+    tied.shutdown()
     cluster.shutdown()
     return 0
 
