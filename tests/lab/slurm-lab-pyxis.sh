@@ -154,6 +154,11 @@ cmd_image() {
   cp -a "$top/templates" "$site/slurm_rl/templates"
   find "$site/slurm_rl" -name __pycache__ -prune -exec rm -rf {} +
   chroot "$work" "$IMAGE_PYTHON" -m compileall -q -j 0 /opt/slurm-rl/lib/python3.11/site-packages >/dev/null 2>&1 || true
+  # the console scripts an image's environment has (pip writes them; the copy above does not):
+  # `ray` beside the interpreter, as in a real RL image's venv
+  printf '#!%s\nimport sys\nfrom ray.scripts.scripts import main\nsys.exit(main())\n' "$IMAGE_PYTHON" \
+    >"$work/opt/slurm-rl/bin/ray"
+  chmod 755 "$work/opt/slurm-rl/bin/ray"
   chroot "$work" "$IMAGE_PYTHON" -c 'import slurm_rl.job.node, ray, torch' \
     || die "the image's python cannot import slurm_rl, ray and torch"
   mkdir -p "$(dirname "$IMAGE")"

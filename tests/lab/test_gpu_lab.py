@@ -94,7 +94,7 @@ def test_gpu_workers_get_distinct_devices_within_slurms_allocation(gpu_lab: list
     assert res.returncode == 0, res.stderr[-3000:]
     report = reported(data)
     given = check_workers(report, 2, 2)
-    tied = report["tied"]["workers"]
+    tied = report["tied"]["members"]
     assert report["tied"]["groups"] == [[0, 1]] and len({w["host"] for w in tied}) == 1, report["tied"]
     assert {w["cuda_visible_devices"] for w in tied} <= given[tied[0]["host"]] and len(tied) == 2, (tied, given)
     assert sorted(w["local_rank"] for w in tied) == ["0", "1"], tied

@@ -70,7 +70,7 @@ def main() -> int:
         json.dumps(
             {
                 "workers": workers,
-                "tied": {"workers": tied_workers, "groups": tied.tied_workers_groups},
+                "tied": {"members": tied_workers, "groups": tied.tied_workers_groups},
                 "address_and_port": [address, port],
                 "ray_gpus": {n["NodeManagerAddress"]: n["Resources"].get("GPU", 0) for n in nodes},
                 "driver_cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
