@@ -114,7 +114,11 @@ def oom_line(kills: list[OomKills]) -> str:
 
 def with_oom_kills(reason: str, events: list[dict[str, Any]]) -> str:
     """``reason`` and, once, the OOM kills the nodes reported (``node_oom`` events)."""
-    kills = oom_kills(events)
+    return with_kills(reason, oom_kills(events))
+
+
+def with_kills(reason: str, kills: list[OomKills]) -> str:
+    """``reason`` and, once, these OOM kills."""
     if not kills or "OOM:" in reason:
         return reason
     return f"{reason}; {oom_line(kills)}" if reason else oom_line(kills)

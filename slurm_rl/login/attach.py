@@ -55,6 +55,7 @@ def plan_attach(
     env = ray_env(cluster["address"], paths)
     join = None
     manifest = load_manifest(paths.manifest)
+    shell = not command  # an interactive shell, with a terminal
     # the job's own environment around the command, as its driver has it: the spec's env and
     # setup lines, and the interpreter's directory first on PATH (an image's `ray`, `python`)
     command = ["bash", "-c", job_prelude(paths, manifest), "slurm-rl-attach", *(command or ["bash", "-i"])]
@@ -65,7 +66,6 @@ def plan_attach(
                 f"job {job_id}: no node_start event from {cluster['head_node']} yet; try again in a moment"
             )
         join = (pid, sorted(env))
-    shell = command[4:] == ["bash", "-i"]
     argv = SlurmClient.attach_argv(client.numeric_job_id(job_id), cluster["head_node"], command, join, pty=shell)
     note = ""
     if shell:  # a shell: say what it is attached to, and the NeMo Gym override

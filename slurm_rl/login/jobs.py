@@ -12,7 +12,7 @@ from rich.console import Console
 
 from ..config.spec import ClusterSpec
 from ..core.events import read_events
-from ..core.exits import OomKills, oom_line
+from ..core.exits import OomKills, with_kills
 from ..core.fields import time_minutes
 from ..core.job_dir import read_job_dir
 from ..core.job_ids import JobId, is_local
@@ -88,8 +88,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
             f"{', '.join(lost)} lost: its node bootstrap never reported an end (the node died or SLURM "
             f"lost it; `sinfo -N` shows its state); then: {exit_reason or slurm_state}"
         )
-    if v.oom and "OOM:" not in exit_reason:  # also a node's report after node 0 recorded the exit
-        exit_reason = f"{exit_reason}; {oom_line(list(v.oom))}" if exit_reason else oom_line(list(v.oom))
+    exit_reason = with_kills(exit_reason, list(v.oom))  # also a node's report after node 0 recorded the exit
     nodes = v.manifest.total_nodes if v.manifest else 0
     return JobSummary(v.job_id, paths, slurm_state, v.phase, v.nodes_up, nodes, exit_code, exit_reason, oom=v.oom)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .cluster_view import slot_indices
 from .master_ports import MasterPorts, gather_in_order
 
 
@@ -46,8 +47,7 @@ class ClusterAddresses:
 
     def addresses_and_ports(self, slots: list[tuple[Any, int]]) -> list[tuple[str, int]]:
         """The engine's form (ClusterView): (placement group, bundle) slots instead of indices."""
-        index = {id(pg): i for i, pg in enumerate(self.get_placement_groups())}
-        return list(self.get_available_addresses_and_ports_batch([(index.get(id(pg), 0), b) for pg, b in slots]))
+        return list(self.get_available_addresses_and_ports_batch(slot_indices(slots, self.get_placement_groups())))
 
     def get_master_address_and_port(self) -> tuple[str, int]:
         """IP of bundle 0's node and a free port there (in ``port_range_low..high``); each call

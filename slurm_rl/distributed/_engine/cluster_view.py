@@ -9,6 +9,17 @@ from typing import Any, Protocol
 Slot = tuple[Any, int]  # (placement group, bundle index in it)
 
 
+def per_node_slots(pgs: list[Any]) -> list[list[Slot]]:
+    """One placement group per logical node: node n's bundles are group n's, in order."""
+    return [[(pg, b) for b in range(len(pg.bundle_specs))] for pg in pgs]
+
+
+def slot_indices(slots: list[Slot], pgs: list[Any]) -> list[tuple[int, int]]:
+    """NeMo RL's (placement group index, bundle index) pairs of these slots among ``pgs``."""
+    index = {id(pg): i for i, pg in enumerate(pgs)}
+    return [(index.get(id(pg), 0), b) for pg, b in slots]
+
+
 class ClusterView(Protocol):
     @property
     def use_gpus(self) -> bool: ...
@@ -48,7 +59,7 @@ class StandIn:
         self.num_gpus_per_node = getattr(cluster, "num_gpus_per_node", None)
 
     def bundle_slots(self) -> list[list[Slot]]:
-        return [[(pg, b) for b in range(len(pg.bundle_specs))] for pg in self.cluster.get_placement_groups()]
+        return per_node_slots(self.cluster.get_placement_groups())
 
     def worker_env(self, node: int, bundle: int) -> dict[str, str]:
         return dict(self.cluster.worker_env(node, bundle))
@@ -60,5 +71,4 @@ class StandIn:
         batch = getattr(self.cluster, "get_available_addresses_and_ports_batch", None)
         if batch is None:
             return []
-        index = {id(pg): i for i, pg in enumerate(self.cluster.get_placement_groups())}
-        return list(batch([(index.get(id(pg), 0), b) for pg, b in slots]))
+        return list(batch(slot_indices(slots, self.cluster.get_placement_groups())))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..worker_env.collective import BACKEND_ENV
-from .cluster_view import Slot
+from .cluster_view import Slot, per_node_slots  # noqa: F401 - per_node_slots importable here as before
 from .node_address import NVLINK_DOMAIN_UNKNOWN, TOPO_RANK_UNKNOWN
 from .topology import ResourceInsufficientError, _sort_bundle_indices_by_topology, get_ray_cluster_topology
 
@@ -55,10 +55,6 @@ def check_args(
         raise ValueError("communication_backend='nccl' needs GPUs, but use_gpus=False: use 'gloo'")
     if gpu_ids is not None and not use_gpus:
         raise ValueError("gpu_ids needs use_gpus=True (the bundles hold no GPU otherwise)")
-    if gpu_ids is not None and isinstance(counts, list):
-        from ..worker_env.gpu_pinning import per_node_ids
-
-        per_node_ids(gpu_ids, counts)  # its shape errors, before anything is placed
     if not isinstance(counts, list) or any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in counts):
         raise ValueError(f"bundle_ct_per_node_list must be a list of ints >= 0, got {counts!r}")
     if colocated < 1:
@@ -66,6 +62,10 @@ def check_args(
     if not isinstance(num_gpus_per_node, int) or isinstance(num_gpus_per_node, bool) or num_gpus_per_node < 0:
         # workers' configure_worker gets it (0: CPU-only nodes)
         raise ValueError(f"num_gpus_per_node must be an int >= 0 (GPUs on one node), got {num_gpus_per_node!r}")
+    if gpu_ids is not None and any(counts):  # an empty cluster places nothing, so pins nothing
+        from ..worker_env.gpu_pinning import per_node_ids
+
+        per_node_ids(gpu_ids, counts)  # its shape errors, before anything is placed
 
 
 def max_retries() -> int:
@@ -158,11 +158,6 @@ def remove(pgs: list[Any]) -> None:
 
     for pg in pgs:
         remove_placement_group(pg)
-
-
-def per_node_slots(pgs: list[Any]) -> list[list[Slot]]:
-    """One placement group per logical node: node n's bundles are group n's, in order."""
-    return [[(pg, b) for b in range(len(pg.bundle_specs))] for pg in pgs]
 
 
 def unified_slots(pg: Any, counts: list[int], order: list[int] | None) -> list[list[Slot]]:
