@@ -42,7 +42,7 @@ def test_network_interface_puts_ray_and_gloo_on_the_fabric(lab: list[str], tmp_p
     assert json.loads(next(line for line in log.splitlines() if line.startswith("RAY_NODES "))[10:]) == fabric
     assert sorted(r["ray_ip"] for r in results) == fabric
     assert {r["master_addr"] for r in results} <= set(fabric)
-    assert all(r["tcp_local_ips"] for r in results)
+    assert all(r["tcp_local_ips"] for r in results), results
     assert all(ip.startswith("10.78.") for r in results for ip in r["tcp_local_ips"]), results
     assert {(r["gloo_ifname"], r["nccl_ifname"]) for r in results} == {("fab0", "fab0")}
     cluster = json.loads((job_dir(data) / "cluster.json").read_text())

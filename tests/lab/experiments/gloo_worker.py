@@ -30,6 +30,9 @@ class GlooWorker:
         t = torch.tensor([value])
         dist.all_reduce(t)
         links = tcp_local_addresses()  # gloo's connections are still open here
+        # no rank may close its side before every rank has looked: a peer's close turns this
+        # rank's connections to CLOSE_WAIT, and the list came back empty once in five CI runs
+        dist.barrier()
         dist.destroy_process_group()
         return {
             "tcp_local_ips": links,
