@@ -63,6 +63,7 @@ class ClusterSpec(BaseModel):
     qos: SlurmName | None = None
     constraint: Constraint | None = None
     exclusive: bool = False
+    segment: int | None = Field(default=None, ge=1)  # nodes per topology block group (--segment, 23.11+)
     dashboard: bool = False  # every job starts Ray's dashboard on its head (--dashboard)
     ray_client: bool = False  # every job serves Ray Client on its head (--ray-client)
     snapshot: bool = False  # every job runs from a copy of its git repository (--snapshot)

@@ -97,11 +97,12 @@ class JobEnvironment:
         return Path(raw) if raw else self.job_dir
 
     def leaf_switch(self) -> str | None:
-        """The switch this node hangs from in SLURM's topology (the last switch of its address)."""
+        """The switch this node hangs from in SLURM's topology (the last switch of its address),
+        or its block under ``topology/block`` (23.11+: ``b1.node1``, pattern ``block.node``)."""
         switches = [
             part
             for part, kind in zip(self.topology_addr.split("."), self.topology_pattern.split("."))
-            if kind == "switch" and part
+            if kind in ("switch", "block") and part
         ]
         return switches[-1] if switches else None
 

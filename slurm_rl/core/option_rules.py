@@ -50,6 +50,7 @@ SBATCH_HAS_FLAG = {
             "--mail-user",
             "--comment",
             "--gpus-per-node",
+            "--segment",
         )
     },
 }

@@ -175,6 +175,9 @@ class JobOptions(BaseModel):
         None, "-C", "--constraint", spec=True, metavar="FEATURES", help="Node features, e.g. a100&ib."
     )
     exclusive: bool = option(False, "--exclusive", spec=True, help="Whole nodes, shared with no other job.")
+    segment: AtLeast1 | None = option(
+        None, "--segment", spec=True, metavar="N", help="Nodes in groups of N, each in one topology block (23.11+)."
+    )
     mem: SlurmMemory | None = option(None, "--mem", spec=True, metavar="SIZE", help="Memory per node, e.g. 64G.")
     mem_per_cpu: SlurmMemory | None = option(
         None, "--mem-per-cpu", spec=True, metavar="SIZE", help="Memory per CPU (not with --mem)."
@@ -232,6 +235,9 @@ class JobOptions(BaseModel):
             raise FieldProblem("mem_per_cpu", self.mem_per_cpu, "contradicts --mem (SLURM takes one of the two)")
         if self.exclusive and self.oversubscribe:
             raise FieldProblem("oversubscribe", True, "contradicts --exclusive")
+        placed = self.nodes if self.head_partition else self.total_nodes
+        if self.segment and placed % self.segment:
+            raise FieldProblem("segment", self.segment, f"must divide the job's {placed} nodes (whole segments)")
         if self.nodelist:
             named = set(expand_hostlist(self.nodelist))
             if len(named) > self.nodes:

@@ -27,6 +27,7 @@ def cli() -> None:
       slurm-rl status                                   # your jobs, their phase
       slurm-rl logs JOBID [-f]                          # the driver's output
       slurm-rl run exp.py                               # no SLURM: embedded local Ray
+      slurm-rl doctor cluster_specs/lab.json --probe    # is this site ready for the spec?
 
     The spec comes from SPEC.json, --spec, or $CLUSTER_SPEC_PATH; with none, a local default
     (fileroot ~/.cache/slurm_rl). Exit code 2 means bad input: nothing was submitted.
@@ -188,6 +189,30 @@ def run(
     from .local import run_local
 
     sys.exit(run_local(load_spec(spec_flag), experiment, args, name=name, user=current_user(), ray_address=ray_address))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("spec_path", metavar="[SPEC]", required=False)
+@click.option(
+    "--probe", is_flag=True, help="Also submit one tiny job (one node, 2 minutes at most) to check the nodes."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per check.")
+def doctor(spec_path: str | None, probe: bool, as_json: bool) -> None:
+    """Check this site against a spec, one line per check (✓ ok, ! works with a caveat, ✗ a job
+    would fail, - not checked) with the fix: SLURM's version, the spec's partition, account and
+    QOS, process tracking and cgroups, GPUs, Pyxis; with --probe, from a compute node: the
+    fileroot shared, the network interface, Ray's ports, Python and Ray. Exit 1 if any ✗."""
+    from ..slurm import SlurmClient
+    from .doctor import site_checks
+    from .doctor_probe import not_probed, probe_checks
+
+    s, client = load_spec(spec_path), SlurmClient()
+    checks = site_checks(s, client, current_user())
+    if not any(c.status == "fail" and c.name == "slurm" for c in checks):
+        checks += probe_checks(s, client) if probe else not_probed()
+    for c in checks:
+        click.echo(json.dumps(c.as_dict()) if as_json else c.line())
+    sys.exit(1 if any(c.status == "fail" for c in checks) else 0)
 
 
 for _command in (

@@ -32,6 +32,7 @@ NETWORK_FS = {"nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "ceph",
 def preflight(spec: ClusterSpec, opts: JobOptions, client: SlurmClient) -> None:
     """Every check below, cheapest first."""
     check_node_paths(spec, opts)
+    check_slurm_version(opts, client)
     check_partition_size(opts, client)
     check_node_capacity(opts, client)
     check_time_limit(opts, client)
@@ -39,6 +40,16 @@ def preflight(spec: ClusterSpec, opts: JobOptions, client: SlurmClient) -> None:
 
 
 # ---- SLURM's limits ------------------------------------------------------------------------------
+def check_slurm_version(opts: JobOptions, client: SlurmClient) -> None:
+    """Refuse a SLURM older than slurm-rl supports, and what this one does not have."""
+    version = client.version()
+    if opts.segment and not version.segments:
+        raise UsageError(
+            f"--segment {opts.segment}: SLURM {version} has no segments (23.11 and later, with "
+            f"TopologyPlugin=topology/block); drop --segment"
+        )
+
+
 def check_partition_size(opts: JobOptions, client: SlurmClient) -> None:
     """Refuse a job that can never start (it would pend forever): more nodes than the partition has."""
     wanted = [("--partition", opts.partition, opts.nodes if opts.head_partition else opts.total_nodes)]

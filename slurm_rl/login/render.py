@@ -98,6 +98,7 @@ def sbatch_directives(opts: JobOptions, name_dir: Path) -> list[str]:
             out.update(
                 {
                     "--constraint": opts.constraint,
+                    "--segment": str(opts.segment) if opts.segment else None,
                     "--mem": opts.mem,
                     "--mem-per-cpu": opts.mem_per_cpu,
                     "--gres": ",".join(g for g in (opts.gres, gres_gpus) if g) or None,
@@ -235,7 +236,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         run_dir=shlex.quote(opts.run_dir) if opts.run_dir else '"$SLURM_RL_JOB_DIR"',
         requested_limit=REQUESTED_REQUEUE_LIMIT,
         setup=spec.setup,
-        het_groups="0,1" if opts.head_partition else "",
+        het_components=[1, opts.nodes] if opts.head_partition else [],
         node_command=f'{python} -m slurm_rl.job.node --job-dir "$SLURM_RL_JOB_DIR"',
         python=python,
         python_hint=shlex.quote(python_hint(container)),

@@ -11,6 +11,7 @@ from ..core.errors import SlurmCommandError, UsageError
 from ..core.job_ids import as_slurm_id, is_array_task, is_slurm_job_id
 from .records import JobRecord, JobState, PartitionInfo, QosLimits, parse_sacct_record, parse_tres
 from .runner import Completed, Runner, subprocess_runner
+from .version import SlurmVersion, require_supported
 
 
 class SlurmClient:
@@ -21,6 +22,7 @@ class SlurmClient:
         self.timeout_s = timeout_s
         self.calls = 0
         self._partitions: dict[str, PartitionInfo] | None = None
+        self._version: SlurmVersion | None = None
 
     def run(self, argv: Sequence[str], timeout_s: float | None = None, check: bool = True, hint: str = "") -> Completed:
         self.calls += 1  # every SLURM command this client ran (slurmctld load: sites police it)
@@ -28,6 +30,14 @@ class SlurmClient:
         if check and res.returncode != 0:
             raise SlurmCommandError(argv, res.returncode, res.stdout, res.stderr, hint=hint)
         return res
+
+    def version(self) -> SlurmVersion:
+        """The site's SLURM, asked once per client (``sinfo --version`` needs no controller);
+        one that is older than slurm-rl supports is refused in one line."""
+        if self._version is None:
+            out = self.run(["sinfo", "--version"], hint="is this a SLURM login node?").stdout
+            self._version = require_supported(SlurmVersion.parse(out))
+        return self._version
 
     def sbatch(self, script: str, hold: bool = False, extra: Sequence[str] = ()) -> int:
         argv = ["sbatch", "--parsable", *(["--hold"] if hold else []), *extra, script]

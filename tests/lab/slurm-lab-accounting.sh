@@ -86,7 +86,7 @@ StorageLoc=slurm_acct_db
 EOF
   )
   kill_pidfile "$STATE/run/slurmdbd.pid" slurmdbd
-  slurmdbd
+  $(rootfs_chroot) slurmdbd
   for _ in $(seq 150); do
     sacctmgr -n -P show cluster >/dev/null 2>&1 && return 0
     sleep 0.2

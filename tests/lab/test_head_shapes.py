@@ -33,6 +33,7 @@ def test_a_cpu_only_head_runs_the_driver_and_no_ray_work(lab: list[str], extra: 
     assert data["nodes"] == 3
     if "--head-partition" in extra:
         script = (job_dir(data) / "sbatch.sh").read_text()
-        assert "#SBATCH hetjob" in script and "--partition=labcpu" in script and "--het-group=0,1" in script
+        assert "#SBATCH hetjob" in script and "--partition=labcpu" in script
+        assert "srun --nodes=1 --ntasks=1 " in script and "  : --nodes=2 --ntasks=2 " in script  # each component
         assert report["driver_ip"] == "10.77.0.11"  # labcpu is node1
     assert_no_leftovers(lab, data["job_id"])

@@ -15,7 +15,7 @@ from slurm_rl.login.render import render_sbatch
 from slurm_rl.login.resolve import resolve_options
 from slurm_rl.login.submit import submit
 from slurm_rl.login.teardown import site_flags
-from slurm_rl.slurm import QosLimits, parse_tres
+from slurm_rl.slurm import QosLimits, SlurmVersion, parse_tres
 from tests.conftest import REPO, run_cli
 
 SPEC = {"cluster_name": "site", "fileroot": "/shared/srl", "partition": "gpu", "account": "proj"}
@@ -97,8 +97,13 @@ def test_an_experiment_that_cannot_compile_is_refused_before_the_queue(tmp_path:
 class FakeSite:
     """sbatch refuses (as an enforcing site does) or nodes are smaller than asked."""
 
-    def __init__(self, stderr: str = "", capacity: tuple[int, int, int] | None = (8, 64000, 4)) -> None:
-        self.stderr, self.capacity, self.sbatched = stderr, capacity, 0
+    def __init__(
+        self, stderr: str = "", capacity: tuple[int, int, int] | None = (8, 64000, 4), slurm: str = "slurm 24.11.5"
+    ) -> None:
+        self.stderr, self.capacity, self.sbatched, self.slurm = stderr, capacity, 0, slurm
+
+    def version(self) -> SlurmVersion:
+        return SlurmVersion.parse(self.slurm)
 
     def partition_nodes(self, partition: str | None) -> tuple[str, int]:
         return (partition or "gpu", 8)

@@ -1,0 +1,144 @@
+"""`slurm-rl doctor --probe`: one tiny job (an srun of one task on one node of the spec's
+partition, two minutes at most) runs ``slurm_rl.job.probe`` with the spec's interpreter and
+reports what the login node cannot know: the fileroot written there and seen here, the node's
+interfaces against ``network_interface``, room for Ray's ports, and its Python and Ray against
+the login side's."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import uuid
+from pathlib import Path
+
+from ..config.spec import ClusterSpec
+from ..slurm import SlurmClient
+from .doctor import Check
+
+PROBE_PREFIX = "SLURM_RL_PROBE "  # slurm_rl.job.probe's line
+NOT_PROBED = ("fileroot", "network", "ports", "python and ray")
+
+
+def not_probed() -> list[Check]:
+    return [
+        Check(name, "skip", "not checked (`doctor --probe` submits one tiny job to check it)") for name in NOT_PROBED
+    ]
+
+
+def probe_checks(spec: ClusterSpec, client: SlurmClient, timeout_s: float = 180.0) -> list[Check]:
+    python = spec.python or sys.executable
+    marker_dir = Path(spec.fileroot) / ".doctor"
+    try:
+        marker_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return [
+            Check(
+                "fileroot",
+                "fail",
+                f"cannot create {marker_dir} here ({exc.strerror})",
+                "set fileroot to a writable shared path",
+            )
+        ]
+    marker = marker_dir / uuid.uuid4().hex[:12]
+    site = [
+        f"--{k.replace('_', '-')}={v}"
+        for k in ("partition", "account", "qos", "reservation")
+        if (v := getattr(spec, k))
+    ]
+    argv = [
+        "srun", "--nodes=1", "--ntasks=1", "--time=2", "--job-name=slurm-rl-doctor", "--quiet", *site,
+        python, "-m", "slurm_rl.job.probe", "--marker", str(marker),
+        "--network-interface", spec.network_interface or "",
+    ]  # fmt: skip
+    try:
+        res = client.run(argv, timeout_s=timeout_s, check=False)
+        line = next((ln for ln in res.stdout.splitlines() if ln.startswith(PROBE_PREFIX)), None)
+        if line is None:
+            why = (res.stderr.strip().splitlines() or [f"exit {res.returncode}, no answer"])[-1]
+            return [
+                Check(
+                    "probe job",
+                    "fail",
+                    f"the probe did not run: {why}",
+                    f"check the spec's partition/account and that {python} exists on the nodes",
+                ),
+                *not_probed()[1:],
+            ]
+        return judge(spec, json.loads(line[len(PROBE_PREFIX) :]), marker)
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+def judge(spec: ClusterSpec, node: dict, marker: Path) -> list[Check]:
+    host = node["host"]
+    out = [Check("probe job", "ok", f"ran on {host} (one srun, then gone)")]
+    if node["fileroot_error"]:
+        out.append(
+            Check(
+                "fileroot",
+                "fail",
+                f"{host} cannot write it ({node['fileroot_error']})",
+                "set fileroot to a path every node can write",
+            )
+        )
+    elif not marker.is_file() or marker.read_text() != host:
+        out.append(
+            Check(
+                "fileroot",
+                "fail",
+                f"{host} wrote {marker}, this login node does not see it",
+                "set fileroot to a filesystem shared by login and compute nodes",
+            )
+        )
+    else:
+        out.append(Check("fileroot", "ok", f"{spec.fileroot}: written on {host}, seen here"))
+    if node["network_error"]:
+        out.append(Check("network", "fail", node["network_error"]))
+    else:
+        out.append(
+            Check("network", "ok", f"Ray on {host} would use {node['address']}; interfaces: {node['interfaces']}")
+        )
+    if node["ports_ok"]:
+        out.append(Check("ports", "ok", f"a free block of Ray ports below the ephemeral range ({node['ephemeral']})"))
+    else:
+        out.append(
+            Check(
+                "ports",
+                "warn",
+                f"no free block below the ephemeral range ({node['ephemeral']}): Ray's ports are left to the OS",
+            )
+        )
+    mine = (platform.python_version().rsplit(".", 1)[0], _ray_version())
+    theirs = (node["python"].rsplit(".", 1)[0], node.get("ray"))
+    if node.get("ray") is None:
+        out.append(
+            Check(
+                "python and ray",
+                "fail",
+                f"{host}'s python {node['python']} cannot import ray ({node.get('ray_error')})",
+                "install ray where the spec's python is",
+            )
+        )
+    elif mine != theirs:
+        out.append(
+            Check(
+                "python and ray",
+                "fail",
+                f"{host}: Python {theirs[0]}, Ray {theirs[1]}; here: Python {mine[0]}, Ray {mine[1]}",
+                "a Ray cluster refuses a driver of another Python minor or Ray: "
+                "use the same venv (the spec's python) on both",
+            )
+        )
+    else:
+        out.append(Check("python and ray", "ok", f"Python {theirs[0]}, Ray {theirs[1]} on {host}, as here"))
+    return out
+
+
+def _ray_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ray")
+    except PackageNotFoundError:
+        return None

@@ -1,0 +1,135 @@
+# Sourced by slurm-lab: newer SLURMs than the host's, each in a Debian rootfs (facts:
+# ../shared/LAB-FACTS.md). `up --slurm 24.11` (Debian trixie) or `--slurm 26.05` (sid) runs
+# slurmctld, slurmdbd and every slurmd from that rootfs, with chroot; the host's 22.05 client
+# cannot drive them, so `up` puts wrappers for the SLURM commands in /usr/local/bin (first on the
+# default PATH) that run the rootfs's own. Jobs run inside the rootfs too, with the host's
+# interpreters and venvs: the host paths that jobs and tests use are bind-mounted into it at the
+# same paths (ROOTFS_BINDS, the checkout's parent, $SLURM_LAB_SHARE), and /run/munge, so the one
+# munged signs for everything.
+#
+# The rootfs is built once per suite and package list (debootstrap from apt's mirror, then apt in
+# a chroot) in $CACHE/rootfs-<suite>-<key>, and reused while those are unchanged.
+
+# version -> Debian suite; "host" is the machine's own packages
+SLURM_SUITES="22.05:host 24.11:trixie 26.05:sid"
+DEFAULT_SLURM=22.05
+# libffi8, libnsl2: what the host's own (pyenv) interpreters link that a minbase rootfs lacks
+ROOTFS_APT="slurmctld slurmd slurm-client slurmdbd munge iproute2 procps util-linux libffi8 libnsl2"
+ROOTFS_BINDS="/root /home /tmp /var/tmp $STATE $CACHE /run/munge /etc/slurm"
+SLURM_WRAPPED="sbatch srun salloc squeue scancel scontrol sacct sacctmgr sinfo sstat sprio sshare sdiag sreport strigger sattach sbcast"
+WRAP_MARK="# slurm-lab wrapper"
+ROOTFS_MARK=/etc/slurm-lab-rootfs
+
+slurm_suite() {  # $1: version -> its suite, or nothing for a version the lab does not have
+  local pair
+  for pair in $SLURM_SUITES; do [ "${pair%%:*}" = "$1" ] && { echo "${pair#*:}"; return; }; done
+}
+
+rootfs_dir() {  # $1: suite -> its cached rootfs path
+  local key
+  key=$(printf '%s\n' "$1" "$ROOTFS_APT" "$(declare -f build_rootfs)" | sha256sum | cut -c1-12)
+  echo "$CACHE/rootfs-$1-$key"
+}
+
+build_rootfs() {  # $1: suite; prints the rootfs path, building it if needed
+  local suite=$1 r t0=$SECONDS
+  r=$(rootfs_dir "$suite")
+  if [ -x "$r/usr/sbin/slurmctld" ] && [ -f "$r$ROOTFS_MARK" ]; then echo "$r"; return 0; fi
+  apt_install debootstrap
+  log "building a $suite rootfs for its SLURM (debootstrap from $MIRROR; about a minute, once)"
+  rm -rf "$r" "$r.tmp"; mkdir -p "$CACHE"
+  debootstrap --variant=minbase "$suite" "$r.tmp" "$MIRROR" >"$CACHE/debootstrap-$suite.log" 2>&1 \
+    || die "debootstrap $suite failed (see $CACHE/debootstrap-$suite.log)"
+  # package scripts must not start daemons; sid's Release file may be past its Valid-Until
+  printf '#!/bin/sh\nexit 101\n' >"$r.tmp/usr/sbin/policy-rc.d"; chmod 755 "$r.tmp/usr/sbin/policy-rc.d"
+  echo 'Acquire::Check-Valid-Until "false";' >"$r.tmp/etc/apt/apt.conf.d/99slurm-lab"
+  mount -t proc proc "$r.tmp/proc"
+  # shellcheck disable=SC2086
+  if ! DEBIAN_FRONTEND=noninteractive chroot "$r.tmp" sh -c \
+      "apt-get update -qq && apt-get install -y -qq --no-install-recommends $ROOTFS_APT" \
+      >>"$CACHE/debootstrap-$suite.log" 2>&1; then
+    umount "$r.tmp/proc"; die "apt-get in the $suite rootfs failed (see $CACHE/debootstrap-$suite.log)"
+  fi
+  umount "$r.tmp/proc"
+  rm -rf "$r.tmp"/var/cache/apt/archives/*.deb "$r.tmp"/var/lib/apt/lists/*
+  chroot "$r.tmp" dpkg-query -W -f '${Version}\n' slurmctld >"$r.tmp$ROOTFS_MARK"
+  mv "$r.tmp" "$r"
+  log "$suite rootfs ready in $((SECONDS - t0)) s: SLURM $(cat "$r$ROOTFS_MARK") ($(du -sm "$r" | cut -f1) MB)"
+  echo "$r"
+}
+
+# The host paths bound into the rootfs: fixed ones, the checkout's parent (its ../shared too), the
+# interpreter's prefix, and $SLURM_LAB_SHARE.
+rootfs_bind_paths() {
+  local top py
+  top=$(git -C "$SCRIPT_DIR" rev-parse --show-toplevel 2>/dev/null || (cd "$SCRIPT_DIR/../.." && pwd))
+  py=$(python3 -c 'import sys; print(sys.base_prefix)' 2>/dev/null || true)
+  case $py in /usr|/usr/local|/) py=;; esac  # a system interpreter: the rootfs has its own /usr
+  # shellcheck disable=SC2086
+  { printf '%s\n' $ROOTFS_BINDS; dirname "$top"; [ -n "$py" ] && echo "$py"
+    echo "${SLURM_LAB_SHARE:-}" | tr ':' '\n'; } | while read -r p; do
+      [ -n "$p" ] && [ -d "$p" ] && realpath "$p"
+    done | sort -u | awk 'NR==1 || index($0, prev "/") != 1 {print; prev=$0}'
+}
+
+# Mount proc, sys, dev and the shared host paths into the rootfs (recorded for unmount_rootfs).
+mount_rootfs() {
+  local r=$1 p
+  unmount_rootfs
+  mkdir -p /run/munge /etc/slurm
+  : >"$STATE/run/rootfs-mounts"
+  # the shared paths first: $CACHE holds the rootfs itself, and a recursive bind made after
+  # proc, sys and dev would copy those mounts too
+  while read -r p; do
+    mkdir -p "$r$p"; mount --rbind "$p" "$r$p"; mount --make-rslave "$r$p"; echo "$r$p" >>"$STATE/run/rootfs-mounts"
+  done < <(rootfs_bind_paths)
+  mount -t proc proc "$r/proc"; echo "$r/proc" >>"$STATE/run/rootfs-mounts"
+  for p in /sys /dev; do
+    mount --rbind "$p" "$r$p"; mount --make-rslave "$r$p"; echo "$r$p" >>"$STATE/run/rootfs-mounts"
+  done
+  echo "$r" >"$STATE/run/rootfs"
+  rootfs_sync_etc
+}
+
+# Names and users as the host has them (node names are in /etc/hosts; the lab adds users).
+rootfs_sync_etc() {
+  local r p
+  r=$(cat "$STATE/run/rootfs" 2>/dev/null || true)
+  [ -n "$r" ] || return 0
+  for p in hosts passwd group; do cp -f "/etc/$p" "$r/etc/$p"; done
+}
+
+unmount_rootfs() {
+  local f=$STATE/run/rootfs-mounts p
+  [ -f "$f" ] || return 0
+  tac "$f" | while read -r p; do umount -R "$p" 2>/dev/null || umount -lR "$p" 2>/dev/null || true; done
+  rm -f "$f" "$STATE/run/rootfs"
+}
+
+# /usr/local/bin wrappers for the SLURM commands (first on the default PATH): the rootfs's
+# command, run in the caller's directory with the caller's environment.
+install_wrappers() {
+  local r=$1 c
+  remove_wrappers
+  for c in $SLURM_WRAPPED; do
+    [ -x "$r/usr/bin/$c" ] || continue
+    printf '#!/bin/sh\n%s: SLURM %s from %s\n[ -f %s ] && exec /usr/bin/%s "$@"\nexec chroot %s /bin/sh -c '\''cd "$1" 2>/dev/null || cd /; shift; exec "$@"'\'' - "$PWD" /usr/bin/%s "$@"\n' \
+      "$WRAP_MARK" "$(cat "$r$ROOTFS_MARK")" "$r" "$ROOTFS_MARK" "$c" "$r" "$c" >"/usr/local/bin/$c"
+    chmod 755 "/usr/local/bin/$c"
+  done
+}
+
+remove_wrappers() {
+  local f
+  for f in /usr/local/bin/*; do
+    [ -f "$f" ] && grep -q "^$WRAP_MARK" "$f" 2>/dev/null && rm -f "$f"
+  done
+  return 0
+}
+
+# What runs a SLURM daemon: nothing (the host's), or `chroot ROOTFS` (the running lab's rootfs).
+rootfs_chroot() {
+  local r
+  r=$(cat "$STATE/run/rootfs" 2>/dev/null || true)
+  [ -z "$r" ] || echo "chroot $r"
+}

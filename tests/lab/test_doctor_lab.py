@@ -1,0 +1,71 @@
+"""`slurm-rl doctor` on the lab: all ✓ with --probe on the lab's spec, and each broken setting
+its ✗ with the fix (one tiny probe job each; nothing is left behind)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.lab.helpers import lab_spec, pyxis_missing
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
+
+
+def doctor(spec: Path, *args: str) -> tuple[int, dict[str, dict]]:
+    res = subprocess.run(
+        ["slurm-rl", "doctor", str(spec), "--json", *args], capture_output=True, text=True, timeout=240, cwd=REPO
+    )
+    checks = {c["name"]: c for c in map(json.loads, res.stdout.splitlines())}
+    return res.returncode, checks
+
+
+def test_doctor_probe_on_the_lab_spec_is_all_ok(lab: list[str], tmp_path: Path) -> None:
+    rc, checks = doctor(lab_spec(tmp_path), "--probe")
+    assert rc == 0 and {c["status"] for c in checks.values()} == {"ok"}, checks
+    assert {"slurm", "partition", "account", "qos", "process tracking", "cgroup", "gpus", "pyxis"} <= set(checks)
+    assert {"probe job", "fileroot", "network", "ports", "python and ray"} <= set(checks)
+    version = subprocess.run(["sinfo", "--version"], capture_output=True, text=True, check=True).stdout.split()[-1]
+    assert checks["slurm"]["found"].startswith(f"SLURM {version};")
+    assert not list(Path(json.loads(lab_spec(tmp_path).read_text())["fileroot"], ".doctor").iterdir())
+
+
+def test_without_probe_nothing_is_submitted_and_node_checks_say_so(lab: list[str], tmp_path: Path) -> None:
+    rc, checks = doctor(lab_spec(tmp_path))
+    assert rc == 0
+    assert checks["fileroot"]["status"] == "skip" and "--probe" in checks["fileroot"]["found"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "check", "found", "fix"),
+    [
+        ({"partition": "nope"}, "partition", "'nope' does not exist (partitions: lab, ", "set the spec's 'partition'"),
+        ({"account": "nope"}, "account", "'nope' is not one of root's accounts (lab, rl", "set the spec's 'account'"),
+        ({"qos": "nope"}, "qos", "'nope' is not allowed for root (high, normal", "set the spec's 'qos'"),
+        # a node's /tmp is its own: what a node writes there, the login node never sees
+        ({"fileroot": "/tmp/srl-doctor-private"}, "fileroot", "wrote /tmp/srl-doctor-private/.doctor/", "shared"),
+        ({"network_interface": "ib0"}, "network", "no interface ib0 on this node", "use an interface every node"),
+    ],
+)
+def test_each_broken_setting_is_its_own_fail_with_the_fix(
+    lab: list[str], tmp_path: Path, fields: dict, check: str, found: str, fix: str
+) -> None:
+    rc, checks = doctor(lab_spec(tmp_path, **fields), "--probe")
+    assert rc == 1, checks
+    got = checks[check]
+    assert got["status"] == "fail" and found in got["found"] and fix in (got["fix"] + got["found"]), got
+    assert [c["name"] for c in checks.values() if c["status"] == "fail"] == [check], checks
+
+
+def test_the_pyxis_check_says_what_the_lab_has(lab: list[str], tmp_path: Path) -> None:
+    rc, checks = doctor(lab_spec(tmp_path, container_runtime="pyxis", cpu_image="/nonexistent.sqsh"))
+    if pyxis_missing():  # the lab without containers (`up` without --pyxis, or a SLURM it is not built for)
+        assert rc == 1 and checks["pyxis"]["status"] == "fail", checks
+        assert "no Pyxis in plugstack.conf, the spec wants it" in checks["pyxis"]["found"]
+        assert "set container_runtime to 'none'" in checks["pyxis"]["fix"]
+    else:
+        assert checks["pyxis"]["status"] == "ok", checks
+        assert "spank_pyxis.so, container_scope=" in checks["pyxis"]["found"]
