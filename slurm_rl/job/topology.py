@@ -1,8 +1,9 @@
 """A node's place in the cluster's topology, as Ray resources for topology-aware placement
 (``distributed/_engine/topology.py``, NeMo RL 2026's ``nvlink_domain_*`` / ``topo_rank``).
 
-The domain is the leaf switch SLURM's ``topology/tree`` puts the node under (its
-``SLURM_TOPOLOGY_ADDR``): nodes under one switch talk fastest, as GPUs of one NVLink domain do.
+The domain is the leaf switch SLURM's ``topology/tree`` puts the node under, or its block under
+``topology/block`` (23.11+, the NVLink domains of NVL72-style racks; ``--segment``), from its
+``SLURM_TOPOLOGY_ADDR``: nodes in one domain talk fastest, as GPUs of one NVLink domain do.
 A GPU's own NVLink domain (a multi-node NVLink fabric) needs a GPU to probe and is not read
 here. The rank is the node's place in the job, head first (1..N).
 """
@@ -21,4 +22,4 @@ def topology_resources(leaf_switch: str | None, rank: int, address: str) -> tupl
             f"domain unknown: topology-aware placement orders nodes by rank only"
         )
     resources[f"{NVLINK_DOMAIN_PREFIX}{leaf_switch}"] = 1.0
-    return resources, f"topology: domain {leaf_switch} (leaf switch of {address}), topo rank {rank + 1}"
+    return resources, f"topology: domain {leaf_switch} (the switch or block over it in {address}), topo rank {rank + 1}"

@@ -208,7 +208,9 @@ def doctor(spec_path: str | None, probe: bool, as_json: bool) -> None:
 
     s, client = load_spec(spec_path), SlurmClient()
     checks = site_checks(s, client, current_user())
-    if not any(c.status == "fail" and c.name == "slurm" for c in checks):
+    if any(c.status == "fail" for c in checks):  # the probe job would run with what failed
+        checks += not_probed("not checked: the probe job would use what failed above; fix that first")
+    else:
         checks += probe_checks(s, client) if probe else not_probed()
     for c in checks:
         click.echo(json.dumps(c.as_dict()) if as_json else c.line())

@@ -44,6 +44,7 @@ def site_checks(spec: ClusterSpec, client: SlurmClient, user: str) -> list[Check
         lambda: check_partition(spec, client),
         lambda: check_associations(spec, client, user),
         lambda: check_tracking(config),
+        lambda: check_topology(config, spec, client),
         lambda: check_gpus(spec, client),
         lambda: check_pyxis(spec, config),
     ):
@@ -182,6 +183,16 @@ def check_tracking(config: dict[str, str]) -> list[Check]:
         else "no per-job memory limit (task/cgroup is off)"
     )
     return [line, Check("cgroup", "ok", f"{cgroup or 'no cgroup plugin reported'}; {memory}")]
+
+
+def check_topology(config: dict[str, str], spec: ClusterSpec, client: SlurmClient) -> Check:
+    plugin = config.get("TopologyPlugin", "?")
+    if plugin.endswith("block"):
+        return Check("topology", "ok", f"{plugin}: --segment N places nodes in whole blocks (NVLink domains)")
+    why = "23.11 and later" if not client.version().segments else "TopologyPlugin=topology/block"
+    status: Status = "fail" if spec.segment else "ok"
+    fix = "drop the spec's 'segment'" if spec.segment else ""
+    return Check("topology", status, f"{plugin}: Ray nodes know their switch; --segment needs {why}", fix)
 
 
 def check_gpus(spec: ClusterSpec, client: SlurmClient) -> Check:

@@ -20,10 +20,8 @@ PROBE_PREFIX = "SLURM_RL_PROBE "  # slurm_rl.job.probe's line
 NOT_PROBED = ("fileroot", "network", "ports", "python and ray")
 
 
-def not_probed() -> list[Check]:
-    return [
-        Check(name, "skip", "not checked (`doctor --probe` submits one tiny job to check it)") for name in NOT_PROBED
-    ]
+def not_probed(why: str = "not checked (`doctor --probe` submits one tiny job to check it)") -> list[Check]:
+    return [Check(name, "skip", why) for name in NOT_PROBED]
 
 
 def probe_checks(spec: ClusterSpec, client: SlurmClient, timeout_s: float = 180.0) -> list[Check]:
@@ -46,6 +44,9 @@ def probe_checks(spec: ClusterSpec, client: SlurmClient, timeout_s: float = 180.
         for k in ("partition", "account", "qos", "reservation")
         if (v := getattr(spec, k))
     ]
+    if spec.container_runtime == "pyxis":  # the image's python, Ray and slurm-rl, as a job's
+        image = spec.cpu_image or spec.gpu_image
+        site += [f"--container-image={image}", f"--container-mounts={spec.fileroot}:{spec.fileroot}"]
     argv = [
         "srun", "--nodes=1", "--ntasks=1", "--time=2", "--job-name=slurm-rl-doctor", "--quiet", *site,
         python, "-m", "slurm_rl.job.probe", "--marker", str(marker),
@@ -73,7 +74,16 @@ def probe_checks(spec: ClusterSpec, client: SlurmClient, timeout_s: float = 180.
 def judge(spec: ClusterSpec, node: dict, marker: Path) -> list[Check]:
     host = node["host"]
     out = [Check("probe job", "ok", f"ran on {host} (one srun, then gone)")]
-    if node["fileroot_error"]:
+    if "No such file" in node["fileroot_error"]:  # the dir made here for it is not there
+        out.append(
+            Check(
+                "fileroot",
+                "fail",
+                f"{host} does not see {marker.parent}, made here: {spec.fileroot} is not shared with the nodes",
+                "set fileroot to a filesystem shared by login and compute nodes",
+            )
+        )
+    elif node["fileroot_error"]:
         out.append(
             Check(
                 "fileroot",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from ..core.errors import SlurmCommandError, UsageError
 from ..core.job_ids import as_slurm_id, is_array_task, is_slurm_job_id
-from .records import JobRecord, JobState, PartitionInfo, QosLimits, parse_sacct_record, parse_tres
+from .records import JobRecord, JobState, PartitionInfo, QosLimits, parse_sacct_json, parse_sacct_record, parse_tres
 from .runner import Completed, Runner, subprocess_runner
 from .version import SlurmVersion, require_supported
 
@@ -38,6 +38,12 @@ class SlurmClient:
             out = self.run(["sinfo", "--version"], hint="is this a SLURM login node?").stdout
             self._version = require_supported(SlurmVersion.parse(out))
         return self._version
+
+    def _speaks_json(self) -> bool:
+        try:
+            return self.version().json_parsers
+        except (SlurmCommandError, UsageError, ValueError):
+            return False
 
     def sbatch(self, script: str, hold: bool = False, extra: Sequence[str] = ()) -> int:
         argv = ["sbatch", "--parsable", *(["--hold"] if hold else []), *extra, script]
@@ -107,9 +113,18 @@ class SlurmClient:
         keeps no accounting, or for jobs it has no record of)."""
         if not job_ids:
             return {}
-        fields = "JobID,State,NodeList,ExitCode"
-        res = self.run(["sacct", "-n", "-X", "-P", "-j", ",".join(map(str, job_ids)), "-o", fields], check=False)
+        ids = ",".join(map(str, job_ids))
         out: dict[int | str, JobState] = {}
+        if self._speaks_json():  # structured where SLURM has it; text if that answer is unreadable
+            res = self.run(["sacct", "--json", "-X", "-j", ids], check=False)
+            try:
+                for state in parse_sacct_json(res.stdout) if res.returncode == 0 else []:
+                    out.setdefault(state.job_id, state)
+                return out
+            except (ValueError, KeyError, TypeError, AttributeError):
+                out.clear()
+        fields = "JobID,State,NodeList,ExitCode"
+        res = self.run(["sacct", "-n", "-X", "-P", "-j", ids, "-o", fields], check=False)
         for line in res.stdout.splitlines() if res.returncode == 0 else []:
             parts = line.strip().split("|")
             head = parts[0].split("+")[0]  # a heterogeneous job lists as <id>+0, <id>+1

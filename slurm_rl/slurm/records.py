@@ -1,8 +1,10 @@
-"""What SLURM answers, as records: job states (which are final, which are in the queue),
-sacct's per-job record, a partition's sinfo line, a QOS's limits and TRES strings."""
+"""What SLURM answers, as records: job states (which are final, which are in the queue; from
+sacct's text or, on 23.02 and later, its JSON), sacct's per-job record, a partition's sinfo line,
+a QOS's limits and TRES strings."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 # Job states in which the job will not run again.
@@ -117,6 +119,30 @@ def parse_sacct_record(job_id: int | str, stdout: str) -> JobRecord | None:
     head = code.split(":")[0]
     per_node = {n: v for n, (_, v) in sorted(rss.items())}
     return JobRecord(job_id, state.split()[0], int(head) if head.isdigit() else None, elapsed, per_node)
+
+
+def parse_sacct_json(text: str) -> list[JobState]:
+    """``sacct --json -X`` (the data_parser plugins of 23.02 and later: v0.0.39 to v0.0.45 agree
+    on these fields): one state per allocation, named as sacct's text names it, a heterogeneous
+    job by its first component's id and an array task ARRAY_TASK; an array's still-pending
+    remainder ("1234_[2-3]") is left out, as in text."""
+    out = []
+    for job in json.loads(text).get("jobs", []):
+        array, het = job.get("array") or {}, job.get("het") or {}
+        task = array.get("task_id") or {}
+        if array.get("job_id") and task.get("set"):
+            key: int | str = f"{array['job_id']}_{task['number']}"
+        elif array.get("task"):
+            continue
+        else:
+            key = het.get("job_id") or job["job_id"]
+        state = job.get("state") or {}
+        current = state.get("current") if isinstance(state, dict) else state
+        name = current[0] if isinstance(current, list) and current else str(current or "UNKNOWN")
+        rc = (job.get("exit_code") or {}).get("return_code")
+        code = rc.get("number") if isinstance(rc, dict) and rc.get("set") else rc if isinstance(rc, int) else None
+        out.append(JobState(key, name, job.get("nodes") or "", code))
+    return out
 
 
 def _bytes(size: str) -> int:

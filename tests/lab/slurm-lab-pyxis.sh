@@ -100,7 +100,8 @@ configure_pyxis() {
   local scope=${1:-}
   mkdir -p "$(dirname "$PYXIS_CONF")"
   if [ -z "$scope" ]; then rm -f "$PYXIS_CONF" "$ENROOT_CONF"; return 0; fi
-  echo "required /usr/local/lib/slurm/spank_pyxis.so runtime_path=/tmp/pyxis container_scope=$scope" >"$PYXIS_CONF"
+  # on a newer SLURM ($rootfs, set by `up`): its own build, by a path valid inside the rootfs and out
+  echo "required ${rootfs:-}/usr/local/lib/slurm/spank_pyxis.so runtime_path=/tmp/pyxis container_scope=$scope" >"$PYXIS_CONF"
   mkdir -p "$(dirname "$ENROOT_CONF")" "$STATE/enroot"
   cat >"$ENROOT_CONF" <<EOF
 # managed by slurm-lab: per-node enroot state (each lab node has its own /tmp and hostname)

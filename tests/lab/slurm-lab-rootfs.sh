@@ -13,9 +13,14 @@
 # version -> Debian suite; "host" is the machine's own packages
 SLURM_SUITES="22.05:host 24.11:trixie 26.05:sid"
 DEFAULT_SLURM=22.05
-# libffi8, libnsl2: what the host's own (pyenv) interpreters link that a minbase rootfs lacks
-ROOTFS_APT="slurmctld slurmd slurm-client slurmdbd munge iproute2 procps util-linux libffi8 libnsl2"
+# libffi8, libnsl2: what the host's own (pyenv) interpreters link that a minbase rootfs lacks;
+# libslurm-dev: the headers Pyxis is built against; jq ... libbsd0: what enroot runs; tini: the
+# nodes' PID 1 (each node's root is the rootfs)
+ROOTFS_APT="slurmctld slurmd slurm-client slurmdbd munge iproute2 procps util-linux libffi8 libnsl2
+  libslurm-dev jq squashfs-tools zstd pigz libbsd0 gawk tini"
 ROOTFS_BINDS="/root /home /tmp /var/tmp $STATE $CACHE /run/munge /etc/slurm"
+# bump when build_rootfs makes a different tree from the same suite and packages
+ROOTFS_REV=1
 SLURM_WRAPPED="sbatch srun salloc squeue scancel scontrol sacct sacctmgr sinfo sstat sprio sshare sdiag sreport strigger sattach sbcast"
 WRAP_MARK="# slurm-lab wrapper"
 ROOTFS_MARK=/etc/slurm-lab-rootfs
@@ -27,7 +32,7 @@ slurm_suite() {  # $1: version -> its suite, or nothing for a version the lab do
 
 rootfs_dir() {  # $1: suite -> its cached rootfs path
   local key
-  key=$(printf '%s\n' "$1" "$ROOTFS_APT" "$(declare -f build_rootfs)" | sha256sum | cut -c1-12)
+  key=$(printf '%s\n' "$1" "$ROOTFS_APT" "$ROOTFS_REV" | sha256sum | cut -c1-12)
   echo "$CACHE/rootfs-$1-$key"
 }
 
@@ -37,7 +42,9 @@ build_rootfs() {  # $1: suite; prints the rootfs path, building it if needed
   if [ -x "$r/usr/sbin/slurmctld" ] && [ -f "$r$ROOTFS_MARK" ]; then echo "$r"; return 0; fi
   apt_install debootstrap
   log "building a $suite rootfs for its SLURM (debootstrap from $MIRROR; about a minute, once)"
-  rm -rf "$r" "$r.tmp"; mkdir -p "$CACHE"
+  # what a killed build left: debootstrap's own /proc mount in the half-made tree
+  unmount_under "$r.tmp"
+  rm -rf --one-file-system "$r" "$r.tmp"; mkdir -p "$CACHE"
   debootstrap --variant=minbase "$suite" "$r.tmp" "$MIRROR" >"$CACHE/debootstrap-$suite.log" 2>&1 \
     || die "debootstrap $suite failed (see $CACHE/debootstrap-$suite.log)"
   # package scripts must not start daemons; sid's Release file may be past its Valid-Until
@@ -46,7 +53,7 @@ build_rootfs() {  # $1: suite; prints the rootfs path, building it if needed
   mount -t proc proc "$r.tmp/proc"
   # shellcheck disable=SC2086
   if ! DEBIAN_FRONTEND=noninteractive chroot "$r.tmp" sh -c \
-      "apt-get update -qq && apt-get install -y -qq --no-install-recommends $ROOTFS_APT" \
+      "apt-get update -qq && apt-get install -y -qq --no-install-recommends $(echo $ROOTFS_APT)" \
       >>"$CACHE/debootstrap-$suite.log" 2>&1; then
     umount "$r.tmp/proc"; die "apt-get in the $suite rootfs failed (see $CACHE/debootstrap-$suite.log)"
   fi
@@ -54,8 +61,22 @@ build_rootfs() {  # $1: suite; prints the rootfs path, building it if needed
   rm -rf "$r.tmp"/var/cache/apt/archives/*.deb "$r.tmp"/var/lib/apt/lists/*
   chroot "$r.tmp" dpkg-query -W -f '${Version}\n' slurmctld >"$r.tmp$ROOTFS_MARK"
   mv "$r.tmp" "$r"
+  # older builds of this suite go, unless something is still mounted in them (a lab's binds of
+  # host paths: never delete through those)
+  local old
+  for old in "$CACHE/rootfs-$suite-"*; do
+    case $old in *.tmp) unmount_under "$old";; esac  # a killed build's: no lab runs from it
+    [ "$old" = "$r" ] || [ ! -d "$old" ] || grep -q " $old[/ ]" /proc/mounts || rm -rf --one-file-system "$old"
+  done
   log "$suite rootfs ready in $((SECONDS - t0)) s: SLURM $(cat "$r$ROOTFS_MARK") ($(du -sm "$r" | cut -f1) MB)"
   echo "$r"
+}
+
+unmount_under() {  # every mount at or under $1, deepest first
+  local m
+  awk -v d="$1" '$2 == d || index($2, d "/") == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
+    umount -l "$m" 2>/dev/null || true
+  done
 }
 
 # The host paths bound into the rootfs: fixed ones, the checkout's parent (its ../shared too), the
@@ -83,6 +104,12 @@ mount_rootfs() {
   while read -r p; do
     mkdir -p "$r$p"; mount --rbind "$p" "$r$p"; mount --make-rslave "$r$p"; echo "$r$p" >>"$STATE/run/rootfs-mounts"
   done < <(rootfs_bind_paths)
+  # enroot as the host built it (slurm-lab-pyxis.sh), at the same paths: Pyxis runs it
+  for p in /usr/local/lib/enroot /usr/local/etc/enroot /usr/local/share/enroot /usr/local/bin/enroot*; do
+    [ -e "$p" ] || continue
+    if [ -d "$p" ]; then mkdir -p "$r$p"; else mkdir -p "$(dirname "$r$p")"; touch "$r$p"; fi
+    mount --bind "$p" "$r$p"; echo "$r$p" >>"$STATE/run/rootfs-mounts"
+  done
   mount -t proc proc "$r/proc"; echo "$r/proc" >>"$STATE/run/rootfs-mounts"
   for p in /sys /dev; do
     mount --rbind "$p" "$r$p"; mount --make-rslave "$r$p"; echo "$r$p" >>"$STATE/run/rootfs-mounts"
@@ -107,14 +134,17 @@ unmount_rootfs() {
 }
 
 # /usr/local/bin wrappers for the SLURM commands (first on the default PATH): the rootfs's
-# command, run in the caller's directory with the caller's environment.
+# command, run by the rootfs's own dynamic loader and libraries, so any user may run it (chroot
+# is root's), in the caller's directory and environment. It finds its plugins through slurm.conf's
+# PluginDir, a path under the rootfs that also resolves inside it ($CACHE is bound in).
 install_wrappers() {
-  local r=$1 c
+  local r=$1 c lib=$1/usr/lib/x86_64-linux-gnu
   remove_wrappers
   for c in $SLURM_WRAPPED; do
     [ -x "$r/usr/bin/$c" ] || continue
-    printf '#!/bin/sh\n%s: SLURM %s from %s\n[ -f %s ] && exec /usr/bin/%s "$@"\nexec chroot %s /bin/sh -c '\''cd "$1" 2>/dev/null || cd /; shift; exec "$@"'\'' - "$PWD" /usr/bin/%s "$@"\n' \
-      "$WRAP_MARK" "$(cat "$r$ROOTFS_MARK")" "$r" "$ROOTFS_MARK" "$c" "$r" "$c" >"/usr/local/bin/$c"
+    printf '#!/bin/sh\n%s: SLURM %s from %s\n[ -f %s ] && exec /usr/bin/%s "$@"\nexec %s --library-path %s %s "$@"\n' \
+      "$WRAP_MARK" "$(cat "$r$ROOTFS_MARK")" "$r" "$ROOTFS_MARK" "$c" "$lib/ld-linux-x86-64.so.2" \
+      "$lib/slurm-wlm:$lib" "$r/usr/bin/$c" >"/usr/local/bin/$c"
     chmod 755 "/usr/local/bin/$c"
   done
 }
@@ -132,4 +162,23 @@ rootfs_chroot() {
   local r
   r=$(cat "$STATE/run/rootfs" 2>/dev/null || true)
   [ -z "$r" ] || echo "chroot $r"
+}
+
+# Pyxis for the rootfs's SLURM: compiled here against the rootfs's own headers (a SPANK plugin
+# must match its slurmd's version), installed at the path the host's pyxis.conf names, inside
+# the rootfs. enroot is the host's build, bound in by mount_rootfs.
+install_rootfs_pyxis() {
+  local r=$1 psrc key build
+  psrc=$(pyxis_source pyxis)
+  key=$(source_key "$psrc")-$(cat "$r$ROOTFS_MARK")
+  [ "$(cat "$r/usr/local/lib/slurm/.pyxis-key" 2>/dev/null)" = "$key" ] && return 0
+  log "building pyxis for SLURM $(cat "$r$ROOTFS_MARK")"
+  build=$CACHE/build-rootfs-pyxis
+  unpack_source "$psrc" "$build"
+  # only the rootfs's SLURM headers (spank.h, slurm_version.h); the host's own for the rest
+  mkdir -p "$build/inc"; ln -s "$r/usr/include/slurm" "$build/inc/slurm"
+  (cd "$build" && CPPFLAGS="-I$build/inc" make && make install prefix=/usr/local DESTDIR="$r") \
+    >"$CACHE/build-rootfs-pyxis.log" 2>&1 || die "building pyxis for $r failed (see $CACHE/build-rootfs-pyxis.log)"
+  rm -rf "$build"
+  echo "$key" >"$r/usr/local/lib/slurm/.pyxis-key"
 }

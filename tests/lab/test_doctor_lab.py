@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import LAB, REPO
 from tests.lab.helpers import lab_spec, pyxis_missing
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.lab, pytest.mark.smoke, pytest.mark.timeout(300)]
 
 
 def doctor(spec: Path, *args: str) -> tuple[int, dict[str, dict]]:
@@ -46,7 +46,7 @@ def test_without_probe_nothing_is_submitted_and_node_checks_say_so(lab: list[str
         ({"account": "nope"}, "account", "'nope' is not one of root's accounts (lab, rl", "set the spec's 'account'"),
         ({"qos": "nope"}, "qos", "'nope' is not allowed for root (high, normal", "set the spec's 'qos'"),
         # a node's /tmp is its own: what a node writes there, the login node never sees
-        ({"fileroot": "/tmp/srl-doctor-private"}, "fileroot", "wrote /tmp/srl-doctor-private/.doctor/", "shared"),
+        ({"fileroot": "/tmp/srl-doctor-private"}, "fileroot", "/tmp/srl-doctor-private is not shared", "shared"),
         ({"network_interface": "ib0"}, "network", "no interface ib0 on this node", "use an interface every node"),
     ],
 )
@@ -58,14 +58,19 @@ def test_each_broken_setting_is_its_own_fail_with_the_fix(
     got = checks[check]
     assert got["status"] == "fail" and found in got["found"] and fix in (got["fix"] + got["found"]), got
     assert [c["name"] for c in checks.values() if c["status"] == "fail"] == [check], checks
+    if check in ("partition", "account", "qos"):  # no probe job with what failed
+        assert checks["fileroot"]["status"] == "skip" and "fix that first" in checks["fileroot"]["found"]
 
 
 def test_the_pyxis_check_says_what_the_lab_has(lab: list[str], tmp_path: Path) -> None:
-    rc, checks = doctor(lab_spec(tmp_path, container_runtime="pyxis", cpu_image="/nonexistent.sqsh"))
-    if pyxis_missing():  # the lab without containers (`up` without --pyxis, or a SLURM it is not built for)
+    spec = REPO / "cluster_specs" / "lab-pyxis.json"
+    if pyxis_missing():  # the lab without containers (`up` without --pyxis)
+        rc, checks = doctor(spec)
         assert rc == 1 and checks["pyxis"]["status"] == "fail", checks
         assert "no Pyxis in plugstack.conf, the spec wants it" in checks["pyxis"]["found"]
         assert "set container_runtime to 'none'" in checks["pyxis"]["fix"]
-    else:
-        assert checks["pyxis"]["status"] == "ok", checks
-        assert "spank_pyxis.so, container_scope=" in checks["pyxis"]["found"]
+        return
+    subprocess.run([str(LAB), "image"], capture_output=True, check=True, timeout=600)  # slurm-rl as checked out
+    rc, checks = doctor(spec, "--probe")  # the probe runs in the image: its python, Ray and slurm-rl
+    assert rc == 0 and {c["status"] for c in checks.values()} == {"ok"}, checks
+    assert "spank_pyxis.so, container_scope=" in checks["pyxis"]["found"]

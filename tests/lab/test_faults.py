@@ -26,6 +26,7 @@ def _release(data: dict) -> None:
     (job_dir(data) / "release").touch()
 
 
+@pytest.mark.smoke
 def test_driver_exception(lab: list[str]) -> None:
     data = start("hold.py", "raise", nodes=2)
     wait_ready(data)
@@ -36,6 +37,7 @@ def test_driver_exception(lab: list[str]) -> None:
     assert "the experiment failed on purpose" in (job_dir(data) / "logs" / "driver.log").read_text()
 
 
+@pytest.mark.smoke
 def test_driver_sigkill(lab: list[str]) -> None:
     data = start("hold.py", nodes=2)
     wait_ready(data)
@@ -47,6 +49,7 @@ def test_driver_sigkill(lab: list[str]) -> None:
     assert (job_dir(data) / "exit_code").read_text().strip() == "137"
 
 
+@pytest.mark.smoke
 def test_scancel_one_of_two_jobs_sharing_nodes(lab: list[str]) -> None:
     a = start("hold.py", nodes=2, extra=("--oversubscribe", "--name", "fault-a"))
     b = start("hold.py", nodes=2, extra=("--oversubscribe", "--name", "fault-b"))
@@ -65,6 +68,7 @@ def test_scancel_one_of_two_jobs_sharing_nodes(lab: list[str]) -> None:
     assert_no_leftovers(lab, b["job_id"])
 
 
+@pytest.mark.smoke
 def test_time_limit(lab: list[str]) -> None:
     data = start("hold.py", nodes=2, extra=("--time", "0:20"))
     wait_ready(data)

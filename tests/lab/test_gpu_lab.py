@@ -82,6 +82,7 @@ def check_workers(report: dict, gpus_per_node: int, nodes: int, scontrol: str = 
     return given
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize(
     "layout", [(), ("--head-partition", "labcpu", "--partition", "labgpu")], ids=["gpu-nodes", "cpu-head-hetjob"]
 )
@@ -106,6 +107,7 @@ def test_gpu_workers_get_distinct_devices_within_slurms_allocation(gpu_lab: list
     assert_no_leftovers(gpu_lab, data["job_id"])
 
 
+@pytest.mark.smoke
 def test_two_jobs_on_one_node_get_disjoint_devices_and_added_steps_ask_for_none(gpu_lab: list[str]) -> None:
     flags = ("--gpus-per-node", "2", "--nodelist", "node3")
     first = start("gpu_workers.py", "2", "hold", nodes=1, spec=SPEC_GPU, extra=flags)

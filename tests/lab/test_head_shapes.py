@@ -18,6 +18,7 @@ def _report(data: dict) -> dict:
     return json.loads(next(line for line in log.splitlines() if line.startswith("REPORT "))[7:])
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize(
     "extra",
     [("--head-node", "cpu"), ("--head-partition", "labcpu", "--partition", "labgpu")],

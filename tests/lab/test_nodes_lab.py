@@ -97,5 +97,5 @@ def test_slurm_switch_tree_reaches_ray_as_topology(lab: list[str]) -> None:
     assert seen["constraints"] == [{"nvlink_domain_leaf1": 0.001}] * 2 and seen["remaining"] == ["node3"]
     assert set(seen["pinned_hosts"]) <= {"node1", "node2"}
     node_log = (job_dir(data) / "logs" / "node-node3.log").read_text()
-    assert "topology: domain leaf2 (leaf switch of spine.leaf2.node3), topo rank 3" in node_log
+    assert "topology: domain leaf2 (the switch or block over it in spine.leaf2.node3), topo rank 3" in node_log
     assert_no_leftovers(lab, data["job_id"])

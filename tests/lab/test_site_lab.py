@@ -54,6 +54,7 @@ def sacct(job_id: int, *fields: str) -> list[list[str]]:
     return [line.split("|") for line in out.splitlines() if line.strip()]
 
 
+@pytest.mark.smoke
 def test_site_options_reach_slurm_and_the_job_runs(site: list[str]) -> None:
     """QOS (on a partition only that QOS may use), a constraint, exclusive nodes, memory and an
     escape-hatch sbatch argument: all in SLURM's view of the job, which runs to the end."""
@@ -150,6 +151,7 @@ def test_an_interpreter_missing_on_the_nodes_only_is_the_jobs_exit_reason(lab: l
     assert 'set "python" in the spec to an interpreter that every node has' in reason, reason
 
 
+@pytest.mark.smoke
 def test_teardown_in_an_enforced_account_carries_it_and_leaves_nothing(site: list[str]) -> None:
     """A teardown of a job that has ended (scancel'd here; at a site: lost) cleans its nodes
     outside any allocation: as its own short job, in the job's account and QOS (a site

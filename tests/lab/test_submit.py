@@ -17,6 +17,7 @@ from tests.lab.helpers import SPEC, exit_reason, job_dir, job_leftovers, start, 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
 
 
+@pytest.mark.smoke
 def test_three_node_job(lab: list[str]) -> None:
     res, data = submit("check_cluster.py", "3", nodes=3)
     assert res.returncode == 0, (res.stdout, res.stderr)
@@ -56,6 +57,7 @@ def test_three_node_job(lab: list[str]) -> None:
     assert {"job_id", "job_dir", "nodes", "state"} <= set(json.loads(st.stdout.splitlines()[0]))
 
 
+@pytest.mark.smoke
 def test_driver_exit_code_is_the_job_exit_code(lab: list[str]) -> None:
     res, data = submit("exit_code.py", "3", nodes=1)
     assert res.returncode == 3, (res.stdout, res.stderr)
@@ -66,6 +68,7 @@ def test_driver_exit_code_is_the_job_exit_code(lab: list[str]) -> None:
     assert "ExitCode=3:0" in out
 
 
+@pytest.mark.smoke
 def test_two_jobs_share_nodes(lab: list[str]) -> None:
     results: dict[str, tuple] = {}
 

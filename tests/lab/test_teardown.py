@@ -14,6 +14,7 @@ from tests.lab.helpers import SPEC, assert_no_leftovers, exit_reason, job_leftov
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
 
 
+@pytest.mark.smoke
 def test_teardown_running_job_then_again(lab: list[str]) -> None:
     data = start("hold.py", nodes=3)
     wait_ready(data)
@@ -31,6 +32,7 @@ def test_teardown_running_job_then_again(lab: list[str]) -> None:
     assert "was already" in again.stdout and "0 leftover" in again.stdout
 
 
+@pytest.mark.smoke
 def test_teardown_force_kills_at_once(lab: list[str]) -> None:
     data = start("hold.py", nodes=2)
     wait_ready(data)

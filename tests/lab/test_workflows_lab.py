@@ -26,6 +26,7 @@ def overlap(intervals: list[tuple[float, float]]) -> int:
     return most
 
 
+@pytest.mark.smoke
 def test_a_four_point_sweep_two_at_a_time_with_summary_and_plot(lab: list[str]) -> None:
     res = run_cli(
         "sweep",

@@ -36,6 +36,8 @@ class FakeRunner:
 
     def __call__(self, argv: Sequence[str], timeout_s: float) -> Completed:
         assert timeout_s > 0
+        if list(argv) == ["sinfo", "--version"]:  # read locally, once: not a call to slurmctld
+            return self.table.get("sinfo --version", Completed(0, "slurm-wlm 22.05.8\n", ""))
         self.calls.append(list(argv))
         for prefix, answer in self.table.items():
             if " ".join(argv).startswith(prefix):
@@ -261,3 +263,69 @@ def test_many_jobs_in_two_calls() -> None:
     assert len(runner.calls) == 2 and "47741002,47741004,5" in runner.calls[0]
     assert SlurmClient(FakeRunner({"sacct": NO_ACCOUNTING})).accounting_table([1]) == {}
     assert SlurmClient(FakeRunner({})).accounting_table([]) == {}  # nothing to ask: no call
+
+
+# sacct --json -X on the 26.05 lab (data_parser/v0.0.45), trimmed to the fields slurm-rl reads; then a
+# heterogeneous job's two components, an array task and an array's pending rest, in the same shape
+_J = (
+    '{{"job_id": {id}, "state": {{"current": ["{state}"], "reason": "None"}}, "exit_code": {{"status": ["SUCCESS"], '
+    '"return_code": {{"set": true, "infinite": false, "number": {rc}}}}}, "nodes": "{nodes}", "array": {{"job_id": '
+    '{array}, "task_id": {{"set": {set}, "infinite": false, "number": {task}}}, "task": "{rest}"}}, "het": '
+    '{{"job_id": {het}, "job_offset": {{"set": false, "infinite": false, "number": 0}}}}}}'
+)
+
+
+def _job(**f: object) -> str:
+    base = {
+        "state": "COMPLETED",
+        "rc": 0,
+        "nodes": "node[1-3]",
+        "array": 0,
+        "set": "false",
+        "task": 0,
+        "rest": "",
+        "het": 0,
+    }
+    return _J.format(**{**base, **f})
+
+
+SACCT_JSON = '{{"jobs": [{}], "meta": {{"plugin": {{"data_parser": "data_parser/v0.0.45"}}}}}}'.format(
+    ", ".join(
+        [
+            _job(id=47818639),
+            _job(id=47818640, state="CANCELLED"),
+            _job(id=47818641, state="FAILED", rc=3, nodes="node2"),
+            _job(id=47818650, het=47818650, state="FAILED", rc=1),
+            _job(id=47818651, het=47818650, state="FAILED", rc=1, nodes="node3"),
+            _job(id=47818661, array=47818660, set="true", task=1, state="TIMEOUT"),
+            _job(id=47818660, array=47818660, rest="2-3", state="PENDING", nodes="None assigned"),
+        ]
+    )
+)
+
+
+def test_on_23_02_and_later_the_states_come_from_sacct_json() -> None:
+    runner = FakeRunner(
+        {"sinfo --version": Completed(0, "slurm 26.05.5\n", ""), "sacct --json": Completed(0, SACCT_JSON, "")}
+    )
+    table = SlurmClient(runner).accounting_table([47818639, 47818640, 47818641, 47818650, "47818660_1"])
+    assert runner.calls == [["sacct", "--json", "-X", "-j", "47818639,47818640,47818641,47818650,47818660_1"]]
+    assert table == {
+        47818639: JobState(47818639, "COMPLETED", "node[1-3]", 0),
+        47818640: JobState(47818640, "CANCELLED", "node[1-3]", 0),
+        47818641: JobState(47818641, "FAILED", "node2", 3),
+        47818650: JobState(47818650, "FAILED", "node[1-3]", 1),  # the first component, as text has it
+        "47818660_1": JobState("47818660_1", "TIMEOUT", "node[1-3]", 0),
+    }
+
+
+def test_an_unreadable_json_answer_falls_back_to_text() -> None:
+    runner = FakeRunner(
+        {
+            "sinfo --version": Completed(0, "slurm 24.11.5\n", ""),
+            "sacct --json": Completed(0, "sacct: error: plugin data_parser not found\n", ""),
+            "sacct -n": Completed(0, "47741002|COMPLETED|node1|0:0\n", ""),
+        }
+    )
+    assert SlurmClient(runner).accounting_table([47741002]) == {47741002: JobState(47741002, "COMPLETED", "node1", 0)}
+    assert [c[1] for c in runner.calls] == ["--json", "-n"]

@@ -60,3 +60,8 @@ def test_a_node_reads_its_leaf_switch_from_slurm() -> None:
     resources, note = topology_resources(bare.leaf_switch(), 0, bare.topology_addr)
     assert resources == {"topo_rank": 1.0} and _parse_topology_from_resources(resources) == (U, 1)
     assert "no switch" in note
+    # topology/block (23.11+): the block is the domain
+    block = JobEnvironment.current({"SLURM_TOPOLOGY_ADDR": "b2.node3", "SLURM_TOPOLOGY_ADDR_PATTERN": "block.node"})
+    resources, note = topology_resources(block.leaf_switch(), 2, block.topology_addr)
+    assert resources == {"nvlink_domain_b2": 1.0, "topo_rank": 3.0}
+    assert note == "topology: domain b2 (the switch or block over it in b2.node3), topo rank 3"

@@ -1,0 +1,112 @@
+"""`slurm-rl doctor` over recorded SLURM answers (the 24.11 lab's): each check's line, and each
+broken setting as its own ✗ with the fix; the probe's node report judged without a job."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Sequence
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from slurm_rl.config.spec import parse_spec
+from slurm_rl.login.doctor import site_checks
+from slurm_rl.login.doctor_probe import judge, not_probed
+from slurm_rl.slurm import Completed, SlurmClient
+
+SINFO_NODES = "lab*|node1|4|4000|gpu:labgpu:4|infinite\nlab*|node2|4|4000|gpu:labgpu:4|infinite\n"
+CONFIG = (
+    "Configuration data as of 2026-11-25T19:00:00\nProctrackType           = proctrack/linuxproc\n"
+    "TaskPlugin              = task/affinity\nTopologyPlugin          = topology/tree\n"
+    "PlugStackConfig         = (null)\nSLURM_CONF              = /nonexistent/slurm.conf\n"
+)
+
+
+def client(slurm: str = "slurm 24.11.5\n", sacctmgr: bool = True) -> SlurmClient:
+    table = {
+        "sinfo --version": Completed(0, slurm, ""),
+        "sinfo -h -N": Completed(0, SINFO_NODES, ""),
+        "sinfo -h -o %P|%G|%D": Completed(0, "lab*|gpu:labgpu:4|2\n", ""),
+        "scontrol show config": Completed(0, CONFIG, ""),
+        "sacctmgr -n -P show assoc": Completed(0, "lab||high,normal|normal\nrl||normal|normal\n", "")
+        if sacctmgr
+        else Completed(1, "", "sacctmgr: error: Problem talking to the database\n"),
+        "sacctmgr -n -P show qos": Completed(0, "normal|||\n", ""),
+    }
+
+    def runner(argv: Sequence[str], timeout_s: float) -> Completed:
+        line = " ".join(argv)
+        return next(answer for prefix, answer in table.items() if line.startswith(prefix))
+
+    return SlurmClient(runner)
+
+
+def spec(**fields: object):  # type: ignore[no-untyped-def]
+    return parse_spec({"cluster_name": "lab", "fileroot": "/var/tmp/srl", "partition": "lab", **fields})
+
+
+def test_a_site_that_fits_the_spec_is_all_ok() -> None:
+    checks = site_checks(spec(), client(), "alice")
+    assert [c.name for c in checks] == [
+        "slurm", "partition", "account", "qos", "process tracking", "cgroup", "topology", "gpus", "pyxis",
+    ]  # fmt: skip
+    assert {c.status for c in checks} == {"ok"}, [c.line() for c in checks]
+    assert (
+        checks[0].line()
+        == "✓ slurm: SLURM 24.11.5; slurm-rl supports SLURM 22.05 or newer (proven on 22.05, 24.11, 26.05)"
+    )
+    assert checks[1].found == "lab: 2 nodes, up to 4 CPUs, 4 GPUs per node, no time limit"
+    assert checks[7].found == "lab: gpu:labgpu:4 on 2 nodes (typed)"
+
+
+@pytest.mark.parametrize(
+    ("fields", "name", "found", "fix"),
+    [
+        ({"partition": "gpu"}, "partition", "'gpu' does not exist (partitions: lab)", "set the spec's 'partition'"),
+        ({"account": "x"}, "account", "'x' is not one of alice's accounts (lab, rl)", "set the spec's 'account'"),
+        ({"qos": "high", "account": "rl"}, "qos", "'high' is not allowed for alice (normal)", "set the spec's 'qos'"),
+        (
+            {"container_runtime": "pyxis", "python": "python3", "cpu_image": "i.sqsh"},
+            "pyxis",
+            "no Pyxis in plugstack.conf, the spec wants it",
+            "container_runtime",
+        ),
+        ({"segment": 2}, "topology", "topology/tree: Ray nodes know their switch; --segment needs Topology", "segment"),
+    ],
+)
+def test_each_broken_setting_is_one_fail_with_its_fix(fields: dict, name: str, found: str, fix: str) -> None:
+    checks = site_checks(spec(**fields), client(), "alice")
+    failed = [c for c in checks if c.status == "fail"]
+    assert [c.name for c in failed] == [name], [c.line() for c in checks]
+    assert failed[0].found.startswith(found) and fix in failed[0].fix and failed[0].line().startswith("✗ ")
+
+
+def test_an_old_slurm_stops_at_the_first_line_and_no_accounting_is_a_warning() -> None:
+    old = site_checks(spec(), client("slurm-wlm 21.08.8\n"), "alice")
+    assert [(c.name, c.status) for c in old] == [("slurm", "fail")]
+    assert old[0].found == "this site runs SLURM 21.08.8"
+    quiet = site_checks(spec(), client(sacctmgr=False), "alice")
+    assert [c.status for c in quiet if c.name == "accounting"] == ["warn"]
+
+
+def _node(**changes: object) -> dict:
+    node = {
+        "host": "node3", "python": platform.python_version(), "ray": version("ray"), "slurm_rl": "0",
+        "fileroot_error": "", "interfaces": "eth0 10.77.0.13", "address": "10.77.0.13 (its name)",
+        "network_error": "", "ephemeral": "32768-60999", "ports_ok": True,
+    }  # fmt: skip
+    return {**node, **changes}
+
+
+def test_the_probe_report_is_judged_check_by_check(tmp_path: Path) -> None:
+    marker = tmp_path / "m"
+    marker.write_text("node3")
+    assert {c.status for c in judge(spec(), _node(), marker)} == {"ok"}
+    unseen = judge(spec(), _node(), tmp_path / "gone")
+    assert [c.name for c in unseen if c.status == "fail"] == ["fileroot"]
+    assert "this login node does not see it" in unseen[1].found and "shared" in unseen[1].fix
+    other = judge(spec(), _node(python="3.9.1", ray="2.10.0"), marker)
+    assert [c.name for c in other if c.status == "fail"] == ["python and ray"]
+    assert other[-1].found.startswith("node3: Python 3.9, Ray 2.10.0; here: Python ")
+    assert [c.status for c in not_probed()] == ["skip"] * 4
