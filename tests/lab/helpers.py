@@ -210,6 +210,12 @@ def lab_spec(tmp_path: Path, **fields: object) -> Path:
     return path
 
 
+def lab_up(*args: str) -> None:
+    """`slurm-lab up ARGS` (a test that needs another lab brings it back with ``lab_up_args()``)."""
+    res = subprocess.run([str(LAB), "up", *args], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+
+
 def lab_up_args() -> list[str]:
     """The `slurm-lab up` options the running lab was brought up with."""
     saved = STATE / "run" / "up-args"

@@ -125,8 +125,15 @@ image_key() {  # also leaves the environment's file list in $CACHE/image-files.t
   } | sha256sum | cut -c1-16
 }
 
+# One build at a time (two tests, or `up` and a test, may ask at once; a second waits, then finds
+# the image current).
 cmd_image() {
   need_root
+  mkdir -p "$CACHE"
+  (flock -w 900 9 || die "another image build holds $CACHE/image.lock"; build_image) 9>"$CACHE/image.lock"
+}
+
+build_image() {
   local py=${SLURM_LAB_PYTHON:-python3} top key base work site
   top=$(cd "$SCRIPT_DIR/../.." && pwd)
   "$py" -c 'import slurm_rl, ray, torch' 2>/dev/null \

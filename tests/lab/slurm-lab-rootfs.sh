@@ -12,12 +12,13 @@
 
 # version -> Debian suite; "host" is the machine's own packages
 SLURM_SUITES="22.05:host 24.11:trixie 26.05:sid"
-DEFAULT_SLURM=22.05
+# the newest that passes the whole suite (tests/lab/slurm-versions runs the smoke set on the others)
+DEFAULT_SLURM=26.05
 # libffi8, libnsl2: what the host's own (pyenv) interpreters link that a minbase rootfs lacks;
 # libslurm-dev: the headers Pyxis is built against; jq ... libbsd0: what enroot runs; tini: the
-# nodes' PID 1 (each node's root is the rootfs)
+# nodes' PID 1 (each node's root is the rootfs); strace: what the tests trace a node's process with
 ROOTFS_APT="slurmctld slurmd slurm-client slurmdbd munge iproute2 procps util-linux libffi8 libnsl2
-  libslurm-dev jq squashfs-tools zstd pigz libbsd0 gawk tini"
+  libslurm-dev jq squashfs-tools zstd pigz libbsd0 gawk tini strace"
 ROOTFS_BINDS="/root /home /tmp /var/tmp $STATE $CACHE /run/munge /etc/slurm"
 # bump when build_rootfs makes a different tree from the same suite and packages
 ROOTFS_REV=1
@@ -181,4 +182,20 @@ install_rootfs_pyxis() {
     >"$CACHE/build-rootfs-pyxis.log" 2>&1 || die "building pyxis for $r failed (see $CACHE/build-rootfs-pyxis.log)"
   rm -rf "$build"
   echo "$key" >"$r/usr/local/lib/slurm/.pyxis-key"
+}
+
+# `slurm-lab rootfs [VERSION...]`: build what `up --slurm VERSION` needs ahead of it (CI does it
+# in the background, beside pip): the rootfs, and Pyxis in it where the sources are there.
+cmd_rootfs() {
+  need_root
+  local v suite r
+  [ $# -gt 0 ] || set -- $(echo "$SLURM_SUITES" | tr ' ' '\n' | grep -v ':host$' | cut -d: -f1)
+  for v in "$@"; do
+    suite=$(slurm_suite "$v")
+    [ -n "$suite" ] || die "rootfs: no SLURM $v here (one of: $(echo "$SLURM_SUITES" | sed 's/:[a-z]*//g'))"
+    [ "$suite" = host ] && continue
+    r=$(build_rootfs "$suite")
+    if [ -z "$(pyxis_missing)" ]; then install_pyxis; install_rootfs_pyxis "$r"; fi
+    echo "$v $r"
+  done
 }

@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import LAB, run_cli
 from tests.lab.helpers import (
     assert_no_leftovers,
+    lab_up,
     lab_up_args,
     last_json,
     start,
@@ -24,11 +25,6 @@ from tests.lab.helpers import (
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
 MIB = 2**20
-
-
-def lab_up(*args: str) -> None:
-    res = subprocess.run([str(LAB), "up", *args], capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr
 
 
 @pytest.fixture(scope="module")

@@ -68,7 +68,6 @@ def test_scancel_one_of_two_jobs_sharing_nodes(lab: list[str]) -> None:
     assert_no_leftovers(lab, b["job_id"])
 
 
-@pytest.mark.smoke
 def test_time_limit(lab: list[str]) -> None:
     data = start("hold.py", nodes=2, extra=("--time", "0:20"))
     wait_ready(data)
