@@ -231,6 +231,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         secrets_file=SECRETS_FILE,
         launch=" ".join([*shell_words(prefix, key), 'bash -c "$SLURM_RL_NODE_SCRIPT"']),
         files=finalize_files(),
+        pyxis=spec.container_runtime == "pyxis",  # a requeue first removes the attempt's containers
         requeue=opts.requeue,
         chain=opts.chain > 1 or bool(opts.run_dir),
         run_dir=shlex.quote(opts.run_dir) if opts.run_dir else '"$SLURM_RL_JOB_DIR"',

@@ -98,6 +98,7 @@ rootfs_bind_paths() {
 mount_rootfs() {
   local r=$1 p
   unmount_rootfs
+  unmount_under "$r"  # what a lab left whose state was wiped (its list of mounts gone with it)
   mkdir -p /run/munge /etc/slurm
   : >"$STATE/run/rootfs-mounts"
   # the shared paths first: $CACHE holds the rootfs itself, and a recursive bind made after
