@@ -13,7 +13,7 @@ from typing import Literal
 
 from ..config.spec import ClusterSpec
 from ..slurm import SlurmClient, supported_text
-from ..slurm.site import associations, gpus_by_partition, site_config, spank_plugins
+from ..slurm.site import associations, site_config, spank_plugins
 
 Status = Literal["ok", "warn", "fail", "skip"]
 MARK = {"ok": "✓", "warn": "!", "fail": "✗", "skip": "-"}
@@ -196,7 +196,7 @@ def check_topology(config: dict[str, str], spec: ClusterSpec, client: SlurmClien
 
 
 def check_gpus(spec: ClusterSpec, client: SlurmClient) -> Check:
-    parts = [p for p in gpus_by_partition(client) if p.gres]
+    parts = [p for p in client.partitions().values() if p.gres]
     if not parts:
         status: Status = "fail" if spec.gpus_per_node else "ok"
         return Check(
@@ -206,9 +206,9 @@ def check_gpus(spec: ClusterSpec, client: SlurmClient) -> Check:
             "drop gpus_per_node from the spec" if spec.gpus_per_node else "",
         )
     text = "; ".join(
-        f"{p.partition}: {','.join(p.gres)} on {p.nodes} nodes ({'typed' if p.typed else 'untyped'})" for p in parts
+        f"{p.name}: {','.join(p.gres)} on {p.nodes} nodes ({'typed' if p.gpus_typed else 'untyped'})" for p in parts
     )
-    typed = any(p.typed for p in parts)
+    typed = any(p.gpus_typed for p in parts)
     if typed and not spec.gpu_type and len({g.split(":")[1] for p in parts for g in p.gres if g.count(":") >= 2}) > 1:
         return Check("gpus", "warn", text, "several GPU types: set the spec's 'gpu_type' to choose")
     return Check("gpus", "ok", text)

@@ -190,6 +190,7 @@ class SlurmClient:
                 mem = int(parts[3].rstrip("+")) if parts[3].rstrip("+").isdigit() else 0
                 gpus = sum(int(m.group(1)) for m in re.finditer(r"gpu(?::[\w.-]+)?:(\d+)", parts[4]))
                 prev = out.get(name, PartitionInfo(name, 0, 0, 0, 0, default))
+                gres = {re.sub(r"\(.*?\)", "", g) for g in parts[4].split(",") if g.startswith("gpu")}
                 out[name] = PartitionInfo(
                     name,
                     len(nodes[name]),
@@ -198,6 +199,7 @@ class SlurmClient:
                     max(prev.gpus, gpus),
                     default or prev.default,
                     parts[5] if re.fullmatch(r"[\d:-]+", parts[5]) else None,
+                    tuple(sorted(gres.union(prev.gres))),
                 )
             self._partitions = out
         return self._partitions

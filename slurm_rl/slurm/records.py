@@ -32,6 +32,11 @@ class PartitionInfo:
     gpus: int
     default: bool
     max_time: str | None = None  # sinfo's time limit (a SLURM time), None for infinite or unknown
+    gres: tuple[str, ...] = ()  # its nodes' GPU GRES as sinfo names them: gpu:labgpu:4, gpu:8
+
+    @property
+    def gpus_typed(self) -> bool:
+        return any(g.count(":") >= 2 for g in self.gres)
 
 
 @dataclass(frozen=True)

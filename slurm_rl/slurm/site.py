@@ -1,11 +1,10 @@
 """What a site's SLURM is set up to do, read through ``SlurmClient`` for ``slurm-rl doctor``:
-its configuration (``scontrol show config``), the user's associations (``sacctmgr``), the GPUs
-per partition (``sinfo``) and the SPANK plugins it loads (Pyxis)."""
+its configuration (``scontrol show config``), the user's associations (``sacctmgr``) and the
+SPANK plugins it loads (Pyxis). GPUs per partition come from ``SlurmClient.partitions``."""
 
 from __future__ import annotations
 
 import glob
-import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,32 +50,6 @@ def associations(client: SlurmClient, user: str) -> list[Association] | None:
         if len(parts) == 4 and parts[0]:
             out.append(Association(parts[0], parts[1], tuple(q for q in parts[2].split(",") if q), parts[3]))
     return out
-
-
-@dataclass(frozen=True)
-class PartitionGpus:
-    partition: str
-    gres: tuple[str, ...]  # as sinfo prints them: gpu:labgpu:4, gpu:8
-    nodes: int
-
-    @property
-    def typed(self) -> bool:
-        return any(g.count(":") >= 2 for g in self.gres)
-
-
-def gpus_by_partition(client: SlurmClient) -> list[PartitionGpus]:
-    """Each partition's GPU GRES (typed ``gpu:TYPE:N`` or untyped ``gpu:N``) and node count."""
-    res = client.run(["sinfo", "-h", "-o", "%P|%G|%D"], check=False)
-    found: dict[str, tuple[set[str], int]] = {}
-    for line in res.stdout.splitlines() if res.returncode == 0 else []:
-        parts = line.strip().split("|")
-        if len(parts) != 3 or not parts[2].isdigit():
-            continue
-        gres = {re.sub(r"\(.*?\)", "", g) for g in parts[1].split(",") if g.startswith("gpu")}
-        name = parts[0].rstrip("*")
-        have, nodes = found.get(name, (set(), 0))
-        found[name] = (have | gres, nodes + int(parts[2]))
-    return [PartitionGpus(p, tuple(sorted(g)), n) for p, (g, n) in found.items()]
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,10 @@ CONFIG = (
 )
 
 
-def client(slurm: str = "slurm 24.11.5\n", sacctmgr: bool = True) -> SlurmClient:
-    table = {
+def client(slurm: str = "slurm 24.11.5\n", sacctmgr: bool = True, nodes: str = SINFO_NODES) -> SlurmClient:
+    table = {  # a command not here fails the test (StopIteration): doctor asks nothing else
         "sinfo --version": Completed(0, slurm, ""),
-        "sinfo -h -N": Completed(0, SINFO_NODES, ""),
-        "sinfo -h -o %P|%G|%D": Completed(0, "lab*|gpu:labgpu:4|2\n", ""),
+        "sinfo -h -N": Completed(0, nodes, ""),
         "scontrol show config": Completed(0, CONFIG, ""),
         "sacctmgr -n -P show assoc": Completed(0, "lab||high,normal|normal\nrl||normal|normal\n", "")
         if sacctmgr
@@ -88,6 +87,16 @@ def test_an_old_slurm_stops_at_the_first_line_and_no_accounting_is_a_warning() -
     assert old[0].found == "this site runs SLURM 21.08.8"
     quiet = site_checks(spec(), client(sacctmgr=False), "alice")
     assert [c.status for c in quiet if c.name == "accounting"] == ["warn"]
+
+
+def test_gpus_come_from_the_node_table_and_two_types_want_a_choice() -> None:
+    mixed = SINFO_NODES.replace("node2|4|4000|gpu:labgpu:4", "node2|4|4000|gpu:h100:8(S:0-1),nvme:1")
+    gpus = site_checks(spec(), client(nodes=mixed), "alice")[7]
+    assert (gpus.status, gpus.found) == ("warn", "lab: gpu:h100:8,gpu:labgpu:4 on 2 nodes (typed)")
+    assert "gpu_type" in gpus.fix
+    assert site_checks(spec(gpu_type="h100"), client(nodes=mixed), "alice")[7].status == "ok"
+    bare = site_checks(spec(gpus_per_node=2), client(nodes=SINFO_NODES.replace("gpu:labgpu:4", "(null)")), "alice")
+    assert (bare[7].status, bare[7].found) == ("fail", "no GPU GRES in any partition")
 
 
 def _node(**changes: object) -> dict:
