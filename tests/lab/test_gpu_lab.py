@@ -76,6 +76,7 @@ def check_workers(report: dict, gpus_per_node: int, nodes: int, scontrol: str = 
     for w in workers:
         assert [w["cuda_visible_devices"]] == w["gpu_ids"], w  # Ray's ids agree with the variable
         assert w["cuda_visible_devices"] in given[w["host"]], (w, given)
+    assert report["status_gpu_ids"] == [w["gpu_ids"] for w in workers], report  # get_worker_status() agrees
     assert sorted(int(w["rank"]) for w in workers) == list(range(len(workers)))
     assert {w["world_size"] for w in workers} == {str(len(workers))}
     assert set(report["ray_gpus"].values()) == {gpus_per_node}, report["ray_gpus"]

@@ -57,7 +57,11 @@ def test_dead_worker_mid_call_is_named_fast_and_restarts_in_place(cpu_cluster) -
     with pytest.raises(RayActorError) as bare:
         ray.get(refs[1])
     assert not isinstance(bare.value, WorkerFailureError)  # a bare ray.get keeps Ray's own error
-    assert [s["state"] for s in group.get_worker_status()] == ["alive", "dead", "alive"]
+    assert [(s["state"], s["gpu_ids"]) for s in group.get_worker_status()] == [
+        ("alive", []),
+        ("dead", []),
+        ("alive", []),
+    ]  # a CPU group: no GPUs
 
     assert group.restart_failed_workers() == [1]
     after = group.get_results(group.run_all_workers_single_data("ident"))
@@ -74,6 +78,22 @@ def test_dead_worker_mid_call_is_named_fast_and_restarts_in_place(cpu_cluster) -
     with pytest.raises(WorkerFailureError, match="already restarted max_restarts=1 times"):
         group.restart_failed_workers()
     group.shutdown()
+
+
+def test_worker_status_names_each_workers_gpus_and_a_restart_renews_them(ray_4) -> None:
+    cluster = RayVirtualCluster([2], use_gpus=True, num_gpus_per_node=2)
+    group = RayWorkerGroup(cluster, PROBE, max_restarts=1)
+    seen = [w["cuda"] for w in group.get_results(group.run_all_workers_single_data("ident"))]
+    status = group.get_worker_status()
+    assert [s["gpu_ids"] for s in status] == [[int(c)] for c in seen] and len(set(seen)) == 2, (status, seen)
+    _kill(group, 1)
+    with pytest.raises(WorkerFailureError):
+        group.get_results(group.run_all_workers_single_data("ident"))
+    assert group.restart_failed_workers() == [1]
+    again = [w["cuda"] for w in group.get_results(group.run_all_workers_single_data("ident"))]
+    assert [s["gpu_ids"] for s in group.get_worker_status()] == [[int(c)] for c in again]
+    group.shutdown(force=True)
+    cluster.shutdown()
 
 
 def test_restart_on_failure_retries_a_call_once_and_logs_it(cpu_cluster, caplog) -> None:

@@ -84,6 +84,7 @@ class GroupState:
     worker_to_tied_group_index: dict[int, int] = field(default_factory=dict)
     dp_leader_worker_indices: list[int] = field(default_factory=list)
     tracker: CallTracker = field(default_factory=lambda: CallTracker(0))
+    gpu_ids: list[list[Any]] = field(default_factory=list)  # ray.get_gpu_ids() of each, once up
     known_dead: set[int] = field(default_factory=set)
     master_address: str = ""
     master_port: int = 0
@@ -109,4 +110,4 @@ class GroupState:
         self.retired_initializers = []
         self.workers, self.plans, self.metadata, self.tracker = [], [], [], CallTracker(0)
         self.tied_workers_groups, self.worker_to_tied_group_index, self.dp_leader_worker_indices = [], {}, []
-        self.known_dead = set()
+        self.known_dead, self.gpu_ids = set(), []

@@ -76,6 +76,14 @@ def create_workers(state: GroupState, plans: list[WorkerPlan]) -> list[Any]:
     return [_resolve(s) for s in start_workers(state, plans, check=True)]
 
 
+def visible_gpus(_worker: Any) -> list[Any]:
+    """Runs inside a worker (``__ray_call__``): the GPUs Ray gave it, as ``ray.get_gpu_ids()``
+    names them (what its ``CUDA_VISIBLE_DEVICES`` lists unless the worker opted out of that)."""
+    import ray
+
+    return list(ray.get_gpu_ids())
+
+
 def build_workers(state: GroupState, plans: list[WorkerPlan]) -> list[Any]:
     """Create every worker and wait until each is up; on any failure kill what was created and
     raise WorkerBuildError for the first worker that failed."""
@@ -92,10 +100,11 @@ def build_workers(state: GroupState, plans: list[WorkerPlan]) -> list[Any]:
         for index, s in enumerate(started):
             current = index
             created.append(_resolve(s))
-        ready = [w.__ray_ready__.remote() for w in created]
+        ready = [w.__ray_call__.remote(visible_gpus) for w in created]  # up once __init__ returned
+        state.gpu_ids = []
         for index, ref in enumerate(ready):
             current = index
-            ray.get(ref)
+            state.gpu_ids.append(ray.get(ref))
         return created
     except Exception as exc:
         for w in created:

@@ -1,9 +1,10 @@
 """GPU workers through NeMo RL's API on GPUs SLURM handed out: RayVirtualCluster([n, n, ...],
 use_gpus=True) over the GPU nodes, a worker group of one GPU per worker, then a tied group of
 node 0's GPUs and a bundle's free address and port. Prints one JSON line: each worker's host,
-CUDA_VISIBLE_DEVICES, ray.get_gpu_ids() and ranks; each Ray node's GPU count; SLURM's view of the
-job (``scontrol show job -d``), and, per device file of the lab, what opening it gave the
-driver (ENXIO: allowed, no driver; EPERM: the job's device cgroup denies it).
+CUDA_VISIBLE_DEVICES, ray.get_gpu_ids() and ranks; what get_worker_status() says of their GPUs;
+each Ray node's GPU count; SLURM's view of the job (``scontrol show job -d``), and, per device
+file of the lab, what opening it gave the driver (ENXIO: allowed, no driver; EPERM: the job's
+device cgroup denies it).
 
 argv: GPUS_PER_NODE [hold]  (hold: then wait for <job dir>/release, bounded)
 """
@@ -55,6 +56,7 @@ def main() -> int:
     cluster = RayVirtualCluster([per_node] * len(nodes), use_gpus=True, num_gpus_per_node=per_node)
     group = RayWorkerGroup(cluster, GpuReport)
     workers = ray.get(group.run_all_workers_single_data("report"))
+    status_gpu_ids = [[str(g) for g in s["gpu_ids"]] for s in group.get_worker_status()]
     group.shutdown()
     # NeMo RL's other GPU paths: a tied group of every GPU of node 0 (one model over a node's
     # GPUs), and a free address and port in a bundle
@@ -70,6 +72,7 @@ def main() -> int:
         json.dumps(
             {
                 "workers": workers,
+                "status_gpu_ids": status_gpu_ids,
                 "tied": {"members": tied_workers, "groups": tied.tied_workers_groups},
                 "address_and_port": [address, port],
                 "ray_gpus": {n["NodeManagerAddress"]: n["Resources"].get("GPU", 0) for n in nodes},

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...worker_env.node_probe import probe_on
 from ..group_state import GroupState
-from ..launch import create_workers
+from ..launch import create_workers, visible_gpus
 from .failures import FailedWorker, WorkerFailureError, gather
 from .health import locate, node_label, node_names
 from .memory_limits import MemoryLimits
@@ -177,11 +177,11 @@ class Restarts:
             self.state.workers[w] = worker
         # The restarted workers' __init__ may join the new rendezvous (and wait there for the
         # others): the survivors' hooks run at the same time, never after.
-        ready = [self.state.workers[w].__ray_ready__.remote() for w in members]
+        ready = [self.state.workers[w].__ray_call__.remote(visible_gpus) for w in members]
         survivors = [w for w in range(len(self.state.workers)) if w not in members]
         hooks = [self.state.workers[w].__ray_call__.remote(_rejoin, address, port) for w in survivors]
         try:
-            ray.get(ready + hooks, timeout=RESTART_READY_TIMEOUT_S)
+            gpus = ray.get(ready + hooks, timeout=RESTART_READY_TIMEOUT_S)[: len(members)]
         except ray.exceptions.GetTimeoutError:
             raise WorkerFailureError(
                 failures,
@@ -196,6 +196,7 @@ class Restarts:
             record = self.state.tracker.records[w]
             record.restarts += 1
             record.restarting = False
+            self.state.gpu_ids[w] = gpus[members.index(w)]
             record.pid = record.node_id = record.node_ip = None
             self.state.tracker.reset(w)
         self.memory.watch(members)

@@ -17,8 +17,9 @@ class Status:
         self.state = state
 
     def get_worker_status(self) -> list[dict[str, Any]]:
-        """Per worker: state (alive, dead, restarting, pending), node, pid, restarts, the current
-        call and how long it has run. Asks Ray's GCS, never the worker: a stuck worker answers."""
+        """Per worker: state (alive, dead, restarting, pending), node, pid, the GPUs Ray gave it
+        (``ray.get_gpu_ids()``, asked once when it came up), restarts, the current call and how
+        long it has run. Asks Ray's GCS, never the worker: a stuck worker answers."""
         self.state.tracker.prune()
         infos = locate(self.state, list(range(len(self.state.workers))))
         names = node_names()
@@ -42,6 +43,7 @@ class Status:
                     "state": state,
                     "node": node_label(self.state, w, names),
                     "pid": record.pid,
+                    "gpu_ids": self.state.gpu_ids[w] if w < len(self.state.gpu_ids) else [],
                     "restarts": record.restarts,
                     "current_call": current[0] if current else None,
                     "running_s": round(current[1], 2) if current else None,
