@@ -38,6 +38,10 @@ class SequencePackingArgs(TypedDict):
     input_lengths_key: str
     algorithm: NotRequired[str]
     sequence_length_pad_multiple: NotRequired[int]
+    microbatch_order: NotRequired[str]  # "packer" (default: as packed) or "largest_first" (per shard)
+
+
+MICROBATCH_ORDERS = (None, "packer", "largest_first")
 
 
 def length_of(v: Any) -> int:
@@ -59,10 +63,14 @@ def round_up(n: int, multiple: int) -> int:
 def packed_plan(
     lens: list[int], size: int, bs: int, shards: int, args: SequencePackingArgs
 ) -> tuple[list[list[int]], list[list[Ranges]], list[list[list[int]]]]:
-    """Per chunk of ``bs`` rows: pack its sequences into bins, deal the bins to the shards
-    (largest first, each to the shard with the fewest bins, then the fewest tokens): bin counts
-    differ by at most one, and every shard gets one where the chunk has enough rows. Returns each
-    shard's rows, its micro-batch ranges per chunk and their token counts."""
+    """Per chunk of ``bs`` rows: pack its sequences into bins (a multiple of ``shards`` of
+    them) and deal them round-robin in the packer's order, so every shard runs as many
+    micro-batches; with ``microbatch_order="largest_first"`` each shard runs its bins largest
+    first (the allocator reuses the first one's memory). Returns each shard's rows, its
+    micro-batch ranges per chunk and their token counts."""
+    order = args.get("microbatch_order")
+    if order not in MICROBATCH_ORDERS:
+        raise ValueError(f"sequence packing microbatch_order must be 'packer' or 'largest_first', got {order!r}")
     multiple = int(args.get("sequence_length_pad_multiple", 1) or 1)
     budget = int(args["max_tokens_per_microbatch"])
     algorithm = args.get("algorithm", "modified_first_fit_decreasing")
@@ -72,18 +80,14 @@ def packed_plan(
     for c in range(size // bs):
         rows = list(range(c * bs, (c + 1) * bs))
         sizes = [round_up(lens[r], multiple) for r in rows]
-        weighed = [(sum(sizes[i] for i in b), b) for b in pack(sizes, budget, algorithm, min_bins=shards)]
-        weighed.sort(key=lambda wb: (-wb[0], wb[1][0]))
-        dealt: list[list[tuple[int, list[int]]]] = [[] for _ in range(shards)]
-        load = [0] * shards
-        for weight, b in weighed:
-            target = min(range(shards), key=lambda s: (len(dealt[s]), load[s], s))
-            dealt[target].append((weight, b))
-            load[target] += weight
+        bins = pack(sizes, budget, algorithm, min_bins=shards, bin_count_multiple=shards)
         for s in range(shards):
+            dealt = [(sum(sizes[i] for i in b), b) for b in bins[s::shards]]
+            if order == "largest_first":
+                dealt.sort(key=lambda wb: -wb[0])  # stable: ties keep the packer's order
             ranges[s].append([])
             tokens[s].append([])
-            for weight, b in dealt[s]:
+            for weight, b in dealt:
                 start = len(shard_rows[s])
                 shard_rows[s].extend(rows[i] for i in b)
                 ranges[s][-1].append([start, len(shard_rows[s])])

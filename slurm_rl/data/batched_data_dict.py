@@ -3,13 +3,13 @@ micro-batches itself for dispatch to worker groups. Name for name with NeMo RL's
 
 from __future__ import annotations
 
-import copy
 from collections import UserDict
 from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 import torch
 
+from .batch_merge import merge_batches
 from .batch_plans import (
     DynamicBatchingArgs,
     Ranges,
@@ -20,6 +20,7 @@ from .batch_plans import (
     packed_plan,
     take,
 )
+from .media_sharing import multimodal_columns, repeated
 from .multimodal_utils import PackedTensor
 
 T = TypeVar("T")
@@ -28,10 +29,6 @@ T = TypeVar("T")
 class ShardingError(ValueError, AssertionError):
     """Sizes that cannot be sharded as asked. Both a ValueError and an AssertionError: NeMo RL
     asserts here, so callers catch either; the message names the sizes."""
-
-
-# Keys a multimodal model takes beside its PackedTensor columns (get_multimodal_dict)
-MULTIMODAL_EXTRA_KEYS = ("token_type_ids", "image_grid_thw", "video_grid_thw", "image_sizes", "pixel_attention_mask")
 
 
 class BatchedDataDict(UserDict, Generic[T]):
@@ -43,6 +40,7 @@ class BatchedDataDict(UserDict, Generic[T]):
         # (dynamic batching: the padded width; sequence packing: the packed token count)
         self.micro_batch_indices: list[Ranges] | None = None
         self.micro_batch_lengths: list[list[int]] | None = None
+        self.elem_counts_per_gb: list[int] | None = None  # a shard's rows per global batch (chunk)
 
     @property
     def size(self) -> int:
@@ -66,35 +64,16 @@ class BatchedDataDict(UserDict, Generic[T]):
         return (cls or type(self))(data)
 
     @classmethod
-    def from_batches(cls, batches: Sequence[dict[str, Any]], pad_value_dict: dict[str, Any] | None = None) -> Any:
-        """Concatenate batches: lists joined, 1-D tensors concatenated, 2-D+ tensors right-padded
-        along dim 1 to the longest (pad value per key, default 0)."""
-        pad = pad_value_dict or {}
-        if not batches:
-            return cls()
-        keys = list(batches[0].keys())
-        for b in batches[1:]:
-            if list(b.keys()) != keys and set(b.keys()) != set(keys):
-                raise ValueError(f"from_batches: batches have different keys: {sorted(keys)} vs {sorted(b.keys())}")
-        out: dict[str, Any] = {}
-        for k in keys:
-            values = [b[k] for b in batches]
-            if all(isinstance(v, PackedTensor) for v in values):
-                out[k] = PackedTensor.concat(values)
-                continue
-            if all(isinstance(v, torch.Tensor) for v in values):
-                if values[0].dim() >= 2:
-                    width = max(v.shape[1] for v in values)
-                    values = [
-                        torch.nn.functional.pad(
-                            v, (0, 0) * (v.dim() - 2) + (0, width - v.shape[1]), value=pad.get(k, 0)
-                        )
-                        for v in values
-                    ]
-                out[k] = torch.cat(values, dim=0)
-            else:
-                out[k] = [item for v in values for item in (v.tolist() if isinstance(v, torch.Tensor) else v)]
-        return cls(out)
+    def from_batches(
+        cls,
+        batches: Sequence[dict[str, Any]],
+        pad_value_dict: dict[str, Any] | None = None,
+        allow_missing_packed_tensors: bool = False,
+    ) -> Any:
+        """Concatenate batches column by column (see ``batch_merge``): lists joined, tensors
+        concatenated (2-D+ right-padded along dim 1, pad value per key, default 0),
+        PackedTensors concatenated keeping shared media shared."""
+        return cls(merge_batches(batches, pad_value_dict, allow_missing_packed_tensors))
 
     # ---- selection ---------------------------------------------------------------------------
     def select_indices(self, indices: Sequence[int] | torch.Tensor) -> Any:
@@ -140,17 +119,10 @@ class BatchedDataDict(UserDict, Generic[T]):
             raise ValueError("get_batch: batch_size is needed for a batch without micro-batches")
         return self.slice(batch_idx * batch_size, (batch_idx + 1) * batch_size)
 
-    def repeat_interleave(self, num_repeats: int) -> Any:
-        """Every row ``num_repeats`` times in a row (list items deep-copied, not aliased)."""
-        out: dict[str, Any] = {}
-        for k, v in self.data.items():
-            if isinstance(v, torch.Tensor):
-                out[k] = v.repeat_interleave(num_repeats, dim=0)
-            elif isinstance(v, PackedTensor):
-                out[k] = v.slice([i for i in range(len(v)) for _ in range(num_repeats)])
-            else:
-                out[k] = [copy.deepcopy(item) for item in v for _ in range(num_repeats)]
-        return self._new(out)
+    def repeat_interleave(self, num_repeats: int, *, share_immutable_media: bool = False) -> Any:
+        """Every row ``num_repeats`` times in a row: tensors repeated, list items deep-copied;
+        with ``share_immutable_media`` the repeats share their media (see ``media_sharing``)."""
+        return self._new({k: repeated(k, v, num_repeats, share_immutable_media) for k, v in self.data.items()})
 
     def truncate_tensors(self, dim: int, truncated_len: int) -> None:
         for k, v in self.data.items():
@@ -199,6 +171,10 @@ class BatchedDataDict(UserDict, Generic[T]):
             for i in range(shards):
                 shard_rows[i].extend(chunk_rows[i * per : (i + 1) * per])
         out = [SlicedDataDict(self.select_indices(rows).data) for rows in shard_rows]
+        for i, s in enumerate(out):
+            s.elem_counts_per_gb = [
+                len(order[c * bs : (c + 1) * bs][i * per : (i + 1) * per]) for c in range(total // bs)
+            ]
         if dynamic_batching_args is None:
             return out
         for s in out:
@@ -218,6 +194,7 @@ class BatchedDataDict(UserDict, Generic[T]):
         for s in range(shards):
             shard = SlicedDataDict(self.select_indices(shard_rows[s]).data)
             shard.micro_batch_indices, shard.micro_batch_lengths = ranges[s], tokens[s]
+            shard.elem_counts_per_gb = [r[-1][1] - r[0][0] if r else 0 for r in ranges[s]]
             out.append(shard)
         return out, [i for rows in shard_rows for i in rows]
 
@@ -264,16 +241,16 @@ class BatchedDataDict(UserDict, Generic[T]):
         lengths = [length for _, _, length in self._micro_batches("sequence_packing_args")]
         return len(lengths), max(lengths, default=0)
 
-    def get_multimodal_dict(self, as_tensors: bool = False, device: str | torch.device | None = None) -> dict[str, Any]:
-        """The columns a multimodal model takes: every PackedTensor (as one tensor with
-        ``as_tensors``) and the extra keys it expects beside them (``token_type_ids``, ...)."""
-        out: dict[str, Any] = {}
-        for k, v in self.data.items():
-            if isinstance(v, PackedTensor):
-                out[k] = v.as_tensor(device) if as_tensors else v
-            elif k in MULTIMODAL_EXTRA_KEYS:
-                out[k] = v.to(device) if device is not None and isinstance(v, torch.Tensor) else v
-        return out
+    def get_multimodal_dict(
+        self,
+        as_tensors: bool = False,
+        device: str | torch.device | None = None,
+        pixel_dtype: torch.dtype | None = None,
+    ) -> dict[str, Any]:
+        """The columns a multimodal model takes: every PackedTensor (one tensor each with
+        ``as_tensors``; ``pixel_values*`` cast to ``pixel_dtype``) and the extra keys it expects
+        beside them (``token_type_ids``, ...)."""
+        return multimodal_columns(self.data, as_tensors, device, pixel_dtype)
 
     def to(self, device: str | torch.device) -> Any:
         for k, v in self.data.items():

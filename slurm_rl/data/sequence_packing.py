@@ -85,11 +85,16 @@ ALGORITHMS: dict[str, Callable[[Sequence[int], int], Bins]] = {
 
 
 def pack(
-    sizes: Sequence[int], capacity: int, algorithm: str = "modified_first_fit_decreasing", min_bins: int = 1
+    sizes: Sequence[int],
+    capacity: int,
+    algorithm: str = "modified_first_fit_decreasing",
+    min_bins: int = 1,
+    bin_count_multiple: int = 1,
 ) -> Bins:
-    """Bins of indices into ``sizes``, none over ``capacity``; at least ``min_bins`` of them
-    where there are that many sequences (the fullest bins give up their largest sequence), so
-    that every data-parallel rank gets a micro-batch."""
+    """Bins of indices into ``sizes``, none over ``capacity``; at least ``min_bins`` of them,
+    and a multiple of ``bin_count_multiple``, where there are that many sequences (the fullest
+    bins give up their largest sequence), so that every data-parallel rank gets as many
+    micro-batches as the others."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"sequence packing algorithm {algorithm!r}: use one of {', '.join(ALGORITHMS)}")
     too_long = [s for s in sizes if s > capacity]
@@ -99,7 +104,8 @@ def pack(
             f"max_tokens_per_microbatch={capacity}"
         )
     bins = [b for b in ALGORITHMS[algorithm](sizes, capacity) if b]
-    while len(bins) < min(min_bins, len(sizes)):
+    want = max(min_bins, -(-len(bins) // bin_count_multiple) * bin_count_multiple)
+    while len(bins) < min(want, len(sizes)):
         donor = max((b for b in bins if len(b) > 1), key=lambda b: (sum(sizes[i] for i in b), len(b)))
         largest = max(donor, key=lambda i: sizes[i])
         donor.remove(largest)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any, TypedDict
 
+import ray  # NeMo RL's tests replace ray, the probe and the strategy by these module names
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from typing_extensions import NotRequired
 
 from ._engine import placement
@@ -259,14 +261,11 @@ class RayVirtualCluster(ClusterAddresses):
     def bundle_ct_per_node_list(self) -> list[int]:
         return list(self._bundle_ct_per_node_list)
 
-    def _probe(self, pg_idx: int = 0, bundle_idx: int = 0) -> Any:
-        """One probe (this module's ``_get_node_ip_and_free_port``) in that bundle."""
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+    def _ray(self) -> Any:
+        return ray
 
-        pgs = self._pgs()
-        if not pgs:
-            raise RuntimeError("No valid placement groups found to get available address and port")
-        pg = pgs[0] if len(pgs) == 1 else pgs[pg_idx]
+    def _probe_in(self, pg: Any, bundle_idx: int) -> Any:
+        """One probe (this module's ``_get_node_ip_and_free_port``) in that bundle."""
         return _get_node_ip_and_free_port.options(
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 placement_group=pg, placement_group_bundle_index=bundle_idx

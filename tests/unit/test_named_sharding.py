@@ -61,3 +61,9 @@ def test_bad_lookups_in_nemo_rls_words() -> None:
     with pytest.raises(IndexError, match="Index 2 is out of bounds for axis 'data_parallel' with size 2"):
         s.get_ranks(data_parallel=2)
     assert NamedSharding([[1.0, 2.0]], ["a", "b"]).get_worker_coords(2) == {"a": 0, "b": 1}
+
+
+def test_repr_prints_the_layout_as_numpy_does() -> None:
+    text = repr(NamedSharding([[[0, 1, 2, 3], [4, 5, 6, 7]]], ["dp", "pp", "tp"]))
+    assert text.startswith("NamedSharding(shape=(1, 2, 4), names=['dp', 'pp', 'tp'], layout=")
+    assert "[[[0 1 2 3]\n  [4 5 6 7]]]" in text

@@ -1,7 +1,8 @@
 """NeMo RL's address and port lookups of a virtual cluster (``get_master_address_and_port``,
 ``get_available_address(es)_and_port(s)``), as a base class of the public ``RayVirtualCluster``:
-they run over the cluster's ``_probe`` (the facade's own, which reads the probe function from
-NeMo RL's module path, where tests patch it) and its ``MasterPorts``."""
+they run over the facade's ``_probe_in`` and ``_ray`` (which read the probe function, the
+scheduling strategy and ``ray`` from NeMo RL's module path, where tests patch them) and its
+``MasterPorts``."""
 
 from __future__ import annotations
 
@@ -11,12 +12,22 @@ from .cluster_view import slot_indices
 from .master_ports import MasterPorts, gather_in_order
 
 
+def _group(pgs: list[Any], pg_idx: int) -> Any:
+    pg = pgs[0] if len(pgs) == 1 else pgs[pg_idx] if 0 <= pg_idx < len(pgs) else None
+    if pg is None or not pg.bundle_specs:
+        raise RuntimeError("No valid placement groups found to get available address and port")
+    return pg
+
+
 class ClusterAddresses:
     _master_ports: MasterPorts
     _unified: bool
     _sorted_bundle_indices: list[int] | None
 
-    def _probe(self, pg_idx: int = 0, bundle_idx: int = 0) -> Any:
+    def _ray(self) -> Any:  # the facade module's ``ray`` (tests replace it there)
+        raise NotImplementedError
+
+    def _probe_in(self, pg: Any, bundle_idx: int) -> Any:
         raise NotImplementedError
 
     def _pgs(self) -> list[Any]:
@@ -32,7 +43,7 @@ class ClusterAddresses:
     def _master_probe(self) -> Any:
         """The probe on rank 0's bundle: bundle 0 of node 0, or a unified group's first in order."""
         first = self._sorted_bundle_indices[0] if self._unified and self._sorted_bundle_indices else 0
-        return self._probe(0, first)
+        return self._probe_in(_group(self._pgs(), 0), first)
 
     def get_available_address_and_port(self, pg_idx: int, bundle_idx: int) -> tuple[str, int]:
         """(IP of that bundle's node, a free port there in the cluster's port range)."""
@@ -42,8 +53,14 @@ class ClusterAddresses:
         self, pg_bundle_pairs: list[tuple[int, int]], batch_size: int = 256
     ) -> list[tuple[str, int]]:
         """``get_available_address_and_port`` for many bundles at once, in the input's order: all
-        probes start together; results are fetched ``batch_size`` at a time."""
-        return gather_in_order([self._probe(pg, bundle) for pg, bundle in pg_bundle_pairs], batch_size)
+        probes start together; up to ``batch_size`` answers in one ``ray.get``, more fetched
+        ``batch_size`` at a time as they finish. A single placement group (unified) serves every
+        index; one without bundles is a RuntimeError."""
+        pgs = self.get_placement_groups()
+        refs = [self._probe_in(_group(pgs, pg), bundle) for pg, bundle in pg_bundle_pairs]
+        if len(refs) <= batch_size:
+            return list(self._ray().get(refs))
+        return gather_in_order(self._ray(), refs, batch_size)
 
     def addresses_and_ports(self, slots: list[tuple[Any, int]]) -> list[tuple[str, int]]:
         """The engine's form (ClusterView): (placement group, bundle) slots instead of indices."""

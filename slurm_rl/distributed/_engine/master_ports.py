@@ -46,11 +46,10 @@ class MasterPorts:
         self.ahead = None
 
 
-def gather_in_order(refs: list[Any], batch_size: int) -> list[Any]:
+def gather_in_order(ray: Any, refs: list[Any], batch_size: int) -> list[Any]:
     """Every ref's value, in the refs' order, fetched ``batch_size`` at a time as they finish
-    (all probes run at once; a slow node does not hold the others' answers back)."""
-    import ray
-
+    (all probes run at once; a slow node does not hold the others' answers back); ``ray`` is
+    the module to ask (the facade's, which tests may replace)."""
     out: dict[Any, Any] = {}
     pending = list(refs)
     while pending:

@@ -133,4 +133,5 @@ class NamedSharding:
         return hash((tuple(self._names), self._layout.tobytes()))
 
     def __repr__(self) -> str:
-        return f"NamedSharding(shape={tuple(self._layout.shape)}, names={self._names}, layout={self._layout.tolist()})"
+        # numpy's own print of the layout (NeMo RL's): the grid of ranks reads as a grid
+        return f"NamedSharding(shape={tuple(self._layout.shape)}, names={self._names}, layout=\n{self._layout})"

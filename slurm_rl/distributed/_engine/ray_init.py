@@ -254,9 +254,9 @@ def _init_ray(log_dir: str | None = None) -> str:
             return RAY_CLUSTER_EXTERNAL
         logger.info("init_ray: the running local Ray cluster is tagged %s, not %s; starting a new one", theirs[0], tag)
         ray.shutdown()
-    except ConnectionError as exc:
+    except ConnectionError as exc:  # nothing was connected: nothing to shut down (NeMo RL's tests
+        # call init_ray with ray.init mocked while their own Ray runs)
         logger.info("init_ray: no usable running Ray cluster (%s)", exc)
-        ray.shutdown()
     ray.init(
         address="local",
         log_to_driver=True,

@@ -1,0 +1,1 @@
+"""Generation engines' placement (``nemo_rl.models.generation``)."""

@@ -1,0 +1,1 @@
+"""Policy workers' distributed plumbing (``nemo_rl.models.policy``): see ``workers``."""

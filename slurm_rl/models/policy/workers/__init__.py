@@ -1,0 +1,1 @@
+"""Policy worker bases (``nemo_rl.models.policy.workers``)."""
