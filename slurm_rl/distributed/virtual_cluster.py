@@ -128,7 +128,6 @@ class RayVirtualCluster(ClusterAddresses):
         self.name = name
         self.placement_group_strategy = placement_group_strategy
         self._node_placement_groups: list[Any] | None = None
-        self._constructing = False  # True while the constructor makes its attempts
         self._sorted_bundle_indices: list[int] | None = None  # bundles in topology order, once placed
         self._nvlink_domain_per_bundle_index: tuple[str, ...] | None = None
         self._shut_down = False
@@ -136,26 +135,19 @@ class RayVirtualCluster(ClusterAddresses):
             self._node_placement_groups = []  # a valid, empty cluster: nothing to place
             return
 
-        def attempt() -> None:
-            self._constructing = True
-            try:
-                if use_unified_pg:
-                    self._node_placement_groups = self._init_placement_groups(placement_group_strategy, True)
-                else:  # the call NeMo RL's first API made (tests patch it by that contract)
-                    self._node_placement_groups = self._init_placement_groups(placement_group_strategy)
-            finally:
-                self._constructing = False
+        def attempt() -> None:  # each attempt is NeMo RL 2026's _create_placement_groups_internal
+            self._node_placement_groups = self._create_placement_groups_internal(
+                placement_group_strategy, use_unified_pg
+            )
             self._after_placement(monitor_memory)
 
         placement.with_retries(attempt, self._bundle_ct_per_node_list, warn=True)
 
     # ---- creation (engine: _engine/placement.py) ------------------------------------------------
     def _init_placement_groups(self, strategy: str | None = None, use_unified_pg: bool = False) -> list[Any]:
-        """The placement groups, created now if not yet: once per constructor attempt (NeMo RL's
-        first API; tests patch it by that contract), or retrying by itself when called directly
-        (NeMo RL 2026's form), each attempt ``_create_placement_groups_internal``."""
-        if self._constructing:
-            return self._create_placement_groups_internal(strategy, use_unified_pg)
+        """The placement groups (NeMo RL 2026's form): those the constructor made, or in the
+        other layout if asked before a worker group used them, each attempt of a new layout
+        ``_create_placement_groups_internal`` with the constructor's retries and backoff."""
         if self._node_placement_groups is not None:
             if bool(use_unified_pg) == self._unified or not any(self._bundle_ct_per_node_list):
                 return self._node_placement_groups

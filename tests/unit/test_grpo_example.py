@@ -75,7 +75,10 @@ def _run(out: Path, steps: int) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+        # a job dir without a SLURM job: the driver starts its own Ray as under `slurm-rl run`,
+        # never attaching to another local Ray on this host (a second test run's: CI saw its
+        # placement group removed under it when that run stopped its cluster)
+        env={**os.environ, "RAY_AUTH_MODE": "disabled", "SLURM_RL_JOB_DIR": str(out)},
     )
 
 

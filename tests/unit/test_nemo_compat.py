@@ -306,7 +306,8 @@ def test_empty_cluster_is_valid_and_prints_the_empty_grid(many_gpu_ray, capsys) 
 
 
 def test_constructor_runs_no_ray_task(monkeypatch) -> None:
-    """Tests replace _init_placement_groups; the master probe must not run until asked."""
+    """Tests replace _create_placement_groups_internal (each attempt of the constructor's); the
+    master probe must not run until asked."""
 
     class FakePG:
         bundle_specs = ({"CPU": 1},)
@@ -317,7 +318,8 @@ def test_constructor_runs_no_ray_task(monkeypatch) -> None:
 
         remote = options
 
-    monkeypatch.setattr(vc.RayVirtualCluster, "_init_placement_groups", lambda self, strategy=None: [FakePG()])
+    monkeypatch.setattr(vc.RayVirtualCluster, "_create_placement_groups_internal", lambda self, *a: [FakePG()])
+    monkeypatch.setattr(vc.RayVirtualCluster, "_after_layout", lambda self: None)
     monkeypatch.setattr(vc, "_get_node_ip_and_free_port", Boom())
     cluster = vc.RayVirtualCluster([1], use_gpus=False)
     assert cluster.world_size() == 1
@@ -329,13 +331,18 @@ def test_retries_sleep_after_every_failed_attempt(monkeypatch) -> None:
     monkeypatch.setattr(time, "sleep", sleeps.append)
     monkeypatch.setenv("NRL_VIRTUAL_CLUSTER_MAX_RETRIES", "4")
 
-    def short(self, strategy=None):
+    def short(self, strategy=None, use_unified_pg=False):
         raise vc.ResourceInsufficientError("GPU: need 9, cluster has 0")
 
-    monkeypatch.setattr(vc.RayVirtualCluster, "_init_placement_groups", short)
+    monkeypatch.setattr(vc.RayVirtualCluster, "_create_placement_groups_internal", short)
     with pytest.raises(vc.ResourceInsufficientError, match=r"Maximum number of retries \(4\)"):
         vc.RayVirtualCluster([9])
     assert sleeps == [1, 2, 4, 8]
+    made = []
+    monkeypatch.setattr(vc.RayVirtualCluster, "_init_placement_groups", lambda self, *a, **k: made.append(1))
+    monkeypatch.setattr(vc.RayVirtualCluster, "_create_placement_groups_internal", lambda self, *a: [])
+    vc.RayVirtualCluster([1], use_gpus=False)._init_placement_groups()
+    assert made == [1]  # NeMo RL 2026 counts its own call only: the constructor does not make it
 
 
 def test_a_direct_init_placement_groups_retries_by_itself_the_2026_way(monkeypatch) -> None:
