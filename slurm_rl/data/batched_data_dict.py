@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 import torch
 
-from .batch_merge import merge_batches
+from .batch_merge import batch_size, merge_batches
 from .batch_plans import (
     DynamicBatchingArgs,
     Ranges,
@@ -44,10 +44,8 @@ class BatchedDataDict(UserDict, Generic[T]):
 
     @property
     def size(self) -> int:
-        """Length of the first column, 0 if empty."""
-        if not self.data:
-            return 0
-        return length_of(next(iter(self.data.values())))
+        """Length of the first column, 0 if empty (``from_batches`` sizes a batch the same way)."""
+        return batch_size(self.data)
 
     def _check_lengths(self) -> None:
         lengths = {k: length_of(v) for k, v in self.data.items()}

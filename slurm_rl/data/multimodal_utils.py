@@ -118,16 +118,17 @@ class PackedTensor:
         if self.deduplication_enabled:
             return self
         if self._row_offsets is None:
-            physical: dict[int, int] = {}
+            physical: dict[int, int] = {}  # tensor object -> its index in the new tensors
+            tensors: list[torch.Tensor | None] = []
             offsets, indices = [0], []
             for t in self.tensors:
                 if t is not None:
-                    indices.append(physical.setdefault(id(t), len(physical)))
+                    if id(t) not in physical:
+                        physical[id(t)] = len(tensors)
+                        tensors.append(t)
+                    indices.append(physical[id(t)])
                 offsets.append(len(indices))
-            by_index = {v: k for k, v in physical.items()}
-            objects = {id(t): t for t in self.tensors if t is not None}
-            self.tensors = [objects[by_index[i]] for i in range(len(physical))]
-            self._row_offsets, self._segment_indices = offsets, indices
+            self.tensors, self._row_offsets, self._segment_indices = tensors, offsets, indices
         self._segment_provenance = [_origin() for _ in self.tensors]
         return self
 
@@ -144,7 +145,6 @@ class PackedTensor:
             template = share[id(self)] = (
                 copy.copy(self).enable_deduplication() if not self.deduplication_enabled else self
             )
-            template.tensors = list(template.tensors)
         clone = copy.copy(template)
         clone.tensors = list(template.tensors)
         return clone

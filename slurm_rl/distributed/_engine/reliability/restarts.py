@@ -181,7 +181,7 @@ class Restarts:
         survivors = [w for w in range(len(self.state.workers)) if w not in members]
         hooks = [self.state.workers[w].__ray_call__.remote(_rejoin, address, port) for w in survivors]
         try:
-            gpus = ray.get(ready + hooks, timeout=RESTART_READY_TIMEOUT_S)[: len(members)]
+            gpus = ray.get(ready + hooks, timeout=RESTART_READY_TIMEOUT_S)[: len(members)]  # members' order
         except ray.exceptions.GetTimeoutError:
             raise WorkerFailureError(
                 failures,
@@ -192,11 +192,11 @@ class Restarts:
                 ),
             ) from None
         self.state.known_dead.difference_update(members)
-        for w in members:
+        for w, gpu_ids in zip(members, gpus):
             record = self.state.tracker.records[w]
             record.restarts += 1
             record.restarting = False
-            self.state.gpu_ids[w] = gpus[members.index(w)]
+            self.state.gpu_ids[w] = gpu_ids
             record.pid = record.node_id = record.node_ip = None
             self.state.tracker.reset(w)
         self.memory.watch(members)

@@ -43,7 +43,7 @@ class Status:
                     "state": state,
                     "node": node_label(self.state, w, names),
                     "pid": record.pid,
-                    "gpu_ids": self.state.gpu_ids[w] if w < len(self.state.gpu_ids) else [],
+                    "gpu_ids": self.state.gpu_ids[w],  # one per worker since the build
                     "restarts": record.restarts,
                     "current_call": current[0] if current else None,
                     "running_s": round(current[1], 2) if current else None,
