@@ -14,13 +14,10 @@ from rich.table import Table
 
 from ..config.spec import ClusterSpec
 from ..core.exits import oom_line
-from ..core.job_ids import parse_job_id
 from ..core.paths import JobPaths
 from ..slurm import JobRecord, SlurmClient
-from .jobs import JobSummary, job_summary, summarize
-from .lookup import all_job_dirs, job_states
-from .sweep import find_sweep
-from .sweep_report import task_views
+from .jobs import JobSummary, summarize, with_record
+from .lookup import job_states, status_targets
 
 
 def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
@@ -76,16 +73,10 @@ def print_table(rows: Iterable[JobSummary]) -> None:
 def show_status(job: str | None, user: str, client: SlurmClient, spec: ClusterSpec | None, as_json: bool) -> None:
     """`slurm-rl status [JOB]`: one job (with SLURM's accounting record once it ended), every
     task of a sweep (its array id), or your ten most recent jobs; a table, or JSON lines."""
-    job_id = parse_job_id(job) if job is not None else None
-    found = find_sweep(job_id, user, spec) if isinstance(job_id, int) else None
-    if found is not None:  # a sweep's array id: every task
-        rows = [v.summary for v in task_views(found, client)]
-    elif job_id is not None:
-        rows = [job_summary(job_id, user, client, spec)]
-    else:
-        recent = all_job_dirs(user, spec)[:10]
-        states = job_states(recent, client)  # one squeue and one sacct for all of them
-        rows = [summarize(p, states[p.job_id]) for p in recent]
+    targets = status_targets(job, user, client, spec)
+    rows = [summarize(paths, state) for paths, state in targets]
+    if job is not None and len(rows) == 1:  # one job: what SLURM's accounting kept once it ended
+        rows = [with_record(rows[0], client)]
     if as_json:
         for r in rows:
             print(json.dumps(r.as_dict()), flush=True)

@@ -10,7 +10,6 @@ from typing import Any
 
 from rich.console import Console
 
-from ..config.spec import ClusterSpec
 from ..core.events import read_events
 from ..core.exits import OomKills, with_kills
 from ..core.fields import time_minutes
@@ -19,7 +18,7 @@ from ..core.job_ids import JobId, is_local
 from ..core.paths import JobPaths
 from ..slurm import JobRecord, JobState, SlurmClient
 from .follow import LogFollower, last_traceback
-from .lookup import find_job_dir, job_state_for
+from .lookup import job_state_for
 
 
 @dataclass(frozen=True)
@@ -93,13 +92,12 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
     return JobSummary(v.job_id, paths, slurm_state, v.phase, v.nodes_up, nodes, exit_code, exit_reason, oom=v.oom)
 
 
-def job_summary(job_id: JobId, user: str, client: SlurmClient, spec: ClusterSpec | None = None) -> JobSummary:
-    paths = find_job_dir(job_id, user, client, spec)
-    summary = summarize(paths, job_state_for(paths, client))
-    if not is_local(job_id) and not JobState(job_id, summary.state.split()[0]).in_queue:
-        # what SLURM's accounting kept (elapsed, memory per node), where the site keeps it
-        summary = replace(summary, record=client.accounting(job_id))
-    return summary
+def with_record(summary: JobSummary, client: SlurmClient) -> JobSummary:
+    """An ended SLURM job's summary with what SLURM's accounting kept (elapsed, memory per
+    node), where the site keeps it."""
+    if is_local(summary.job_id) or JobState(summary.job_id, summary.state.split()[0]).in_queue:
+        return summary
+    return replace(summary, record=client.accounting(summary.job_id))
 
 
 # ---- following a job ----------------------------------------------------------------------------

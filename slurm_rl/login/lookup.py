@@ -13,6 +13,7 @@ from ..core.job_ids import LOCAL_PREFIX, JobId, as_slurm_id, is_local, is_slurm_
 from ..core.paths import JobPaths
 from ..slurm import JobState, SlurmClient
 from . import index
+from .sweep import find_sweep
 
 
 def find_job_dir(
@@ -47,20 +48,42 @@ def resolve_job(
     return job_id, find_job_dir(job_id, user, client, spec)
 
 
+def status_targets(
+    text: str | None, user: str, client: SlurmClient, spec: ClusterSpec | None = None
+) -> list[tuple[JobPaths, JobState]]:
+    """What `status [JOB]` shows, each job with SLURM's state: every task of a sweep (JOB its
+    array id), one job, or (no JOB) your ten most recent jobs."""
+    if text is None:
+        dirs = all_job_dirs(user, spec)[:10]
+    else:
+        job_id = parse_job_id(text)
+        tasks = find_sweep(job_id, user, spec) if isinstance(job_id, int) else None
+        dirs = tasks.task_paths() if tasks is not None else [find_job_dir(job_id, user, client, spec)]
+    states = job_states(dirs, client)
+    return [(p, states[p.job_id]) for p in dirs]
+
+
 def job_states(dirs: list[JobPaths], client: SlurmClient) -> dict[str, JobState]:
-    """The states of many jobs in two SLURM calls for all of them (squeue for those it still
-    queues, sacct for the rest; not several per job: a user with 500 jobs waited 50 s): keyed by
-    job id; UNKNOWN where SLURM forgot a job (its exit files then say how it ended); a local
-    run's from its files."""
-    queued = client.my_queue()
-    accounted = client.accounting_table([as_slurm_id(p.job_id) for p in dirs if is_slurm_job_id(p.job_id)])
+    """The states of jobs keyed by job id. One job: squeue, else scontrol, else sacct (the
+    precise end, TIMEOUT or CANCELLED, even where the site keeps no accounting). Many: two
+    SLURM calls for all of them (squeue for those it still queues, sacct for the rest; not
+    several per job: a user with 500 jobs waited 50 s), UNKNOWN where SLURM forgot a job (its
+    exit files then say how it ended). A local run's from its files."""
+    slurm_ids = {p.job_id: as_slurm_id(p.job_id) for p in dirs if is_slurm_job_id(p.job_id)}
+    many = len(dirs) > 1
+    queued = client.my_queue() if many else {}
+    accounted = client.accounting_table(list(slurm_ids.values())) if many else {}
     out: dict[str, JobState] = {}
     for p in dirs:
-        if is_slurm_job_id(p.job_id):
-            key = as_slurm_id(p.job_id)
+        key = slurm_ids.get(p.job_id)
+        if key is None:  # a local run: RUNNING until its exit files say how it ended
+            rc, _ = read_exit(p)
+            state = "RUNNING" if rc is None else "COMPLETED" if rc == 0 else "FAILED"
+            out[p.job_id] = JobState(0, state, "localhost", rc, "local run")
+        elif many:
             out[p.job_id] = queued.get(key) or accounted.get(key) or JobState(key, "UNKNOWN")
         else:
-            out[p.job_id] = job_state_for(p, client)
+            out[p.job_id] = client.job_state(key)
     return out
 
 
@@ -81,8 +104,4 @@ def all_job_dirs(user: str, spec: ClusterSpec | None = None) -> list[JobPaths]:
 
 def job_state_for(paths: JobPaths, client: SlurmClient) -> JobState:
     """SLURM's state of a submitted job; a local run's from its exit files (RUNNING until then)."""
-    if not paths.job_id.startswith(LOCAL_PREFIX):
-        return client.job_state(as_slurm_id(paths.job_id))
-    rc, _ = read_exit(paths)
-    state = "RUNNING" if rc is None else "COMPLETED" if rc == 0 else "FAILED"
-    return JobState(0, state, "localhost", rc, "local run")
+    return job_states([paths], client)[paths.job_id]

@@ -23,7 +23,7 @@ from ..core.manifest import load_manifest
 from ..core.nodelist import expand_hostlist
 from ..core.paths import JobPaths
 from ..slurm import SlurmClient
-from .jobs import find_job_dir
+from .lookup import find_job_dir
 
 
 @dataclass
