@@ -40,6 +40,20 @@ def run_dir() -> Any:
     return found
 
 
+def output_dir() -> Any:
+    """Where the driver puts files for its user (samples, a final checkpoint's summary): the job
+    dir's ``output/``, made on the first call; ``slurm-rl fetch JOB`` copies it home; a Path."""
+    from .core.job_env import JobEnvironment
+    from .core.paths import JobPaths
+
+    job_dir = JobEnvironment.current().job_dir
+    if job_dir is None:
+        raise RuntimeError("slurm_rl.output_dir(): not inside a slurm-rl job or run (SLURM_RL_JOB_DIR is unset)")
+    out = JobPaths(job_dir).output
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def plot_job(job_dir: Any) -> Any:
     """Write metrics.png and timeline.png into a job dir (see slurm_rl.login.plots)."""
     from .login.plots import plot_job as _plot_job

@@ -1,5 +1,5 @@
 """``python -m slurm_rl``: the `slurm-rl` command line."""
 
-from .login.cli import main
+from .laptop.cli import main
 
 main()

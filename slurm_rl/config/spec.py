@@ -81,6 +81,10 @@ class ClusterSpec(BaseModel):
     cpus_per_node: int | None = Field(default=None, ge=1)
     container_runtime: Literal["pyxis", "apptainer", "none"] = "none"
     python: str | None = None
+    # from a laptop: the login node (user@host or an ~/.ssh/config alias) that runs every command
+    # over ssh, and the interpreter there that has slurm-rl (default: python, else python3)
+    login: str | None = Field(default=None, pattern=r"^[^\s'\"]+$")
+    login_python: str | None = Field(default=None, pattern=r"^\S+$")
     # node-local disk (not RAM) for each job's Ray temp dir, logs and object spilling; mounted
     # into containers at the same path (enroot's /tmp is a tmpfs)
     node_local_dir: str = "/tmp"

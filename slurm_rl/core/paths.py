@@ -145,6 +145,11 @@ class JobPaths:
         return self.job_dir / "gym_env.yaml"
 
     @property
+    def output(self) -> Path:
+        """Files the driver writes for its user (slurm_rl.output_dir()): `fetch` takes them home."""
+        return self.job_dir / "output"
+
+    @property
     def metrics(self) -> Path:
         """``slurm_rl.MetricsLog``: one JSON line per logged step."""
         return self.job_dir / "metrics.jsonl"

@@ -18,7 +18,7 @@ FLOORS = {
     "_version": 1, "core": 1, "data": 1,
     "slurm": 2, "config": 2, "distributed": 2, "driver": 2, "models": 2,
     "login": 3, "job": 3, "utils": 3, "rollouts": 3,
-    "__init__": 4, "__main__": 4,
+    "laptop": 4, "__init__": 5, "__main__": 5,
 }  # fmt: skip
 FACADES = {"virtual_cluster", "worker_groups", "batched_data_dict", "named_sharding", "exceptions"}
 

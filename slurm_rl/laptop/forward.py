@@ -1,0 +1,128 @@
+"""A command typed on the laptop, run on the login node: its parsed parameters back into an
+argv (what the laptop names as files replaced by their uploaded copies), then the same
+slurm-rl there, its output and exit code passed through. `fetch` extracts the results here;
+`dashboard` forwards the dashboard to 127.0.0.1."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..config.spec import SPEC_ENV_VAR, load_spec
+from ..login.snapshot import repository_root, tracked_files
+from .session import Remote, connect, laptop_spec_text
+from .ssh import Login, LoginError
+
+JOB_COMMANDS = ("submit", "render", "sweep")  # [SPEC.json] EXPERIMENT [ARGS]: code goes with them
+
+
+def to_argv(command: click.Command, params: dict[str, Any]) -> list[str]:
+    """``params`` (as click parsed them) as an argv that parses to the same on the other side."""
+    opts: list[str] = []
+    positional: list[str] = []
+    for p in command.params:
+        v = params.get(p.name or "")
+        if v is None or v == () or v is False:
+            continue
+        if isinstance(p, click.Argument):
+            positional += [str(x) for x in v] if p.nargs == -1 else [str(v)]
+        elif isinstance(p, click.Option):
+            flag = max(p.opts, key=len)
+            if p.is_flag:
+                opts.append(flag)
+            elif p.multiple:
+                opts += [a for item in v for a in (flag, str(item))]
+            elif v != p.default:
+                opts += [flag, str(v)]
+    return [*opts, "--", *positional] if positional else opts
+
+
+def spec_path_of(name: str, params: dict[str, Any]) -> str | None:
+    """The laptop spec a command names: a job command's SPEC.json, --spec, doctor's SPEC, or $CLUSTER_SPEC_PATH."""
+    args = params.get("args") or ()
+    if name in JOB_COMMANDS and args and str(args[0]).endswith(".json"):
+        return str(args[0])
+    return params.get("spec_flag") or params.get("spec_path") or os.environ.get(SPEC_ENV_VAR) or None
+
+
+def open_remote(name: str, params: dict[str, Any], target: str) -> Remote:
+    path = spec_path_of(name, params)
+    spec = load_spec(path) if path else None  # a bad spec: one line and exit 2 here, nothing sent
+    raw, text = laptop_spec_text(path)
+    python = str(raw.get("login_python") or raw.get("python") or "python3")
+    return connect(Login(target), python, str(raw.get("fileroot") or (spec.fileroot if spec else "")), text)
+
+
+def _job_uploads(name: str, params: dict[str, Any], remote: Remote) -> tuple[dict[str, Any], str]:
+    """The experiment (or, with --snapshot, its repository's tracked files) and a --grid file
+    copied to the login node; the parameters pointing at the copies, and the upload dir."""
+    args = list(params.get("args") or ())
+    if args and args[0].endswith(".json"):
+        args.pop(0)
+    files: dict[str, Path] = {}
+    snapshot = bool(params.get("snapshot")) or bool(laptop_spec_text(spec_path_of(name, params))[0].get("snapshot"))
+    experiment = Path(args[0]) if args else None
+    if experiment is not None and not experiment.is_file():
+        raise LoginError(f"experiment {experiment} does not exist here; give the path of a Python file")
+    if experiment is not None and snapshot:
+        root = repository_root(experiment.resolve())
+        for rel in tracked_files(root):
+            if (root / rel).is_file():
+                files[f"repo/{rel}"] = root / rel
+        args[0] = f"repo/{experiment.resolve().relative_to(root)}"
+    elif experiment is not None:
+        files[f"code/{experiment.name}"] = experiment
+        args[0] = f"code/{experiment.name}"
+    if params.get("grid"):
+        files["grid.jsonl"] = Path(params["grid"])
+    up = remote.upload(files, snapshot and experiment is not None) if files else ""
+    if experiment is not None:
+        args[0] = f"{up}/{args[0]}"
+    if params.get("grid"):
+        params = {**params, "grid": f"{up}/grid.jsonl"}
+    return {**params, "args": tuple(filter(None, [remote.spec, *args])), "spec_flag": None}, up
+
+
+def forward(name: str, command: click.Command, params: dict[str, Any], target: str) -> int:
+    """Run ``slurm-rl NAME PARAMS`` on the login node ``target``; its exit code."""
+    remote = open_remote(name, params, target)
+    up = ""
+    if name in JOB_COMMANDS:
+        params, up = _job_uploads(name, params, remote)
+    elif "spec_flag" in params:
+        params = {**params, "spec_flag": remote.spec or None}
+    elif "spec_path" in params:
+        params = {**params, "spec_path": remote.spec or None}
+    if name == "fetch":
+        return _fetch(remote, params)
+    if name == "dashboard":
+        from .tunnel import forward_dashboard
+
+        return forward_dashboard(remote, [name, *to_argv(command, {**params, "as_json": True})], str(params["job"]))
+    argv = remote.slurm_rl([name, *to_argv(command, params)])
+    if up:  # the uploaded code goes once the command ends (a job runs from its job dir's copy)
+        argv = ["sh", "-c", 'trap \'rm -rf "$0"\' EXIT HUP INT TERM; "$@"', up, *argv]
+    shell = name == "attach" and not params.get("command") and sys.stdin.isatty()
+    return remote.login.stream(argv, tty=shell)
+
+
+def _fetch(remote: Remote, params: dict[str, Any]) -> int:
+    """The results as one tar from the login node, extracted under --to (default ./JOB)."""
+    destination = Path(params.get("to") or str(params["job"]))
+    argv = ["fetch", "--to", "-", *(["--spec", remote.spec] if remote.spec else []), "--", str(params["job"])]
+    res = remote.login.run(remote.slurm_rl(argv), timeout=3600)
+    if res.returncode != 0:
+        sys.stderr.write(res.stderr.decode(errors="replace"))
+        return res.returncode
+    destination.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(res.stdout), mode="r:gz") as tar:
+        members = tar.getmembers()
+        tar.extractall(destination, filter="data")
+    click.echo(f"job {params['job']}: {len(members)} file(s) into {destination}/")
+    return 0

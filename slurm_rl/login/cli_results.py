@@ -1,0 +1,71 @@
+"""`slurm-rl fetch` and `slurm-rl dashboard`: a job's results copied where you are, and where its
+Ray dashboard answers. From a laptop (a spec's "login", --login) the same commands copy over ssh
+and forward the dashboard to 127.0.0.1 (slurm_rl/laptop)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..config.spec import load_spec
+from ..core.paths import current_user
+from .cli_common import CONTEXT, spec_option
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("job")
+@click.option(
+    "--to",
+    "to",
+    default=None,
+    metavar="DIR",
+    help="Where the files go (default: ./JOBID); '-' writes one gzip'd tar to stdout.",
+)
+@spec_option()
+def fetch(job: str, to: str | None, spec_flag: str | None) -> None:
+    """Copy a job's results here: metrics.jsonl, the plots, the driver's log, how it ended
+    (manifest, events, exit files) and every file the driver wrote to slurm_rl.output_dir().
+
+    \b
+      slurm-rl fetch 1234                 # into ./1234/
+      slurm-rl fetch 1234 --to results/   # from a laptop too (spec "login" or --login)
+    """
+    from ..slurm import SlurmClient
+    from .lookup import resolve_job
+    from .results import copy_results, write_results_tar
+
+    job_id, paths = resolve_job(job, current_user(), SlurmClient(), load_spec(spec_flag))
+    if to == "-":
+        write_results_tar(paths, sys.stdout.buffer)
+        return
+    destination = Path(to or str(job_id))
+    copied = copy_results(paths, destination)
+    click.echo(f"job {job_id}: {len(copied)} file(s) into {destination}/")
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("job")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: head_node, host, port, url.")
+@spec_option()
+def dashboard(job: str, as_json: bool, spec_flag: str | None) -> None:
+    """Where the Ray dashboard of a job submitted with --dashboard answers, from this machine.
+    From a laptop (a spec's "login", or --login) it is forwarded through the login node to a
+    free port on 127.0.0.1 until Ctrl-C.
+
+    \b
+      slurm-rl dashboard 1234             # http://10.0.0.5:8301 (job 1234, head node gpu01)
+    """
+    from ..slurm import SlurmClient
+    from .lookup import resolve_job
+    from .results import dashboard_address
+
+    client = SlurmClient()
+    job_id, paths = resolve_job(job, current_user(), client, load_spec(spec_flag))
+    where = dashboard_address(job_id, paths, client)
+    if as_json:
+        click.echo(json.dumps(where))
+    else:
+        click.echo(f"{where['url']}    # Ray dashboard of job {job_id} (head node {where['head_node']})")

@@ -1,0 +1,145 @@
+"""The laptop side without a login node: a parsed command goes back to the same argv, the
+login node is chosen as documented, ssh's failures become one line, and the probe's answers
+(missing slurm-rl, another version, a fileroot not writable) are named with their fix."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+import click
+import pytest
+
+from slurm_rl._version import __version__
+from slurm_rl.laptop import cli as laptop_cli
+from slurm_rl.laptop.forward import to_argv
+from slurm_rl.laptop.session import Remote, connect, laptop_spec_text
+from slurm_rl.laptop.ssh import Login, LoginError
+from slurm_rl.login.cli import cli
+
+pytestmark = pytest.mark.unit
+
+
+def parsed(*argv: str) -> tuple[click.Command, dict]:
+    name, *rest = argv
+    command = cli.commands[name]
+    with command.make_context(name, list(rest)) as ctx:
+        return command, dict(ctx.params)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("submit", "spec.json", "exp.py", "-N", "3", "--snapshot", "--wait", "--json", "--", "--lr", "0.1", "-x"),
+        ("submit", "spec.json", "-N", "2", "--dashboard", "--sbatch-arg=--comment=a b", "--sbatch-arg", "--x=1"),
+        ("sweep", "spec.json", "exp.py", "--max-concurrent", "2", "--grid", "g.jsonl", "--", "--lr", "1,2"),
+        ("attach", "12", "--", "python", "-c", "print('a b')"),
+        ("teardown", "12_3", "--force", "--json", "--spec", "s.json"),
+        ("logs", "12", "-f", "--node", "node2"),
+        ("status",),
+        ("fetch", "12", "--to", "-"),
+    ],
+)
+def test_a_command_forwarded_parses_the_same_on_the_login_node(argv: tuple[str, ...]) -> None:
+    command, params = parsed(*argv)
+    params.pop("login", None)
+    again = to_argv(command, params)
+    _, reparsed = parsed(argv[0], *again)
+    reparsed.pop("login", None)
+    assert reparsed == params, again
+
+
+def test_the_login_node_is_the_flag_then_the_environment_then_the_spec_where_slurm_is_absent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = tmp_path / "s.json"
+    spec.write_text(json.dumps({"cluster_name": "c", "fileroot": "/x", "login": "me@cluster"}))
+    params = {"args": (str(spec), "exp.py"), "spec_flag": None}
+    monkeypatch.delenv("SLURM_RL_LOGIN", raising=False)
+    monkeypatch.setattr(laptop_cli.shutil, "which", lambda _: None)  # a laptop: no sbatch
+    assert laptop_cli.login_target("submit", None, params) == "me@cluster"
+    assert laptop_cli.login_target("submit", "other", params) == "other"
+    assert laptop_cli.login_target("submit", "local", params) is None
+    monkeypatch.setenv("SLURM_RL_LOGIN", "env-host")
+    assert laptop_cli.login_target("submit", None, params) == "env-host"
+    monkeypatch.delenv("SLURM_RL_LOGIN")
+    monkeypatch.setattr(laptop_cli.shutil, "which", lambda _: "/usr/bin/sbatch")  # on the login node
+    assert laptop_cli.login_target("submit", None, params) is None
+
+
+def test_the_spec_sent_to_the_login_node_drops_the_laptop_fields(tmp_path: Path) -> None:
+    spec = tmp_path / "s.json"
+    spec.write_text(json.dumps({"cluster_name": "c", "fileroot": "~/x", "login": "h", "login_python": "/p"}))
+    raw, text = laptop_spec_text(str(spec))
+    assert raw["login"] == "h" and json.loads(text) == {"cluster_name": "c", "fileroot": "~/x"}
+
+
+@pytest.mark.parametrize(
+    ("stderr", "needle"),
+    [
+        ("ssh: Could not resolve hostname nope: Name or service not known", "unreachable"),
+        ("ssh: connect to host 10.0.0.9 port 22: Connection refused", "unreachable"),
+        ("root@login: Permission denied (publickey).", "authentication failed"),
+        ("Host key verification failed.", "host key"),
+        ("kex_exchange_identification: banner line contains invalid characters", "failed: kex_exchange"),
+    ],
+)
+def test_each_ssh_failure_is_one_line_naming_the_fix(stderr: str, needle: str) -> None:
+    with pytest.raises(LoginError) as err:
+        Login("root@login").raise_for(stderr)
+    assert needle in str(err.value) and "\n" not in str(err.value) and err.value.exit_code == 2
+
+
+def test_ssh_shares_one_connection_and_reads_the_named_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SLURM_RL_SSH_CONFIG", "/etc/lab/ssh_config")
+    short = Path(tempfile.mkdtemp(prefix="cm"))  # pytest's tmp_path may be too long for a socket
+    monkeypatch.setenv("SLURM_RL_SSH_DIR", str(short))
+    argv = Login("login").command_argv(["python3", "-m", "slurm_rl", "status", "a b"])
+    assert argv[:3] == ["ssh", "-F", "/etc/lab/ssh_config"] and "ControlMaster=auto" in argv
+    [control] = [a for a in argv if a.startswith("ControlPath=")]
+    assert control.startswith(f"ControlPath={short}/") and "BatchMode=yes" in argv  # pytest's stdin: no tty
+    monkeypatch.setenv("SLURM_RL_SSH_DIR", str(tmp_path / ("deep" * 30)))  # too long for a socket
+    [control] = [a for a in Login("login").command_argv(["true"]) if a.startswith("ControlPath=")]
+    assert len(control.removeprefix("ControlPath=")) + 17 <= 100 and "slurm-rl-ssh-" in control
+    assert argv[-2:] == ["login", "python3 -m slurm_rl status 'a b'"]
+
+
+class CannedLogin(Login):
+    def __init__(self, rc: int, stdout: str = "", stderr: str = "") -> None:
+        super().__init__("root@login")
+        object.__setattr__(self, "answer", subprocess.CompletedProcess([], rc, stdout.encode(), stderr.encode()))
+
+    def run(self, remote: list[str], **_: object) -> subprocess.CompletedProcess[bytes]:
+        return self.answer  # type: ignore[attr-defined,no-any-return]
+
+
+def probe_answer(version: str | None, writable: bool = True) -> str:
+    return json.dumps(
+        {"version": version, "user": "u", "fileroot": "/f", "writable": writable, "dir": "/f/u/.laptop", "spec": ""}
+    )
+
+
+def test_the_probe_names_a_missing_slurm_rl_another_version_and_a_locked_fileroot() -> None:
+    with pytest.raises(LoginError, match=r"no interpreter /opt/py there.*pip install slurm-rl=="):
+        connect(CannedLogin(127, stderr="sh: /opt/py: not found"), "/opt/py", "/f", "")
+    with pytest.raises(LoginError, match=r"not installed in python3 on root@login: pip install slurm-rl=="):
+        connect(CannedLogin(0, probe_answer(None)), "python3", "/f", "")
+    with pytest.raises(LoginError, match=rf"slurm-rl 0\.0\.9 on root@login \(python3\), {__version__} here"):
+        connect(CannedLogin(0, probe_answer("0.0.9")), "python3", "/f", "")
+    remote = connect(CannedLogin(0, probe_answer(__version__, writable=False)), "python3", "/f", "")
+    assert isinstance(remote, Remote) and remote.user == "u"
+    with pytest.raises(LoginError, match=r"the fileroot /f on root@login is not writable by u"):
+        remote.upload({"code/x.py": Path(__file__)}, snapshot=False)
+
+
+def test_the_dashboard_relay_adds_the_token_and_closes_each_request() -> None:
+    from slurm_rl.login.dashboard_relay import add_token
+
+    head = b"GET /api/version HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\nX-Ray-Authorization: forged"
+    out = add_token(head, "s3cret")
+    assert out.endswith(b"\r\n\r\n") and b"forged" not in out and b"keep-alive" not in out
+    assert b"X-Ray-Authorization: Bearer s3cret\r\n" in out and b"Connection: close\r\n" in out
+    ws = add_token(b"GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade", "t")
+    assert b"Connection: Upgrade" in ws and b"Connection: close" not in ws
