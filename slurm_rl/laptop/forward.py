@@ -56,7 +56,8 @@ def open_remote(name: str, params: dict[str, Any], target: str) -> Remote:
     spec = load_spec(path) if path else None  # a bad spec: one line and exit 2 here, nothing sent
     raw, text = laptop_spec_text(path)
     python = str(raw.get("login_python") or raw.get("python") or "python3")
-    return connect(Login(target), python, str(raw.get("fileroot") or (spec.fileroot if spec else "")), text)
+    fileroot = str(raw.get("fileroot") or ("" if spec else "~/.cache/slurm_rl"))  # none: the login node's default
+    return connect(Login(target), python, fileroot, text)
 
 
 def _job_uploads(name: str, params: dict[str, Any], remote: Remote) -> tuple[dict[str, Any], str]:
@@ -102,14 +103,18 @@ def forward(name: str, command: click.Command, params: dict[str, Any], target: s
     if name == "fetch":
         return _fetch(remote, params)
     if name == "dashboard":
-        from .tunnel import forward_dashboard
+        from . import tunnel
 
-        return forward_dashboard(remote, [name, *to_argv(command, {**params, "as_json": True})], str(params["job"]))
+        argv = [name, *to_argv(command, {**params, "as_json": True, "stdin_bound": True})]
+        run = tunnel.forward_tensorboard if params.get("tensorboard") else tunnel.forward_dashboard
+        return run(remote, argv, str(params["job"]))
     argv = remote.slurm_rl([name, *to_argv(command, params)])
     if up:  # the uploaded code goes once the command ends (a job runs from its job dir's copy)
         argv = ["sh", "-c", 'trap \'rm -rf "$0"\' EXIT HUP INT TERM; "$@"', up, *argv]
-    shell = name == "attach" and not params.get("command") and sys.stdin.isatty()
-    return remote.login.stream(argv, tty=shell)
+    # a terminal there too where one is here and the command is interactive or follows a job:
+    # Ctrl-C then reaches the command on the login node instead of cutting the connection
+    live = (name == "attach" and not params.get("command")) or params.get("follow") or params.get("wait")
+    return remote.login.stream(argv, tty=bool(live) and sys.stdin.isatty() and sys.stdout.isatty())
 
 
 def _fetch(remote: Remote, params: dict[str, Any]) -> int:

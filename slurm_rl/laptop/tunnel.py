@@ -42,10 +42,13 @@ def _pump(src: IO[bytes] | socket.socket, dst: IO[bytes] | socket.socket) -> Non
             pass
 
 
-def serve(remote: Remote, where: dict[str, object], local_port: int = 0) -> socketserver.ThreadingTCPServer:
-    """A listener on 127.0.0.1 whose every connection reaches the dashboard through the relay."""
-    relay = [remote.python, "-m", "slurm_rl.login.dashboard_relay"]
-    ssh = remote.login.command_argv([*relay, str(where["host"]), str(where["port"]), str(where["token_file"])])
+def serve(
+    remote: Remote, host: str, port: int, token_file: str, local_port: int = 0
+) -> socketserver.ThreadingTCPServer:
+    """A listener on 127.0.0.1 whose every connection reaches HOST:PORT (as the login node sees
+    it) through the relay there; TOKEN_FILE ('-': none) is read there, never here."""
+    relay = [remote.python, "-m", "slurm_rl.login.dashboard_relay", host, str(port), token_file]
+    ssh = remote.login.command_argv(relay)
 
     class Relay(socketserver.BaseRequestHandler):
         def handle(self) -> None:
@@ -58,9 +61,20 @@ def serve(remote: Remote, where: dict[str, object], local_port: int = 0) -> sock
             proc.wait()
 
     socketserver.ThreadingTCPServer.allow_reuse_address = True
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", local_port), Relay)
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Relay)
     server.daemon_threads = True
     return server
+
+
+def _until_ctrl_c(server: socketserver.ThreadingTCPServer, line: str) -> None:
+    click.echo(line)
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
 
 
 def forward_dashboard(remote: Remote, argv: list[str], job: str) -> int:
@@ -70,17 +84,38 @@ def forward_dashboard(remote: Remote, argv: list[str], job: str) -> int:
         sys.stderr.write(res.stderr.decode(errors="replace"))
         return res.returncode
     where = json.loads(res.stdout.decode().strip().splitlines()[-1])
-    server = serve(remote, where)
-    local = server.server_address[1]
-    click.echo(
-        f"http://127.0.0.1:{local}    # Ray dashboard of job {job} (head node {where['head_node']}), "
-        f"through {remote.login.target}; Ctrl-C stops",
+    server = serve(remote, str(where["host"]), int(where["port"]), str(where["token_file"]))
+    _until_ctrl_c(
+        server,
+        f"http://127.0.0.1:{server.server_address[1]}    # Ray dashboard of job {job} (head node "
+        f"{where['head_node']}), through {remote.login.target}; Ctrl-C stops",
     )
-    sys.stdout.flush()
+    return 0
+
+
+def forward_tensorboard(remote: Remote, argv: list[str], job: str) -> int:
+    """TensorBoard started on the login node for as long as this command runs (its stdin is
+    this end of the ssh session), relayed here until Ctrl-C."""
+    board = subprocess.Popen(
+        remote.login.command_argv(remote.slurm_rl(argv)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert board.stdin is not None and board.stdout is not None and board.stderr is not None  # piped above
+    line = board.stdout.readline()
+    if not line:  # it refused (no event files, no TensorBoard there): its one line
+        sys.stderr.write(board.stderr.read().decode(errors="replace"))
+        return board.wait() or 1
+    where = json.loads(line)
+    server = serve(remote, "127.0.0.1", int(where["port"]), "-")
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        _until_ctrl_c(
+            server,
+            f"http://127.0.0.1:{server.server_address[1]}    # TensorBoard of job {job}, on "
+            f"{remote.login.target}; Ctrl-C stops it",
+        )
     finally:
-        server.server_close()
+        board.stdin.close()  # TensorBoard on the login node stops with it
+        board.wait(timeout=30)
     return 0

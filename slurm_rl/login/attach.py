@@ -35,7 +35,13 @@ def ray_env(address: str, paths: JobPaths) -> dict[str, str]:
 
 
 def plan_attach(
-    job_id: JobId, paths: JobPaths, client: SlurmClient, command: list[str], dashboard: bool, via_client: bool
+    job_id: JobId,
+    paths: JobPaths,
+    client: SlurmClient,
+    command: list[str],
+    dashboard: bool,
+    via_client: bool,
+    node: str | None = None,
 ) -> AttachPlan:
     state = client.job_state(job_id)
     if state.finished or state.state == "UNKNOWN":
@@ -53,6 +59,9 @@ def plan_attach(
     if via_client:
         return client_plan(job_id, paths, cluster, command)
     env = ray_env(cluster["address"], paths)
+    node = node or cluster["head_node"]
+    if node not in cluster.get("nodes", [node]):
+        raise UsageError(f"job {job_id} has no node {node!r}; its nodes: {', '.join(cluster['nodes'])}")
     join = None
     manifest = load_manifest(paths.manifest)
     shell = not command  # an interactive shell, with a terminal
@@ -60,17 +69,15 @@ def plan_attach(
     # setup lines, and the interpreter's directory first on PATH (an image's `ray`, `python`)
     command = ["bash", "-c", job_prelude(paths, manifest), "slurm-rl-attach", *(command or ["bash", "-i"])]
     if manifest.container.runtime == "pyxis":  # into the running container
-        pid = bootstrap_pid(paths, cluster["head_node"])
+        pid = bootstrap_pid(paths, node)
         if pid is None:
-            raise UsageError(
-                f"job {job_id}: no node_start event from {cluster['head_node']} yet; try again in a moment"
-            )
+            raise UsageError(f"job {job_id}: no node_start event from {node} yet; try again in a moment")
         join = (pid, sorted(env))
-    argv = SlurmClient.attach_argv(client.numeric_job_id(job_id), cluster["head_node"], command, join, pty=shell)
+    argv = SlurmClient.attach_argv(client.numeric_job_id(job_id), node, command, join, pty=shell)
     note = ""
     if shell:  # a shell: say what it is attached to, and the NeMo Gym override
         note = (
-            f"job {job_id} on {cluster['head_node']}: RAY_ADDRESS={cluster['address']} (token set); NeMo Gym: "
+            f"job {job_id} on {node}: RAY_ADDRESS={cluster['address']} (token set); NeMo Gym: "
             f"ng_run ... +ray_head_node_address={cluster['address']} (or +config_paths=[{paths.gym_env}])"
         )
     return AttachPlan(argv=argv, env=env, note=note)

@@ -121,6 +121,9 @@ def plot(job: str, spec_flag: str | None) -> None:
 @click.command(context_settings=CONTEXT)
 @click.argument("job")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "--node", default=None, metavar="NODE", help="Another node of the job than the head (inside its container too)."
+)
 @click.option("--dashboard", is_flag=True, help="Print the ssh port-forward that reaches the job's Ray dashboard.")
 @click.option(
     "--client",
@@ -130,7 +133,9 @@ def plot(job: str, spec_flag: str | None) -> None:
     "--ray-client); without COMMAND print the exports for `eval`.",
 )
 @spec_option()
-def attach(job: str, command: tuple[str, ...], dashboard: bool, via_client: bool, spec_flag: str | None) -> None:
+def attach(
+    job: str, command: tuple[str, ...], node: str | None, dashboard: bool, via_client: bool, spec_flag: str | None
+) -> None:
     """A shell (or COMMAND) on the job's head node, inside the job (and inside its container
     under pyxis), attached to its Ray; with --client, COMMAND runs where you are (a login
     node, a notebook server) and reaches the job through Ray Client (ray://HEAD:PORT).
@@ -140,6 +145,7 @@ def attach(job: str, command: tuple[str, ...], dashboard: bool, via_client: bool
       slurm-rl submit cluster_specs/lab.json -N 2   # no experiment: an interactive cluster
       slurm-rl attach 1234                       # interactive shell, RAY_ADDRESS set
       slurm-rl attach 1234 -- ray status         # one command
+      slurm-rl attach 1234 --node node7 -- nvidia-smi   # on another node of the job
       slurm-rl attach 1234 --dashboard           # the ssh command for the dashboard
       slurm-rl attach 1234 --client -- python driver.py   # a driver here, via Ray Client
       eval "$(slurm-rl attach 1234 --client)"    # RAY_ADDRESS=ray://... and the token, here
@@ -150,7 +156,7 @@ def attach(job: str, command: tuple[str, ...], dashboard: bool, via_client: bool
 
     client = SlurmClient()
     job_id, paths = resolve_job(job, current_user(), client, load_spec(spec_flag))
-    plan = plan_attach(job_id, paths, client, list(command), dashboard, via_client)
+    plan = plan_attach(job_id, paths, client, list(command), dashboard, via_client, node)
     for line in plan.out:
         click.echo(line)
     if plan.note:

@@ -48,15 +48,23 @@ def fetch(job: str, to: str | None, spec_flag: str | None) -> None:
 
 @click.command(context_settings=CONTEXT)
 @click.argument("job")
+@click.option(
+    "--tensorboard",
+    is_flag=True,
+    help="TensorBoard over the job's event files instead (slurm_rl.MetricsLog writes them), "
+    "on 127.0.0.1 here until Ctrl-C; a running job or an ended one.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: head_node, host, port, url.")
+@click.option("--until-stdin-closes", "stdin_bound", is_flag=True, hidden=True)  # a laptop's ssh drives it
 @spec_option()
-def dashboard(job: str, as_json: bool, spec_flag: str | None) -> None:
+def dashboard(job: str, tensorboard: bool, as_json: bool, stdin_bound: bool, spec_flag: str | None) -> None:
     """Where the Ray dashboard of a job submitted with --dashboard answers, from this machine.
     From a laptop (a spec's "login", or --login) it is forwarded through the login node to a
-    free port on 127.0.0.1 until Ctrl-C.
+    free port on 127.0.0.1 until Ctrl-C; the same for --tensorboard.
 
     \b
-      slurm-rl dashboard 1234             # http://10.0.0.5:8301 (job 1234, head node gpu01)
+      slurm-rl dashboard 1234                 # http://10.0.0.5:8301 (job 1234, head node gpu01)
+      slurm-rl dashboard 1234 --tensorboard   # http://127.0.0.1:PORT until Ctrl-C
     """
     from ..slurm import SlurmClient
     from .lookup import resolve_job
@@ -64,6 +72,19 @@ def dashboard(job: str, as_json: bool, spec_flag: str | None) -> None:
 
     client = SlurmClient()
     job_id, paths = resolve_job(job, current_user(), client, load_spec(spec_flag))
+    if tensorboard:
+        from . import tensorboard as board
+
+        proc, port = board.start(board.logdir_of(str(job_id), paths))
+        url = f"http://127.0.0.1:{port}"
+        click.echo(
+            json.dumps({"job_id": job_id, "host": "127.0.0.1", "port": port, "url": url})
+            if as_json
+            else f"{url}    # TensorBoard of job {job_id}; Ctrl-C stops it"
+        )
+        sys.stdout.flush()
+        board.serve(proc, until_stdin_closes=stdin_bound)
+        return
     where = dashboard_address(job_id, paths, client)
     if as_json:
         click.echo(json.dumps(where))

@@ -1,6 +1,7 @@
 """One browser connection to a job's Ray dashboard, relayed over stdin/stdout with the job's
 token added: what `slurm-rl dashboard` from a laptop runs on the login node for each connection
-(``python -m slurm_rl.login.dashboard_relay HOST PORT TOKEN_FILE``). The token is read here, on
+(``python -m slurm_rl.login.dashboard_relay HOST PORT TOKEN_FILE``; ``-``: no token, for
+TensorBoard, which listens on the login node's 127.0.0.1). The token is read here, on
 the cluster, and sent as Ray's ``X-Ray-Authorization`` header (the one Ray reads from proxies):
 it never reaches the laptop. Each request gets ``Connection: close``, so every request is a
 connection of its own and carries the header. Standard library only: it starts in a blink."""
@@ -30,7 +31,7 @@ def _write_all(fd: int, data: bytes) -> None:
         data = data[os.write(fd, data) :]
 
 
-def relay(host: str, port: int, token: str, stdin: int = 0, stdout: int = 1) -> None:
+def relay(host: str, port: int, token: str | None, stdin: int = 0, stdout: int = 1) -> None:
     head = b""
     while b"\r\n\r\n" not in head:
         chunk = os.read(stdin, 65536)
@@ -40,7 +41,7 @@ def relay(host: str, port: int, token: str, stdin: int = 0, stdout: int = 1) -> 
     first, rest = head.split(b"\r\n\r\n", 1)
     with socket.create_connection((host, port), timeout=30) as sock:
         sock.settimeout(None)
-        sock.sendall(add_token(first, token) + rest)
+        sock.sendall((add_token(first, token) if token else first + b"\r\n\r\n") + rest)
 
         def upstream() -> None:
             try:
@@ -60,8 +61,10 @@ def main(argv: list[str]) -> int:
         print("usage: python -m slurm_rl.login.dashboard_relay HOST PORT TOKEN_FILE", file=sys.stderr)
         return 2
     host, port, token_file = argv
-    with open(token_file) as f:
-        token = f.read().strip()
+    token = None
+    if token_file != "-":
+        with open(token_file) as f:
+            token = f.read().strip()
     relay(host, int(port), token)
     return 0
 

@@ -9,7 +9,17 @@ from collections.abc import Sequence
 
 from ..core.errors import SlurmCommandError, UsageError
 from ..core.job_ids import as_slurm_id, is_array_task, is_slurm_job_id
-from .records import JobRecord, JobState, PartitionInfo, QosLimits, parse_sacct_json, parse_sacct_record, parse_tres
+from .records import (
+    SINFO_NODE_FORMAT,
+    JobRecord,
+    JobState,
+    PartitionInfo,
+    QosLimits,
+    parse_sacct_json,
+    parse_sacct_record,
+    parse_sinfo_nodes,
+    parse_tres,
+)
 from .runner import Completed, Runner, subprocess_runner
 from .version import SlurmVersion, require_supported
 
@@ -176,32 +186,8 @@ class SlurmClient:
         """Every partition: node count, its largest node's CPUs, memory (MB) and GPUs, and which
         is the default; one sinfo call per client (a submit asks once)."""
         if self._partitions is None:
-            res = self.run(["sinfo", "-h", "-N", "-o", "%P|%n|%c|%m|%G|%l"], check=False)
-            nodes: dict[str, set[str]] = {}
-            out: dict[str, PartitionInfo] = {}
-            for line in res.stdout.splitlines():
-                parts = line.strip().split("|")
-                if len(parts) == 5:
-                    parts.append("")
-                if len(parts) != 6 or not parts[2].rstrip("+").isdigit():
-                    continue
-                name, default = parts[0].rstrip("*"), parts[0].endswith("*")
-                nodes.setdefault(name, set()).add(parts[1])
-                mem = int(parts[3].rstrip("+")) if parts[3].rstrip("+").isdigit() else 0
-                gpus = sum(int(m.group(1)) for m in re.finditer(r"gpu(?::[\w.-]+)?:(\d+)", parts[4]))
-                prev = out.get(name, PartitionInfo(name, 0, 0, 0, 0, default))
-                gres = {re.sub(r"\(.*?\)", "", g) for g in parts[4].split(",") if g.startswith("gpu")}
-                out[name] = PartitionInfo(
-                    name,
-                    len(nodes[name]),
-                    max(prev.cpus, int(parts[2].rstrip("+"))),
-                    max(prev.mem_mb, mem),
-                    max(prev.gpus, gpus),
-                    default or prev.default,
-                    parts[5] if re.fullmatch(r"[\d:-]+", parts[5]) else None,
-                    tuple(sorted(gres.union(prev.gres))),
-                )
-            self._partitions = out
+            res = self.run(["sinfo", "-h", "-N", "-o", SINFO_NODE_FORMAT], check=False)
+            self._partitions = parse_sinfo_nodes(res.stdout)
         return self._partitions
 
     def partition(self, partition: str | None) -> PartitionInfo | None:

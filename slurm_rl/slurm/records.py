@@ -5,6 +5,7 @@ a QOS's limits and TRES strings."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 # Job states in which the job will not run again.
@@ -37,6 +38,40 @@ class PartitionInfo:
     @property
     def gpus_typed(self) -> bool:
         return any(g.count(":") >= 2 for g in self.gres)
+
+
+SINFO_NODE_FORMAT = "%P|%n|%c|%m|%G|%l"  # one line per node and partition
+
+
+def parse_sinfo_nodes(stdout: str) -> dict[str, PartitionInfo]:
+    """``sinfo -h -N -o SINFO_NODE_FORMAT`` as one PartitionInfo per partition: its node count,
+    its largest node's CPUs, memory and GPUs, its GPU GRES and time limit, and the default."""
+    nodes: dict[str, set[str]] = {}
+    out: dict[str, PartitionInfo] = {}
+    for line in stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 5:  # an older sinfo without the time limit column
+            parts.append("")
+        if len(parts) != 6 or not parts[2].rstrip("+").isdigit():
+            continue
+        name, default = parts[0].rstrip("*"), parts[0].endswith("*")
+        nodes.setdefault(name, set()).add(parts[1])
+        mem = int(parts[3].rstrip("+")) if parts[3].rstrip("+").isdigit() else 0
+        # gpu:labgpu:4(S:0-1),gpu:8: the socket bindings dropped; a GPU GRES ends with its count
+        gres = {re.sub(r"\(.*?\)", "", g) for g in parts[4].split(",") if g.startswith("gpu")}
+        gpus = sum(int(g.rsplit(":", 1)[1]) for g in gres if ":" in g and g.rsplit(":", 1)[1].isdigit())
+        prev = out.get(name, PartitionInfo(name, 0, 0, 0, 0, default))
+        out[name] = PartitionInfo(
+            name,
+            len(nodes[name]),
+            max(prev.cpus, int(parts[2].rstrip("+"))),
+            max(prev.mem_mb, mem),
+            max(prev.gpus, gpus),
+            default or prev.default,
+            parts[5] if re.fullmatch(r"[\d:-]+", parts[5]) else None,
+            tuple(sorted(gres.union(prev.gres))),
+        )
+    return out
 
 
 @dataclass(frozen=True)

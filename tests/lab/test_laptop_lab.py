@@ -18,7 +18,7 @@ from tests.conftest import REPO
 from tests.lab.helpers import assert_no_leftovers, in_queue, wait_for
 from tests.lab.laptop import Laptop, accepted_logins
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(600), pytest.mark.xdist_group("laptop")]
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +39,23 @@ def laptop(lab: list[str], tmp_path_factory: pytest.TempPathFactory) -> Laptop:
 def _json(res: subprocess.CompletedProcess[str]) -> dict:
     assert res.returncode == 0, res.stderr
     return json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("{")][-1])
+
+
+def _answers(relay: subprocess.Popen[str], path: str, key: str) -> dict:
+    """The JSON that ``path`` answers on the URL ``relay`` printed first (127.0.0.1 here)."""
+    assert relay.stdout is not None and relay.stderr is not None
+    line = relay.stdout.readline()
+    url = re.match(r"(http://127\.0\.0\.1:\d+)", line)
+    assert url, line + (relay.stderr.read() if relay.poll() is not None else "")
+    with urllib.request.urlopen(f"{url.group(1)}{path}", timeout=30) as answer:
+        body = json.loads(answer.read())
+    assert key in body, body
+    return body
+
+
+def _processes(needle: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if needle in ln]
 
 
 def test_grpo_with_a_snapshot_waited_for_then_fetched_with_status_list_and_logs(
@@ -64,6 +81,14 @@ def test_grpo_with_a_snapshot_waited_for_then_fetched_with_status_list_and_logs(
     assert [r["step"] for r in rows if "step" in r] == [0, 1, 2]
     assert (got / "metrics.png").stat().st_size > 5000 and (got / "logs" / "driver.log").exists()
     assert not (got / "ray_auth_token").exists() and not (got / "secrets.env").exists()
+    board = laptop.popen("dashboard", job, "--tensorboard")  # TensorBoard on the login node, relayed here
+    logdir = f"--logdir {job_dir / 'tensorboard'}"
+    try:
+        assert _answers(board, "/data/environment", "data_location")
+    finally:
+        board.terminate()
+        board.wait(timeout=30)
+    assert wait_for(lambda: not _processes(logdir), 30), _processes(logdir)  # it went with the laptop
     # the job ran the snapshot of the laptop's repository: tracked files only
     code = subprocess.run(["ls", str(job_dir / "code")], capture_output=True, text=True).stdout.split()
     assert code == ["examples"], code
@@ -78,15 +103,12 @@ def test_attach_dashboard_and_teardown_of_a_running_cluster(laptop: Laptop, lab:
         assert ready, laptop.run("status", job).stdout
         where = laptop.run("attach", job, "--", "hostname")
         assert where.returncode == 0 and where.stdout.split()[-1] == "node1", where.stdout + where.stderr
+        other = laptop.run("attach", job, "--node", "node2", "--", "hostname")
+        assert other.returncode == 0 and other.stdout.split()[-1] == "node2", other.stdout + other.stderr
+        _refused(laptop.run("attach", job, "--node", "node9", "--", "true"), "has no node 'node9'", "node1, node2")
         relay = laptop.popen("dashboard", job)
         try:
-            assert relay.stdout is not None
-            line = relay.stdout.readline()
-            url = re.match(r"(http://127\.0\.0\.1:\d+)", line)
-            assert url, line + (relay.stderr.read() if relay.poll() is not None and relay.stderr else "")
-            with urllib.request.urlopen(f"{url.group(1)}/api/version", timeout=30) as answer:
-                body = json.loads(answer.read())
-            assert "ray_version" in body, body
+            assert _answers(relay, "/api/version", "ray_version")
         finally:
             relay.terminate()
             relay.wait(timeout=30)
@@ -121,12 +143,12 @@ def _refused(res: subprocess.CompletedProcess[str], *needles: str) -> str:
 def test_each_login_failure_is_one_line_and_exit_2_with_nothing_submitted(
     laptop: Laptop, request: pytest.FixtureRequest
 ) -> None:
-    exp = str(REPO / "examples" / "hello.py")
-    before = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
+    exp = laptop.home / "refused_probe.py"  # a name no other job has: "nothing submitted" is checkable
+    exp.write_text((REPO / "examples" / "hello.py").read_text())
     _refused(laptop.run("status", "--login", "nosuch.invalid"), "nosuch.invalid", "unreachable")
-    _refused(laptop.run("submit", str(laptop.spec), exp, "--login", "login-stranger"), "authentication failed")
+    _refused(laptop.run("submit", str(laptop.spec), str(exp), "--login", "login-stranger"), "authentication failed")
     missing = laptop.write_spec("missing.json", login_python="/usr/bin/python3")
-    _refused(laptop.run("submit", str(missing), exp), "not installed", "pip install slurm-rl==")
+    _refused(laptop.run("submit", str(missing), str(exp)), "not installed", "pip install slurm-rl==")
     other = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="slurm-rl-old-"))  # seen by the login node
     request.addfinalizer(lambda: shutil.rmtree(other, ignore_errors=True))
     (other / "slurm_rl").mkdir()
@@ -135,11 +157,11 @@ def test_each_login_failure_is_one_line_and_exit_2_with_nothing_submitted(
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={other} exec /usr/bin/python3 "$@"\n')
     wrapper.chmod(0o755)
     old = laptop.write_spec("old.json", login_python=str(wrapper))
-    _refused(laptop.run("submit", str(old), exp), "0.0.9", "pip install slurm-rl==")
+    _refused(laptop.run("submit", str(old), str(exp)), "0.0.9", "pip install slurm-rl==")
     locked = laptop.write_spec("locked.json", fileroot="/proc/slurm-rl")
-    _refused(laptop.run("submit", str(locked), exp), "/proc/slurm-rl", "not writable")
-    after = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
-    assert after == before
+    _refused(laptop.run("submit", str(locked), str(exp)), "/proc/slurm-rl", "not writable")
+    queued = subprocess.run(["squeue", "-h", "-n", "refused_probe", "-o", "%i"], capture_output=True, text=True)
+    assert queued.stdout == "" and not (Path(laptop.fileroot) / "root" / "refused_probe").exists()
 
 
 def test_the_whole_module_logged_in_once(laptop: Laptop) -> None:

@@ -66,6 +66,12 @@ def test_attach_plans_a_shell_on_the_head_node_with_the_jobs_ray(tmp_path: Path)
     assert one.argv[-2:] == ["ray", "status"] and "--pty" not in one.argv
     assert plan.env["RAY_ADDRESS"] == "10.0.0.1:6379" and plan.env["RAY_AUTH_TOKEN_PATH"] == str(paths.ray_auth_token)
     assert "node1" in plan.note and "RAY_ADDRESS=10.0.0.1:6379" in plan.note
+    cluster = {"address": "10.0.0.1:6379", "head_node": "node1", "head_ip": "10.0.0.1", "nodes": ["node1", "node2"]}
+    paths.cluster.write_text(json.dumps(cluster))
+    second = plan_attach(11, paths, SlurmClient(Slurm()), ["hostname"], dashboard=False, via_client=False, node="node2")
+    assert "--nodelist=node2" in second.argv and "node1" not in " ".join(second.argv)
+    with pytest.raises(UsageError, match=r"job 11 has no node 'node9'; its nodes: node1, node2"):
+        plan_attach(11, paths, SlurmClient(Slurm()), [], dashboard=False, via_client=False, node="node9")
     with pytest.raises(UsageError, match="without --dashboard"):
         plan_attach(11, paths, SlurmClient(Slurm()), [], dashboard=True, via_client=False)
     with pytest.raises(UsageError, match="serves no Ray Client"):

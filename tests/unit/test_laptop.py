@@ -143,3 +143,49 @@ def test_the_dashboard_relay_adds_the_token_and_closes_each_request() -> None:
     assert b"X-Ray-Authorization: Bearer s3cret\r\n" in out and b"Connection: close\r\n" in out
     ws = add_token(b"GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade", "t")
     assert b"Connection: Upgrade" in ws and b"Connection: close" not in ws
+
+
+def test_tensorboard_serves_a_jobs_event_files_on_localhost_and_names_a_job_without_them(tmp_path: Path) -> None:
+    import urllib.request
+
+    from slurm_rl.core.errors import UsageError
+    from slurm_rl.core.paths import JobPaths
+    from slurm_rl.login import tensorboard as board
+
+    paths = JobPaths(tmp_path / "123")
+    with pytest.raises(UsageError, match=r"job 123 wrote no TensorBoard events .*MetricsLog"):
+        board.logdir_of("123", paths)
+    (paths.job_dir / "tensorboard").mkdir(parents=True)
+    proc, port = board.start(board.logdir_of("123", paths))
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/environment", timeout=30) as answer:
+            assert "data_location" in json.loads(answer.read())
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_relay_without_a_token_passes_the_request_as_it_came() -> None:
+    import os
+    import socket
+    import threading
+
+    from slurm_rl.login.dashboard_relay import relay
+
+    server = socket.create_server(("127.0.0.1", 0))
+    got: list[bytes] = []
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        got.append(conn.recv(4096))
+        conn.sendall(b"HTTP/1.0 200 OK\r\n\r\nhi")
+        conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    req_r, req_w = os.pipe()
+    out_r, out_w = os.pipe()
+    os.write(req_w, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    os.close(req_w)
+    relay("127.0.0.1", server.getsockname()[1], None, stdin=req_r, stdout=out_w)
+    os.close(out_w)
+    assert got == [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"] and os.read(out_r, 100).endswith(b"hi")
