@@ -132,5 +132,6 @@ def dashboard_forward(job_id: JobId, paths: JobPaths, cluster: dict[str, Any]) -
     port = cluster["ports"]["dashboard"]
     return (
         f"ssh -N -L 8265:{cluster['head_ip']}:{port} {getpass.getuser()}@{socket.getfqdn()}"
-        f"    # then open http://localhost:8265 (job {job_id}, head {cluster['head_node']})"
+        f"    # then open http://localhost:8265 (job {job_id}, head {cluster['head_node']}); it asks for the "
+        f"job's token ({paths.ray_auth_token}): `slurm-rl dashboard {job_id}` on a laptop with slurm-rl needs none"
     )
