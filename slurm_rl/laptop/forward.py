@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from ..config.spec import SPEC_ENV_VAR, load_spec
+from ..config.spec import SPEC_ENV_VAR, ClusterSpec, load_spec
 from ..login.snapshot import repository_root, tracked_files
 from .session import Remote, connect, laptop_spec_text
 from .ssh import Login, LoginError
@@ -51,23 +51,24 @@ def spec_path_of(name: str, params: dict[str, Any]) -> str | None:
     return params.get("spec_flag") or params.get("spec_path") or os.environ.get(SPEC_ENV_VAR) or None
 
 
-def open_remote(name: str, params: dict[str, Any], target: str) -> Remote:
+def open_remote(name: str, params: dict[str, Any], target: str) -> tuple[Remote, ClusterSpec | None]:
+    """The probed login node, and the laptop's spec (read once; None: no spec named)."""
     path = spec_path_of(name, params)
     spec = load_spec(path) if path else None  # a bad spec: one line and exit 2 here, nothing sent
     raw, text = laptop_spec_text(path)
     python = str(raw.get("login_python") or raw.get("python") or "python3")
     fileroot = str(raw.get("fileroot") or ("" if spec else "~/.cache/slurm_rl"))  # none: the login node's default
-    return connect(Login(target), python, fileroot, text)
+    return connect(Login(target), python, fileroot, text), spec
 
 
-def _job_uploads(name: str, params: dict[str, Any], remote: Remote) -> tuple[dict[str, Any], str]:
+def _job_uploads(params: dict[str, Any], remote: Remote, spec: ClusterSpec | None) -> tuple[dict[str, Any], str]:
     """The experiment (or, with --snapshot, its repository's tracked files) and a --grid file
     copied to the login node; the parameters pointing at the copies, and the upload dir."""
     args = list(params.get("args") or ())
     if args and args[0].endswith(".json"):
         args.pop(0)
     files: dict[str, Path] = {}
-    snapshot = bool(params.get("snapshot")) or bool(laptop_spec_text(spec_path_of(name, params))[0].get("snapshot"))
+    snapshot = bool(params.get("snapshot")) or (spec is not None and spec.snapshot)
     experiment = Path(args[0]) if args else None
     if experiment is not None and not experiment.is_file():
         raise LoginError(f"experiment {experiment} does not exist here; give the path of a Python file")
@@ -92,10 +93,10 @@ def _job_uploads(name: str, params: dict[str, Any], remote: Remote) -> tuple[dic
 
 def forward(name: str, command: click.Command, params: dict[str, Any], target: str) -> int:
     """Run ``slurm-rl NAME PARAMS`` on the login node ``target``; its exit code."""
-    remote = open_remote(name, params, target)
+    remote, spec = open_remote(name, params, target)
     up = ""
     if name in JOB_COMMANDS:
-        params, up = _job_uploads(name, params, remote)
+        params, up = _job_uploads(params, remote, spec)
     elif "spec_flag" in params:
         params = {**params, "spec_flag": remote.spec or None}
     elif "spec_path" in params:
