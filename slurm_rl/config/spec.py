@@ -80,6 +80,10 @@ class ClusterSpec(BaseModel):
     gpu_request: Literal["gpus-per-node", "gres"] = "gpus-per-node"  # "gres": sites that want --gres=gpu:N
     cpus_per_node: int | None = Field(default=None, ge=1)
     container_runtime: Literal["pyxis", "apptainer", "none"] = "none"
+    # pyxis and a squashfs image: each node unpacks it once per image version and every container
+    # starts from that copy under its own copy-on-write layer; at most this many GB per node (LRU)
+    image_cache: bool = True
+    image_cache_gb: float = Field(default=100.0, gt=0)
     python: str | None = None
     # from a laptop: the login node (user@host or an ~/.ssh/config alias) that runs every command
     # over ssh, and the interpreter there that has slurm-rl (default: python, else python3)

@@ -39,15 +39,24 @@ class Container(BaseModel):
     mounts: tuple[str, ...] = ()
     workdir: str = ""  # "": the job dir (on the fileroot, which is always mounted)
     gpus: bool = False
+    cache_mb: int = 0  # pyxis, a squashfs image: the per-node image cache's budget (0: no cache)
+
+    @property
+    def cached(self) -> bool:
+        """Started from the node's prepared copy of the image (job/image_cache.sh) under a
+        per-container layer, instead of an unpack per job."""
+        return self.runtime == "pyxis" and self.cache_mb > 0
 
     def launch(self, job_dir: str) -> tuple[list[str], list[str]]:
         """(extra srun flags, command prefix) of the job's node step, as argv items, unquoted.
 
         Pyxis: an unnamed container, so pyxis removes it when the step ends however it ends
-        (a named one outlives the job under pyxis' default container_scope=global). Nothing
-        else of the job starts the image again: attach joins the running container
-        (``enroot exec``), and the batch script's finalize and the cleanup after a cancel
-        are plain shell."""
+        (a named one outlives the job under pyxis' default container_scope=global), unless the
+        image is cached (the batch script then adds --container-name: the prepared copy).
+        Writable: the root filesystem is the job's own (its unpack, or its layer over the
+        cache). Nothing else of the job starts the image again: attach joins the running
+        container (``enroot exec``), and the batch script's finalize and the cleanup after a
+        cancel are plain shell."""
         workdir = self.workdir or job_dir
         if self.runtime == "pyxis":
             return (
@@ -56,6 +65,7 @@ class Container(BaseModel):
                     f"--container-mounts={','.join(self.mounts)}",
                     "--no-container-mount-home",
                     f"--container-workdir={workdir}",
+                    "--container-writable",
                 ],
                 [],
             )

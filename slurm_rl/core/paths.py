@@ -24,6 +24,12 @@ def node_temp_dir(job_id: int | str, root: str = NODE_TMP_ROOT) -> str:
     return f"{root}/srl-{job_id}"
 
 
+def image_cache_dir(root: str = NODE_TMP_ROOT) -> str:
+    """Node-local bookkeeping of the per-node image cache (job/image_cache.sh) under ``root``
+    (the spec's node_local_dir): its lock, and per image its size and last use."""
+    return f"{root}/slurm-rl-images"
+
+
 def warned_marker_name(attempt: int | str) -> str:
     """File name (in the markers dir) noting that SLURM's warning signal came in ``attempt``.
     ``attempt`` may be a shell expression: the batch script creates it."""
@@ -159,6 +165,17 @@ class JobPaths:
 
     def warned_marker(self, attempt: int | str) -> Path:
         return self.markers / warned_marker_name(attempt)
+
+    @property
+    def image_cache_script(self) -> Path:
+        """The per-node image cache's script (job/image_cache.sh), for the batch script's steps."""
+        return self.job_dir / "container" / "image_cache.sh"
+
+    @property
+    def enroot_config(self) -> Path:
+        """ENROOT_CONFIG_PATH of a cached-image container step: the user's enroot config and
+        slurm-rl's overlay hook (job/enroot_overlay_hook.sh)."""
+        return self.job_dir / "container" / "enroot"
 
     @property
     def logs(self) -> Path:

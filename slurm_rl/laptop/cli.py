@@ -69,6 +69,8 @@ def _remote_capable(name: str, command: click.Command) -> None:
 
 for _name in FORWARDED:
     _remote_capable(_name, cli.commands[_name])
+for _name, _sub in cli.commands["images"].commands.items():  # type: ignore[attr-defined]
+    _remote_capable(f"images {_name}", _sub)
 
 
 def main() -> None:

@@ -109,7 +109,7 @@ def forward(name: str, command: click.Command, params: dict[str, Any], target: s
         argv = [name, *to_argv(command, {**params, "as_json": True, "stdin_bound": True})]
         run = tunnel.forward_tensorboard if params.get("tensorboard") else tunnel.forward_dashboard
         return run(remote, argv, str(params["job"]))
-    argv = remote.slurm_rl([name, *to_argv(command, params)])
+    argv = remote.slurm_rl([*name.split(), *to_argv(command, params)])  # "images list": a group's
     if up:  # the uploaded code goes once the command ends (a job runs from its job dir's copy)
         argv = ["sh", "-c", 'trap \'rm -rf "$0"\' EXIT HUP INT TERM; "$@"', up, *argv]
     # a terminal there too where one is here and the command is interactive or follows a job:

@@ -225,5 +225,12 @@ def check_pyxis(spec: ClusterSpec, config: dict[str, str]) -> Check:
                 "set container_runtime to 'none' or ask for Pyxis",
             )
         return Check("pyxis", "ok", "no Pyxis (container_runtime is not pyxis)")
-    scope = pyxis.args.get("container_scope", "job")
-    return Check("pyxis", "ok", f"{pyxis.path}, container_scope={scope}")
+    scope = pyxis.args.get("container_scope", "global")  # pyxis' own default
+    text = f"{pyxis.path}, container_scope={scope}"
+    if pyxis.args.get("use_squashfuse", "0").lower() in ("1", "true", "yes", "y"):
+        text += ", use_squashfuse=1"
+    if spec.container_runtime == "pyxis" and spec.image_cache and scope == "job":
+        return Check("pyxis", "warn", text, 'image cache off under container_scope=job: set "image_cache": false')
+    return Check(
+        "pyxis", "ok", text + (", image cache on" if spec.container_runtime == "pyxis" and spec.image_cache else "")
+    )

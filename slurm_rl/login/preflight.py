@@ -23,6 +23,7 @@ from ..core.errors import UsageError
 from ..core.fields import time_minutes
 from ..core.options import JobOptions
 from ..slurm import SlurmClient
+from ..slurm.site import pyxis_scope
 from .render import container_for
 
 # Filesystems that every node mounts alike at a site (whatever the fileroot is).
@@ -37,6 +38,20 @@ def preflight(spec: ClusterSpec, opts: JobOptions, client: SlurmClient) -> None:
     check_node_capacity(opts, client)
     check_time_limit(opts, client)
     check_qos(opts, client)
+
+
+def site_image_cache(spec: ClusterSpec, client: SlurmClient) -> ClusterSpec:
+    """The spec, with its image cache off where the site's Pyxis has container_scope=job: pyxis
+    then names every container after its job, so no job can start from a node's prepared copy
+    (and the job's epilog would remove it). Said once, on stderr."""
+    if spec.container_runtime != "pyxis" or not spec.image_cache or pyxis_scope(client) != "job":
+        return spec
+    print(
+        "slurm-rl: pyxis here has container_scope=job (named containers end with their job): the image "
+        'cache is off, every job unpacks its image; set "image_cache": false in the spec to silence this',
+        file=sys.stderr,
+    )
+    return spec.model_copy(update={"image_cache": False})
 
 
 # ---- SLURM's limits ------------------------------------------------------------------------------

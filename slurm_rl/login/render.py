@@ -17,7 +17,7 @@ from ..config.spec import ClusterSpec
 from ..core.exits import REQUESTED_REQUEUE_LIMIT
 from ..core.manifest import JOB_ID_PLACEHOLDER, Container, JobManifest
 from ..core.options import JobOptions
-from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, warned_marker_name
+from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, image_cache_dir, warned_marker_name
 from .snapshot import repository_root
 
 TEMPLATE_NAME = "sbatch.sh.j2"
@@ -132,12 +132,15 @@ def container_mounts(spec: ClusterSpec) -> tuple[str, ...]:
 
 def container_for(spec: ClusterSpec, opts: JobOptions) -> Container:
     image = opts.container_image or (spec.gpu_image if opts.gpus_per_node > 0 else spec.cpu_image)
+    # pyxis reads an image that starts with "." or "/" as a squashfs file (else: a registry)
+    cacheable = spec.container_runtime == "pyxis" and spec.image_cache and (image or "")[:1] in (".", "/")
     return Container(
         runtime=spec.container_runtime,
         image=image,
         workdir=opts.workdir,
         gpus=opts.gpus_per_node > 0,
         mounts=container_mounts(spec) if spec.container_runtime != "none" else (),
+        cache_mb=int(spec.image_cache_gb * 1024) if cacheable else 0,
     )
 
 
@@ -193,6 +196,8 @@ def finalize_files() -> dict[str, str]:
         "requeue_request": paths.requeue_request(""),
         "chain_jobs": paths.chain_jobs,
         "chain_finished": paths.chain_finished,
+        "image_cache": paths.image_cache_script,
+        "enroot_config": paths.enroot_config,
     }
     return {name: shlex.quote(str(p.relative_to(paths.job_dir))) for name, p in files.items()}
 
@@ -218,6 +223,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
     srun_flags = [*srun_flags, *opts.srun_args]
     python = shlex.quote(opts.python)
     key = ARRAY_TASK_KEY if opts.array else JOB_KEY
+    image_flags = ['"${slurm_rl_image_flags[@]}"'] if container.cached else []
     context = dict(
         version=__version__,
         spec=spec,
@@ -226,7 +232,11 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         job_key=key,
         array=bool(opts.array),
         env=sorted(spec.public_env.items()),
-        srun_flags=shell_words(srun_flags, key),
+        srun_flags=[*shell_words(srun_flags, key), *image_flags],
+        image_cache=container.cached,
+        image=shlex.quote(container.image or ""),
+        image_cache_mb=container.cache_mb,
+        image_meta=shlex.quote(image_cache_dir(spec.node_local_dir)),
         secrets=sorted(spec.secret_env),
         secrets_file=SECRETS_FILE,
         launch=" ".join([*shell_words(prefix, key), 'bash -c "$SLURM_RL_NODE_SCRIPT"']),

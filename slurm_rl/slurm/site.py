@@ -79,3 +79,10 @@ def spank_plugins(config: dict[str, str]) -> list[SpankPlugin]:
                 args = dict(w.split("=", 1) for w in words[2:] if "=" in w)
                 out.append(SpankPlugin(words[1], args))
     return out
+
+
+def pyxis_scope(client: SlurmClient) -> str | None:
+    """The ``container_scope`` of the site's Pyxis as this login node's plugstack.conf says
+    (pyxis' default: global); None where this machine shows no Pyxis."""
+    pyxis = next((p for p in spank_plugins(site_config(client)) if "pyxis" in p.path), None)
+    return pyxis.args.get("container_scope", "global") if pyxis else None

@@ -17,7 +17,7 @@ IMAGE=$CACHE/images/slurm-rl-lab.sqsh
 IMAGE_PYTHON=/opt/slurm-rl/bin/python
 PYXIS_CONF=$CONF_DIR/plugstack.conf.d/pyxis.conf
 ENROOT_CONF=/usr/local/etc/enroot/enroot.conf.d/slurm-lab.conf
-PYXIS_APT="build-essential libslurm-dev libbsd-dev squashfs-tools debootstrap makeself zstd pigz jq"
+PYXIS_APT="build-essential libslurm-dev libbsd-dev squashfs-tools debootstrap makeself zstd pigz jq bsdextrautils"
 # Debian's mirror apt already uses (the lab reaches no other host)
 MIRROR=$(awk '/^URIs:/{print $2; exit} /^deb /{print $2; exit}' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null || true)
 MIRROR=${MIRROR:-http://deb.debian.org/debian}

@@ -119,3 +119,33 @@ def test_the_probe_report_is_judged_check_by_check(tmp_path: Path) -> None:
     assert [c.name for c in other if c.status == "fail"] == ["python and ray"]
     assert other[-1].found.startswith("node3: Python 3.9, Ray 2.10.0; here: Python ")
     assert [c.status for c in not_probed()] == ["skip"] * 4
+
+
+@pytest.mark.parametrize("scope", ["", " container_scope=global", " container_scope=job"])
+def test_the_image_cache_follows_pyxis_container_scope(tmp_path: Path, scope: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    from slurm_rl.login.preflight import site_image_cache
+
+    (tmp_path / "plugstack.conf").write_text(f"include {tmp_path}/plugstack.conf.d/*\n")
+    (tmp_path / "plugstack.conf.d").mkdir()
+    (tmp_path / "plugstack.conf.d" / "pyxis.conf").write_text(f"required /usr/lib/spank_pyxis.so{scope}\n")
+    config = CONFIG.replace("(null)", str(tmp_path / "plugstack.conf"))
+    slurm = client_with_config(config)
+    boxed = spec(container_runtime="pyxis", python="python3", cpu_image="/i.sqsh")
+    pyxis = next(c for c in site_checks(boxed, slurm, "alice") if c.name == "pyxis")
+    if scope.endswith("job"):  # pyxis names every container after its job: nothing to start from
+        assert site_image_cache(boxed, slurm).image_cache is False
+        assert "image cache is off" in capsys.readouterr().err
+        assert pyxis.status == "warn" and "container_scope=job" in pyxis.found
+    else:  # global, pyxis' default
+        assert site_image_cache(boxed, slurm) is boxed
+        assert pyxis.status == "ok" and pyxis.found.endswith("container_scope=global, image cache on")
+
+
+def client_with_config(config: str) -> SlurmClient:
+    base = client()
+    answer = base.runner
+
+    def runner(argv: Sequence[str], timeout_s: float) -> Completed:
+        return Completed(0, config, "") if list(argv[:3]) == ["scontrol", "show", "config"] else answer(argv, timeout_s)
+
+    return SlurmClient(runner)

@@ -189,3 +189,15 @@ def test_the_relay_without_a_token_passes_the_request_as_it_came() -> None:
     relay("127.0.0.1", server.getsockname()[1], None, stdin=req_r, stdout=out_w)
     os.close(out_w)
     assert got == [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"] and os.read(out_r, 100).endswith(b"hi")
+
+
+def test_images_goes_to_the_login_node_as_the_same_subcommand() -> None:
+    sub = cli.commands["images"].commands["prune"]  # type: ignore[attr-defined]
+    assert any(p.name == "login" for p in sub.params)  # from a laptop it runs there, through SLURM
+    with sub.make_context("prune", ["k1", "k2", "-p", "gpu", "--json", "--spec", "s.json"]) as ctx:
+        params = dict(ctx.params)
+    params.pop("login")
+    with sub.make_context("prune", to_argv(sub, params)) as ctx:
+        again = dict(ctx.params)
+    again.pop("login")
+    assert again == params and again["keys"] == ("k1", "k2")

@@ -34,6 +34,11 @@ CASES = {
     "lab": (REPO / "cluster_specs" / "lab.json", BASE_OPTS.replace(nodes=3, time="0:10:00")),
     # in a container the driver runs in the job dir unless a mounted --workdir is asked for
     "pyxis": (REPO / "cluster_specs" / "example-pyxis.json", BASE_OPTS.replace(gpus_per_node=8, workdir="")),
+    # a squashfs image: every node prepares it once (the image cache), containers start from it
+    "pyxis-sqsh": (
+        REPO / "cluster_specs" / "example-pyxis.json",
+        BASE_OPTS.replace(gpus_per_node=8, workdir="", container_image="/lustre/images/rl 2026.sqsh"),
+    ),
     "apptainer": (
         REPO / "cluster_specs" / "example-apptainer.json",
         BASE_OPTS.replace(gpus_per_node=4, port_base=20000, workdir="/scratch/alice/rl"),
@@ -95,7 +100,12 @@ def _resolved(spec, opts: JobOptions, tmp_path: Path) -> JobOptions:  # type: ig
         head_partition=opts.head_partition,
     )
     return got.replace(
-        experiment=opts.experiment, workdir=opts.workdir, array=opts.array, chain=opts.chain, run_dir=opts.run_dir
+        experiment=opts.experiment,
+        workdir=opts.workdir,
+        array=opts.array,
+        chain=opts.chain,
+        run_dir=opts.run_dir,
+        container_image=opts.container_image,
     )
 
 
@@ -140,6 +150,20 @@ def test_pyxis_flags(tmp_path: Path) -> None:
     # --container-image on the command line wins over the spec's image
     text = render_sbatch(_spec(spec_path), opts.replace(container_image="my/img:1"))
     assert "--container-image=my/img:1" in text
+
+
+def test_a_squashfs_image_is_cached_unless_the_spec_says_not(tmp_path: Path) -> None:
+    spec_path, opts = CASES["pyxis-sqsh"]
+    spec = _spec(spec_path)
+    text = render_sbatch(spec, opts)
+    # the prepare step, then the container step names the prepared copy (pyxis reuses it)
+    assert "container/image_cache.sh prepare" in text and '"${slurm_rl_image_flags[@]}"' in text
+    assert "slurm_rl_image='/lustre/images/rl 2026.sqsh'" in text
+    assert f" {int(spec.image_cache_gb * 1024)} /tmp/slurm-rl-images " in text
+    off = spec.model_copy(update={"image_cache": False})
+    assert "image_cache.sh" not in render_sbatch(off, opts) and "--container-name" not in render_sbatch(off, opts)
+    # a registry image is pyxis' to import: no cache
+    assert "image_cache.sh" not in render_sbatch(spec, opts.replace(container_image="nvcr.io/nvidia/pytorch:25.01-py3"))
 
 
 AWKWARD = ["a'; echo INJECTED; '", 'with space/and "quotes"', "new\nline", "$(touch /tmp/pwned)", "back\\slash"]

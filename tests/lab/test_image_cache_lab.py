@@ -1,0 +1,115 @@
+"""The per-node image cache on the lab's real Pyxis + enroot (docs/containers.md): an image is
+unpacked once per node per image version, every container starts from that copy under a layer
+of its own (nothing a job writes reaches another job), a changed image is prepared again, and
+`slurm-rl images prune` clears what no running job uses.
+
+The image here is a hard link of the lab image under a name of this test's own: the same bytes,
+another cache key, so the other container tests' jobs never share (or race) its preparation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from slurm_rl.core.events import read_events
+from tests.conftest import run_cli
+from tests.lab.helpers import SPEC_PYXIS as SPEC
+from tests.lab.helpers import in_queue, last_json, wait_ready
+from tests.lab.test_containers_lab import ended, start
+
+LAB_IMAGE = Path(json.loads(Path(SPEC).read_text())["cpu_image"])
+FILEROOT = Path(json.loads(Path(SPEC).read_text())["fileroot"])
+
+
+@pytest.fixture
+def image(pyxis_lab: list[str]) -> Iterator[Path]:
+    path = LAB_IMAGE.parent / f"cache-test-{uuid.uuid4().hex[:8]}.sqsh"
+    os.link(LAB_IMAGE, path)
+    yield path
+    path.unlink(missing_ok=True)
+
+
+def image_events(job: dict, name: str) -> list[dict]:
+    return [e for e in read_events(Path(job["job_dir"]) / "events.jsonl") if e.get("event") == name]
+
+
+def probe(job: dict) -> dict[str, dict]:
+    """What image_probe.py saw on each node: {host: {before, after}}."""
+    status = ended(job["job_id"], 300)
+    driver = (Path(job["job_dir"]) / "logs" / "driver.log").read_text(errors="replace")
+    assert status["exit_code"] == 0, (status, driver[-3000:])
+    return {r["host"]: r for r in last_json(driver, "probe")["probe"]}
+
+
+def test_an_image_is_prepared_once_per_node_and_no_job_sees_anothers_writes(pyxis_lab: list[str], image: Path) -> None:
+    barrier = FILEROOT / f"image-barrier-{uuid.uuid4().hex[:8]}"
+    barrier.mkdir(parents=True)
+    opts = ("--container-image", str(image))
+    jobs: list[dict] = []
+    try:
+        first = start("image_probe.py", "first", str(barrier), nodes=3, extra=opts)
+        jobs.append(first)
+        seen = probe(first)
+        prepared = image_events(first, "image_prepared")
+        assert sorted(e["host"] for e in prepared) == sorted(pyxis_lab), prepared
+        key = prepared[0]["key"]
+        assert all(r["before"] is None and r["after"] == "first" for r in seen.values()), seen
+
+        # two jobs at once on the same nodes, after the first: both start from the prepared copy
+        # (nothing prepared again), neither sees the first's file nor the other's, though each
+        # reads back only after the other has written on that node
+        a = start("image_probe.py", "a", str(barrier), "b", nodes=3, extra=opts)
+        b = start("image_probe.py", "b", str(barrier), "a", nodes=3, extra=opts)
+        jobs += [a, b]
+        for job, tag in ((a, "a"), (b, "b")):
+            seen = probe(job)
+            assert sorted(seen) == sorted(pyxis_lab)
+            assert all(r["before"] is None and r["after"] == tag for r in seen.values()), (tag, seen)
+            assert image_events(job, "image_prepared") == []
+            cached = image_events(job, "image_cached")
+            assert sorted(e["host"] for e in cached) == sorted(pyxis_lab) and {e["key"] for e in cached} == {key}
+
+        # the image changes in place (same path, new content): prepared again, never served stale
+        tmp = image.with_suffix(".new")
+        shutil.copyfile(LAB_IMAGE, tmp)
+        with tmp.open("ab") as f:
+            f.write(b"\0" * 4096)  # squashfs ignores bytes past its end; the file is another one
+        os.replace(tmp, image)
+        held = start("hold.py", "ok", nodes=3, extra=opts)
+        jobs.append(held)
+        wait_ready(held, timeout_s=300)
+        again = image_events(held, "image_prepared")
+        assert sorted(e["host"] for e in again) == sorted(pyxis_lab), again
+        new_key = again[0]["key"]
+        assert new_key != key
+
+        # prune: the stale copy goes, the one the running job uses stays, on every node
+        res = run_cli("images", "prune", "--spec", SPEC, "--json", key, new_key, timeout=120)
+        assert res.returncode == 0, res.stderr
+        pruned = {r["node"]: r for r in map(json.loads, res.stdout.splitlines())}
+        assert sorted(pruned) == sorted(pyxis_lab), res.stdout
+        for node, r in pruned.items():
+            assert r["removed"] == [key] and r["in_use"] == [new_key] and r["freed_bytes"] > 10**9, (node, r)
+        listed = run_cli("images", "list", "--spec", SPEC, "--json", timeout=120)
+        assert listed.returncode == 0, listed.stderr
+        for line in listed.stdout.splitlines():
+            keys = {i["key"]: i for i in json.loads(line)["images"]}
+            assert key not in keys and keys[new_key]["in_use"] is True, line
+        (Path(held["job_dir"]) / "release").write_text("go\n")
+        assert ended(held["job_id"], 240)["exit_code"] == 0
+    finally:
+        shutil.rmtree(barrier, ignore_errors=True)
+        for job in jobs:
+            if in_queue(job["job_id"]):
+                subprocess.run(["scancel", str(job["job_id"])], timeout=30, check=False)
+        # what this test prepared goes (the image file itself is the fixture's)
+        mine = {e["key"] for j in jobs for e in image_events(j, "image_prepared")}
+        run_cli("images", "prune", "--spec", SPEC, *mine, timeout=120)
