@@ -158,9 +158,7 @@ build_image() {
   cut -f1 "$CACHE/image-files.txt" | sort -u | while read -r from; do
     awk -F'\t' -v s="$from" '$1==s{print $2}' "$CACHE/image-files.txt" | tar -C "$from" -cf - -T - | tar -C "$site" -xf -
   done
-  cp -a "$top/slurm_rl" "$site/slurm_rl"
-  cp -a "$top/templates" "$site/slurm_rl/templates"
-  find "$site/slurm_rl" -name __pycache__ -prune -exec rm -rf {} +
+  copy_slurm_rl "$top" "$site"
   chroot "$work" "$IMAGE_PYTHON" -m compileall -q -j 0 /opt/slurm-rl/lib/python3.11/site-packages >/dev/null 2>&1 || true
   # the console scripts an image's environment has (pip writes them; the copy above does not):
   # `ray` beside the interpreter, as in a real RL image's venv
@@ -169,10 +167,61 @@ build_image() {
   chmod 755 "$work/opt/slurm-rl/bin/ray"
   chroot "$work" "$IMAGE_PYTHON" -c 'import slurm_rl.job.node, ray, torch' \
     || die "the image's python cannot import slurm_rl, ray and torch"
-  mkdir -p "$(dirname "$IMAGE")"
-  mksquashfs "$work" "$IMAGE.tmp" -comp zstd -Xcompression-level 1 -all-root -noappend -quiet -no-progress >/dev/null \
+  seal_image "$work" "$IMAGE" "$key"
+}
+
+seal_image() {  # WORK IMAGE KEY: the rootfs WORK as the squashfs IMAGE (its inputs' KEY beside it)
+  mkdir -p "$(dirname "$2")"
+  mksquashfs "$1" "$2.tmp" -comp zstd -Xcompression-level 1 -all-root -noappend -quiet -no-progress >/dev/null \
     || die "mksquashfs failed"
-  mv "$IMAGE.tmp" "$IMAGE"; echo "$key" >"$IMAGE.key"
-  rm -rf "$work"
-  echo "$IMAGE"
+  mv "$2.tmp" "$2"; echo "$3" >"$2.key"
+  rm -rf "$1"
+  echo "$2"
+}
+
+copy_slurm_rl() {  # TOP SITE: the checkout's slurm-rl (package and templates) into site-packages
+  cp -a "$1/slurm_rl" "$2/slurm_rl"
+  cp -a "$1/templates" "$2/slurm_rl/templates"
+  find "$2/slurm_rl" -name __pycache__ -prune -exec rm -rf {} +
+}
+
+# The NeMo Gym image: the lab image's base plus the environment tests/lab/gym-venv built (Gym
+# needs Python >= 3.12; the lab image's Debian python is 3.11) and that environment's own
+# interpreter, both at the paths they have here (the venv's scripts and pyvenv.cfg name them),
+# with slurm-rl copied in instead of the .pth that points at a checkout. Rebuilt when the
+# environment, the interpreter, slurm-rl or this recipe change.
+GYM_IMAGE=$CACHE/images/slurm-rl-gym.sqsh
+GYM_VENV_DIR=${GYM_VENV:-$CACHE/gym-venv}
+
+cmd_gym_image() {
+  need_root
+  mkdir -p "$CACHE"
+  [ -x "$CACHE/base-bookworm-python3/usr/bin/python3" ] || cmd_image >/dev/null
+  (flock -w 900 9 || die "another build holds $CACHE/gym-image.lock"; build_gym_image) 9>"$CACHE/gym-image.lock"
+}
+
+build_gym_image() {
+  local top py home key work site
+  top=$(cd "$SCRIPT_DIR/../.." && pwd)
+  py=$GYM_VENV_DIR/bin/python
+  "$py" -c 'import nemo_gym, ray' 2>/dev/null || die "no Gym environment at $GYM_VENV_DIR: build it with tests/lab/gym-venv"
+  home=$("$py" -c 'import sys; print(sys.base_prefix)')
+  case $home in /usr | /usr/local) die "$GYM_VENV_DIR runs the system's Python ($home): build it from a self-contained one (pyenv, uv python)";; esac
+  key=$({
+    md5sum <"${BASH_SOURCE[0]}"; cat "$GYM_VENV_DIR/.inputs" 2>/dev/null; echo "$home"
+    (cd "$top" && find slurm_rl templates -type f -not -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum)
+  } | sha256sum | cut -c1-16)
+  if [ -f "$GYM_IMAGE" ] && [ "$(cat "$GYM_IMAGE.key" 2>/dev/null)" = "$key" ]; then echo "$GYM_IMAGE"; return 0; fi
+  log "building the Gym image $GYM_IMAGE (Python $("$py" -c 'import platform; print(platform.python_version())'))"
+  work=$CACHE/gym-image-rootfs
+  rm -rf "$work"; cp -a "$CACHE/base-bookworm-python3" "$work"
+  mkdir -p "$work$home" "$work$GYM_VENV_DIR"
+  # the interpreter without its own site-packages (the venv does not see them) and test suite
+  tar -C "$home" --exclude='./lib/python3*/site-packages/*' --exclude='./lib/python3*/test' -cf - . | tar -C "$work$home" -xf -
+  tar -C "$GYM_VENV_DIR" -cf - . | tar -C "$work$GYM_VENV_DIR" -xf -
+  site=$work$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  rm -f "$site/slurm_rl_checkout.pth"
+  copy_slurm_rl "$top" "$site"
+  chroot "$work" "$py" -c 'import nemo_gym, ray, slurm_rl.job.node' || die "the Gym image's python cannot import nemo_gym, ray and slurm_rl"
+  seal_image "$work" "$GYM_IMAGE" "$key"
 }

@@ -4,7 +4,8 @@ driver (a plain ``ray.init()``) and from an ``attach`` shell, with the job's tok
 the rewards equal the recorded ones, all 3 nodes had joined when Gym connected, and its tasks
 ran beyond the driver's node (Ray's state API, through ``--dashboard``). Gym needs Python >=
 3.12: the test runs where ``tests/lab/gym-venv`` built its environment (.ci/run does), fails in
-CI without it, and skips, saying how to build it, elsewhere."""
+CI without it, and skips, saying how to build it, elsewhere. The same check runs with every node
+in a Pyxis container too: the Gym image carries that environment and its interpreter."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ from pathlib import Path
 import pytest
 
 from slurm_rl.core.events import read_events
-from tests.conftest import REPO
+from tests.conftest import LAB, REPO, run_cli
 from tests.lab.helpers import (
     EXPERIMENTS,
     SPEC,
+    SPEC_PYXIS,
     assert_no_leftovers,
+    job_containers,
     job_dir,
     last_json,
     node_failures,
@@ -84,3 +87,28 @@ def test_gym_code_gen_verification_on_three_nodes(lab: list[str], gym_python: st
         subprocess.run(["scancel", jid], check=False, timeout=30)
     wait_gone(jid, timeout_s=90)
     assert_no_leftovers(lab, jid)
+
+
+def test_gym_code_gen_in_containers_on_three_nodes(pyxis_lab: list[str], gym_python: str, tmp_path: Path) -> None:
+    """The same check with every node in a container: the Gym image (`slurm-lab gym-image`) carries
+    the Gym environment and its Python 3.12, the bare nodes do not need them."""
+    built = subprocess.run([str(LAB), "gym-image"], capture_output=True, text=True, timeout=900)
+    assert built.returncode == 0, built.stderr[-2000:]
+    image = built.stdout.strip().splitlines()[-1]
+    spec = {**json.loads(Path(SPEC_PYXIS).read_text()), "cpu_image": image, "gpu_image": image, "python": gym_python}
+    spec_path = tmp_path / "lab-gym-pyxis.json"
+    spec_path.write_text(json.dumps(spec))
+    experiment = str(EXPERIMENTS / "gym_codegen.py")
+    res = run_cli(
+        "submit", str(spec_path), experiment, "--nodes", "3", "--dashboard", "--oversubscribe", "--wait", "--json",
+        timeout=400,
+    )  # fmt: skip
+    assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-3000:])
+    data = json.loads([line for line in res.stdout.splitlines() if line.startswith("{")][-1])
+    driven = seen((job_dir(data) / "logs" / "driver.log").read_text())
+    assert driven["rewards"] == driven["recorded"] == RECORDED, driven
+    assert driven["nodes_at_start"] == 3 and len(driven["task_nodes"]) >= 2, driven
+    started = [e for e in read_events(job_dir(data) / "events.jsonl") if e["event"] == "driver_start"]
+    assert started and started[0]["argv"][0] == gym_python, started
+    assert_no_leftovers(pyxis_lab, data["job_id"])
+    assert not job_containers(pyxis_lab, data["job_id"])
