@@ -9,8 +9,9 @@
 # data path (where pyxis finds `--container-name=srl-img-KEY`), unpacked once per node per image
 # version (KEY: the image's path, size, mtime, ctime and inode). Jobs never write into it: the
 # enroot hook (enroot_overlay_hook.sh) mounts a per-container overlay over it. META_DIR (node
-# local) holds one lock for this node's cache, KEY.json (image, bytes, when prepared) and
-# KEY.used (its mtime: last use, for LRU eviction beyond BUDGET_MB).
+# local) holds per image KEY.lock (held while it is prepared or removed: jobs with other images
+# never wait for an unpack), KEY.json (image, bytes, when prepared) and KEY.used (its mtime:
+# last use, for LRU eviction beyond BUDGET_MB).
 #
 # prepare appends image_prepared / image_cached / image_evicted to EVENTS; list and prune print
 # one JSON line for this node.
@@ -41,7 +42,7 @@ data_path() {
 }
 
 in_use() {  # KEY: a running container (any job's) has its filesystem mounted
-  grep -qsF -- "/$PREFIX$1" /proc/[0-9]*/mountinfo 2>/dev/null
+  grep -qsE -- "/$PREFIX$1([ ,/]|\$)" /proc/[0-9]*/mountinfo 2>/dev/null
 }
 
 bytes_of() {  # KEY
@@ -73,13 +74,23 @@ event() {  # NAME 'MORE JSON FIELDS'
     "$(date +%s.%N | cut -c1-15)" "$2" >>"$events"
 }
 
-lock() {
-  mkdir -p "$meta" && exec 9>"$meta/lock" && flock -w 1800 9
+declare -A held=()
+hold() {  # KEY [-n]: this image's lock (-n: fail at once if another job holds it)
+  local fd
+  exec {fd}>"$meta/$1.lock" || return 1
+  if [ "${2:-}" = -n ]; then flock -n "$fd" || { eval "exec $fd>&-"; return 1; }; else flock -w 1800 "$fd"; fi
+  held[$1]=$fd
+}
+
+release() {  # KEY: let go of what hold took
+  [ -n "${held[$1]:-}" ] && eval "exec ${held[$1]}>&-"
+  unset "held[$1]"
 }
 
 prepare() {
   local image=$1 key=$2 budget_mb=$3 name t0 bytes total key2 b now
   name=$PREFIX$key
+  hold "$key" || { echo "slurm-rl: cannot lock $meta/$key.lock on $node" >&2; return 1; }
   t0=$(date +%s.%N)
   if [ -d "$data/$name" ] && { [ -e "$meta/$key.json" ] || in_use "$key"; }; then
     event image_cached "\"key\": \"$key\", \"image\": $(json "$image")"
@@ -107,9 +118,11 @@ prepare() {
     [ "$key2" = "$key" ] && continue
     [ $((now - $(stat -c %Y "$meta/$key2.used" 2>/dev/null || echo 0))) -lt $FRESH_S ] && continue
     in_use "$key2" && continue
+    hold "$key2" -n || continue  # being prepared, or removed, by another job right now
     b=$(bytes_of "$key2")
     remove "$key2" && total=$((total - b)) \
       && event image_evicted "\"key\": \"$key2\", \"bytes\": $b, \"budget_mb\": $budget_mb"
+    release "$key2"
   done
   return 0
 }
@@ -124,13 +137,14 @@ list() {
   printf '{"node": %s, "data_path": %s, "images": [%s]}\n' "$(json "$node")" "$(json "$data")" "$items"
 }
 
-prune() {  # [KEY...]: those (default: all) that no running container uses
+prune() {  # [KEY...]: those (default: all) that no running container uses nor a job prepares
   local key removed="" kept="" freed=0 b
   for key in $(cached_keys); do
     if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qxF -- "$key"; then continue; fi
-    if in_use "$key"; then kept="$kept${kept:+, }\"$key\""; continue; fi
+    if in_use "$key" || ! hold "$key" -n; then kept="$kept${kept:+, }\"$key\""; continue; fi
     b=$(bytes_of "$key")
     remove "$key" && { removed="$removed${removed:+, }\"$key\""; freed=$((freed + b)); }
+    release "$key"
   done
   printf '{"node": %s, "removed": [%s], "in_use": [%s], "freed_bytes": %s}\n' "$(json "$node")" "$removed" "$kept" "$freed"
 }
@@ -141,7 +155,7 @@ case $cmd in
   *) echo "usage: image-cache prepare|list|prune ..." >&2; exit 2 ;;
 esac
 data=$(data_path) || exit 1
-lock || { echo "slurm-rl: cannot lock $meta/lock on $node" >&2; exit 1; }
+mkdir -p "$meta" || exit 1
 case $cmd in
   prepare) prepare "$1" "$2" "$3" ;;
   list) list ;;

@@ -5,6 +5,7 @@ prune. (The lab test runs it under real Pyxis and enroot.)"""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -161,3 +162,17 @@ def test_images_collects_one_report_per_node_and_names_the_silent_ones() -> None
         run_cache_command(spec, FakeClient("", 1), ["n1"], "list")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="for pyxis specs"):
         run_cache_command(spec.model_copy(update={"container_runtime": "none"}), client, ["n1"], "list")  # type: ignore[arg-type]
+
+
+def test_an_image_being_prepared_holds_up_no_other_image_and_is_not_removed_meanwhile(node: dict[str, Path]) -> None:
+    cache(node, "prepare", "/img/a.sqsh", "a")
+    cache(node, "prepare", "/img/b.sqsh", "b")
+    # another job holds a's lock (preparing it): b's preparation goes on at once, prune skips a
+    with (node["meta"] / "a.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        t0 = time.monotonic()
+        assert cache(node, "prepare", "/img/b.sqsh", "b").returncode == 0
+        assert time.monotonic() - t0 < 5
+        pruned = json.loads(cache(node, "prune").stdout)
+        assert pruned["removed"] == ["b"] and pruned["in_use"] == ["a"], pruned
+    assert json.loads(cache(node, "prune").stdout)["removed"] == ["a"]
