@@ -17,7 +17,7 @@ IMAGE=$CACHE/images/slurm-rl-lab.sqsh
 IMAGE_PYTHON=/opt/slurm-rl/bin/python
 PYXIS_CONF=$CONF_DIR/plugstack.conf.d/pyxis.conf
 ENROOT_CONF=/usr/local/etc/enroot/enroot.conf.d/slurm-lab.conf
-PYXIS_APT="build-essential libslurm-dev libbsd-dev squashfs-tools debootstrap makeself zstd pigz jq bsdextrautils"
+PYXIS_APT="build-essential libslurm-dev libbsd-dev squashfs-tools debootstrap makeself zstd pigz jq bsdextrautils squashfuse"
 # Debian's mirror apt already uses (the lab reaches no other host)
 MIRROR=$(awk '/^URIs:/{print $2; exit} /^deb /{print $2; exit}' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null || true)
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
@@ -96,12 +96,13 @@ install_pyxis() {
 }
 
 # Enable (or, with no scope, disable) the plugin for the lab's slurmds; they load it at start.
+# $2 non-empty: use_squashfuse=1 (unnamed containers start from the mounted squashfs, no unpack).
 configure_pyxis() {
   local scope=${1:-}
   mkdir -p "$(dirname "$PYXIS_CONF")"
   if [ -z "$scope" ]; then rm -f "$PYXIS_CONF" "$ENROOT_CONF"; return 0; fi
   # on a newer SLURM ($rootfs, set by `up`): its own build, by a path valid inside the rootfs and out
-  echo "required ${rootfs:-}/usr/local/lib/slurm/spank_pyxis.so runtime_path=/tmp/pyxis container_scope=$scope" >"$PYXIS_CONF"
+  echo "required ${rootfs:-}/usr/local/lib/slurm/spank_pyxis.so runtime_path=/tmp/pyxis container_scope=$scope${2:+ use_squashfuse=1}" >"$PYXIS_CONF"
   mkdir -p "$(dirname "$ENROOT_CONF")" "$STATE/enroot"
   cat >"$ENROOT_CONF" <<EOF
 # managed by slurm-lab: per-node enroot state (each lab node has its own /tmp and hostname)

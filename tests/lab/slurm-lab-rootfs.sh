@@ -15,11 +15,12 @@ SLURM_SUITES="22.05:host 24.11:trixie 26.05:sid"
 # the newest that passes the whole suite (tests/lab/slurm-versions runs the smoke set on the others)
 DEFAULT_SLURM=26.05
 # libffi8, libnsl2: what the host's own (pyenv) interpreters link that a minbase rootfs lacks;
-# libslurm-dev: the headers Pyxis is built against; jq ... libbsd0, bsdextrautils (column: `enroot
-# list -f`, how pyxis finds a named container): what enroot runs; tini: the
-# nodes' PID 1 (each node's root is the rootfs); strace: what the tests trace a node's process with
+# libslurm-dev: the headers Pyxis is built against; jq ... libbsd0, bsdextrautils (column:
+# `enroot list -f`, how pyxis finds a named container), squashfuse (--pyxis-squashfuse): what
+# enroot runs; tini: the nodes' PID 1 (each node's root is the rootfs); strace: what the tests
+# trace a node's process with
 ROOTFS_APT="slurmctld slurmd slurm-client slurmdbd munge iproute2 procps util-linux libffi8 libnsl2
-  libslurm-dev jq squashfs-tools zstd pigz libbsd0 gawk tini strace bsdextrautils"
+  libslurm-dev jq squashfs-tools zstd pigz libbsd0 gawk tini strace bsdextrautils squashfuse"
 ROOTFS_BINDS="/root /home /tmp /var/tmp $STATE $CACHE /run/munge /etc/slurm"
 # bump when build_rootfs makes a different tree from the same suite and packages
 ROOTFS_REV=1

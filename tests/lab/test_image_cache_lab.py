@@ -22,7 +22,7 @@ import pytest
 from slurm_rl.core.events import read_events
 from tests.conftest import run_cli
 from tests.lab.helpers import SPEC_PYXIS as SPEC
-from tests.lab.helpers import in_queue, last_json, wait_ready
+from tests.lab.helpers import in_queue, job_containers, last_json, wait_ready
 from tests.lab.test_containers_lab import ended, start
 
 LAB_IMAGE = Path(json.loads(Path(SPEC).read_text())["cpu_image"])
@@ -113,3 +113,28 @@ def test_an_image_is_prepared_once_per_node_and_no_job_sees_anothers_writes(pyxi
         # what this test prepared goes (the image file itself is the fixture's)
         mine = {e["key"] for j in jobs for e in image_events(j, "image_prepared")}
         run_cli("images", "prune", "--spec", SPEC, *mine, timeout=120)
+
+
+def test_without_the_cache_a_job_runs_as_pyxis_alone_starts_it(pyxis_lab: list[str], tmp_path: Path) -> None:
+    """`"image_cache": false`: an unnamed container per node, unpacked by pyxis for the job (or, on
+    a site with pyxis' use_squashfuse=1, mounted from the squashfs), removed when the step ends."""
+    spec = {**json.loads(Path(SPEC).read_text()), "image_cache": False}
+    spec_path = tmp_path / "lab-pyxis-nocache.json"
+    spec_path.write_text(json.dumps(spec))
+    barrier = FILEROOT / f"image-barrier-{uuid.uuid4().hex[:8]}"
+    barrier.mkdir(parents=True)
+    try:
+        job = start_with(spec_path, "image_probe.py", "plain", str(barrier))
+        seen = probe(job)
+        assert sorted(seen) == sorted(pyxis_lab) and all(r["after"] == "plain" for r in seen.values()), seen
+        assert image_events(job, "image_prepared") == image_events(job, "image_cached") == []
+        assert "--container-name" not in (Path(job["job_dir"]) / "sbatch.sh").read_text()
+        assert not job_containers(pyxis_lab, job["job_id"])
+    finally:
+        shutil.rmtree(barrier, ignore_errors=True)
+
+
+def start_with(spec: Path, experiment: str, *args: str) -> dict:
+    from tests.lab import helpers
+
+    return helpers.start(experiment, *args, nodes=3, extra=("--oversubscribe",), spec=str(spec))
