@@ -88,8 +88,16 @@ release() {  # KEY: let go of what hold took
 }
 
 prepare() {
-  local image=$1 key=$2 budget_mb=$3 name t0 bytes total key2 b now
+  local image=$1 key=$2 budget_mb=$3 name t0 bytes total key2 b now fs
   name=$PREFIX$key
+  # the copy is per node: on a filesystem the nodes share, nodes would unpack into one another's
+  # copy, and evict what another node runs (enroot's default data path is in $HOME)
+  fs=$(stat -f -c %T "$data" 2>/dev/null)
+  case $fs in nfs* | lustre | gpfs | beegfs | cifs | smb* | ceph | fuse* | 9p | afs | panfs | wekafs)
+    echo "slurm-rl: no image cache on $node: enroot's data path $data is on $fs, which the nodes" \
+         "share; set ENROOT_DATA_PATH in enroot.conf to node-local disk" >&2
+    return 1;;
+  esac
   hold "$key" || { echo "slurm-rl: cannot lock $meta/$key.lock on $node" >&2; return 1; }
   t0=$(date +%s.%N)
   if [ -d "$data/$name" ] && { [ -e "$meta/$key.json" ] || in_use "$key"; }; then

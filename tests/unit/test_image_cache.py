@@ -176,3 +176,14 @@ def test_an_image_being_prepared_holds_up_no_other_image_and_is_not_removed_mean
         pruned = json.loads(cache(node, "prune").stdout)
         assert pruned["removed"] == ["b"] and pruned["in_use"] == ["a"], pruned
     assert json.loads(cache(node, "prune").stdout)["removed"] == ["a"]
+
+
+def test_a_data_path_the_nodes_share_gets_no_cache(node: dict[str, Path]) -> None:
+    """enroot's default data path is under $HOME, often NFS: one copy for all nodes would be
+    unpacked into by several at once and evicted under running jobs. The step fails, naming it,
+    and the job falls back to pyxis' own unpack."""
+    (node["bin"] / "stat").write_text('#!/bin/sh\n[ "$1" = -f ] && { echo nfs; exit 0; }\nexec /usr/bin/stat "$@"\n')
+    (node["bin"] / "stat").chmod(0o755)
+    res = cache(node, "prepare", "/img/a.sqsh", "a")
+    assert res.returncode == 1 and f"data path {node['data']} is on nfs" in res.stderr, res.stderr
+    assert "ENROOT_DATA_PATH" in res.stderr and list(node["data"].iterdir()) == []
