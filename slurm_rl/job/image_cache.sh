@@ -88,7 +88,7 @@ release() {  # KEY: let go of what hold took
 }
 
 prepare() {
-  local image=$1 key=$2 budget_mb=$3 name t0 bytes total key2 b now fs
+  local image=$1 key=$2 budget_mb=$3 name t0 bytes secs total key2 b now fs i
   name=$PREFIX$key
   # the copy is per node: on a filesystem the nodes share, nodes would unpack into one another's
   # copy, and evict what another node runs (enroot's default data path is in $HOME)
@@ -112,22 +112,25 @@ prepare() {
     fi
     mv -T "$data/$name.tmp" "$data/$name" || return 1
     bytes=$(du -sb "$data/$name" | cut -f1)
+    secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b - a}')
     printf '{"image": %s, "bytes": %s, "prepared": %s, "seconds": %s}\n' "$(json "$image")" "$bytes" \
-      "$(date +%s)" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b - a}')" >"$meta/$key.json"
-    event image_prepared "\"key\": \"$key\", \"image\": $(json "$image"), \"bytes\": $bytes, \"seconds\": $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b - a}')"
+      "$(date +%s)" "$secs" >"$meta/$key.json"
+    event image_prepared "\"key\": \"$key\", \"image\": $(json "$image"), \"bytes\": $bytes, \"seconds\": $secs"
   fi
   touch "$meta/$key.used"
   # least recently used first, beyond the budget; never this job's, one in use, or a fresh one
+  local -a keys sizes
+  mapfile -t keys < <(cached_keys)
   total=0
-  for key2 in $(cached_keys); do total=$((total + $(bytes_of "$key2"))); done
+  for key2 in "${keys[@]}"; do sizes+=("$(bytes_of "$key2")"); total=$((total + sizes[-1])); done
   now=$(date +%s)
-  for key2 in $(cached_keys); do
+  for i in "${!keys[@]}"; do
+    key2=${keys[i]} b=${sizes[i]}
     [ "$total" -le $((budget_mb * 1048576)) ] && break
     [ "$key2" = "$key" ] && continue
     [ $((now - $(stat -c %Y "$meta/$key2.used" 2>/dev/null || echo 0))) -lt $FRESH_S ] && continue
     in_use "$key2" && continue
     hold "$key2" -n || continue  # being prepared, or removed, by another job right now
-    b=$(bytes_of "$key2")
     remove "$key2" && total=$((total - b)) \
       && event image_evicted "\"key\": \"$key2\", \"bytes\": $b, \"budget_mb\": $budget_mb"
     release "$key2"

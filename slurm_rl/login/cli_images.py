@@ -6,12 +6,15 @@ import datetime
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..config.spec import load_spec
 from .cli_common import CONTEXT, spec_option
+
+if TYPE_CHECKING:
+    from .images import NodeReport
 
 
 def _options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -39,13 +42,9 @@ def images() -> None:
 @_options
 def list_images(partition: str | None, as_json: bool, spec_flag: str | None) -> None:
     """The prepared images on each node: image, size, last use, whether a running job uses it."""
-    from ..slurm import SlurmClient
-    from .images import gigabytes, partition_nodes, run_cache_command
+    from .images import gigabytes
 
-    spec = load_spec(spec_flag)
-    client = SlurmClient()
-    part, nodes = partition_nodes(client, partition or spec.partition)
-    reports, missing = run_cache_command(spec, client, nodes, "list")
+    part, reports, missing = _on_nodes("list", partition, spec_flag)
     if as_json:
         for r in reports:
             click.echo(json.dumps({"node": r.node, "images": r.images}))
@@ -71,13 +70,9 @@ def list_images(partition: str | None, as_json: bool, spec_flag: str | None) -> 
 def prune_images(keys: tuple[str, ...], partition: str | None, as_json: bool, spec_flag: str | None) -> None:
     """Remove prepared images (all, or the KEYs `images list` shows) that no running job uses;
     the next job on that node prepares its image again."""
-    from ..slurm import SlurmClient
-    from .images import gigabytes, partition_nodes, run_cache_command
+    from .images import gigabytes
 
-    spec = load_spec(spec_flag)
-    client = SlurmClient()
-    part, nodes = partition_nodes(client, partition or spec.partition)
-    reports, missing = run_cache_command(spec, client, nodes, "prune", keys)
+    part, reports, missing = _on_nodes("prune", partition, spec_flag, keys)
     if as_json:
         for r in reports:
             line = {"node": r.node, "removed": r.removed, "in_use": r.in_use, "freed_bytes": r.freed_bytes}
@@ -89,6 +84,21 @@ def prune_images(keys: tuple[str, ...], partition: str | None, as_json: bool, sp
         freed = sum(r.freed_bytes for r in reports)
         click.echo(f"partition {part}: freed {gigabytes(freed)}")
     _say_missing(missing)
+
+
+def _on_nodes(
+    action: str, partition: str | None, spec_flag: str | None, keys: tuple[str, ...] = ()
+) -> tuple[str, list[NodeReport], list[str]]:
+    """``action`` on every node of the partition (default: the spec's): (partition, reports,
+    nodes that did not answer)."""
+    from ..slurm import SlurmClient
+    from .images import partition_nodes, run_cache_command
+
+    spec = load_spec(spec_flag)
+    client = SlurmClient()
+    part, nodes = partition_nodes(client, partition or spec.partition)
+    reports, missing = run_cache_command(spec, client, nodes, action, keys)
+    return part, reports, missing
 
 
 def _say_missing(missing: list[str]) -> None:

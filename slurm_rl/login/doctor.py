@@ -13,7 +13,7 @@ from typing import Literal
 
 from ..config.spec import ClusterSpec
 from ..slurm import SlurmClient, supported_text
-from ..slurm.site import associations, site_config, spank_plugins
+from ..slurm.site import associations, pyxis_plugin, pyxis_scope, site_config
 
 Status = Literal["ok", "warn", "fail", "skip"]
 MARK = {"ok": "✓", "warn": "!", "fail": "✗", "skip": "-"}
@@ -215,7 +215,7 @@ def check_gpus(spec: ClusterSpec, client: SlurmClient) -> Check:
 
 
 def check_pyxis(spec: ClusterSpec, config: dict[str, str]) -> Check:
-    pyxis = next((p for p in spank_plugins(config) if "pyxis" in p.path), None)
+    pyxis = pyxis_plugin(config)
     if pyxis is None:
         if spec.container_runtime == "pyxis":
             return Check(
@@ -225,7 +225,7 @@ def check_pyxis(spec: ClusterSpec, config: dict[str, str]) -> Check:
                 "set container_runtime to 'none' or ask for Pyxis",
             )
         return Check("pyxis", "ok", "no Pyxis (container_runtime is not pyxis)")
-    scope = pyxis.args.get("container_scope", "global")  # pyxis' own default
+    scope = pyxis_scope(config)
     text = f"{pyxis.path}, container_scope={scope}"
     if pyxis.args.get("use_squashfuse", "0").lower() in ("1", "true", "yes", "y"):
         text += ", use_squashfuse=1"

@@ -12,6 +12,7 @@ from ..config.spec import ClusterSpec
 from ..core.errors import UsageError
 from ..core.paths import image_cache_dir
 from ..slurm import SlurmClient
+from ..slurm.client import step_flags
 
 CACHE_SHELL = Path(__file__).resolve().parent.parent / "job" / "image_cache.sh"
 
@@ -46,7 +47,7 @@ def run_cache_command(
             f"the image cache is for pyxis specs"
         )
     argv = ["bash", "-c", CACHE_SHELL.read_text(), "image-cache", action, image_cache_dir(spec.node_local_dir), *keys]
-    res = client.run_on_nodes(None, nodes, argv, timeout_s=120.0, srun_flags=[*_account_flags(spec)])
+    res = client.run_on_nodes(None, nodes, argv, timeout_s=120.0, srun_flags=step_flags(spec.account, spec.qos))
     reports = []
     for line in res.stdout.splitlines():
         try:
@@ -69,16 +70,6 @@ def run_cache_command(
         lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
         raise UsageError(f"srun on {','.join(nodes)} failed: {lines[-1] if lines else f'exit {res.returncode}'}")
     return sorted(reports, key=lambda r: r.node), missing
-
-
-def _account_flags(spec: ClusterSpec) -> list[str]:
-    """The spec's account and QOS, which sites that enforce them need on every step."""
-    out = []
-    if spec.account:
-        out.append(f"--account={spec.account}")
-    if spec.qos:
-        out.append(f"--qos={spec.qos}")
-    return out
 
 
 def gigabytes(n: int) -> str:

@@ -23,7 +23,7 @@ from ..core.errors import UsageError
 from ..core.fields import time_minutes
 from ..core.options import JobOptions
 from ..slurm import SlurmClient
-from ..slurm.site import pyxis_scope
+from ..slurm.site import pyxis_scope, site_config
 from .render import container_for
 
 # Filesystems that every node mounts alike at a site (whatever the fileroot is).
@@ -44,7 +44,7 @@ def site_image_cache(spec: ClusterSpec, client: SlurmClient) -> ClusterSpec:
     """The spec, with its image cache off where the site's Pyxis has container_scope=job: pyxis
     then names every container after its job, so no job can start from a node's prepared copy
     (and the job's epilog would remove it). Said once, on stderr."""
-    if spec.container_runtime != "pyxis" or not spec.image_cache or pyxis_scope(client) != "job":
+    if spec.container_runtime != "pyxis" or not spec.image_cache or pyxis_scope(site_config(client)) != "job":
         return spec
     print(
         "slurm-rl: pyxis here has container_scope=job (named containers end with their job): the image "

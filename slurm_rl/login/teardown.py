@@ -23,6 +23,7 @@ from ..core.manifest import load_manifest
 from ..core.nodelist import expand_hostlist
 from ..core.paths import JobPaths
 from ..slurm import SlurmClient
+from ..slurm.client import step_flags
 from .lookup import find_job_dir
 
 
@@ -143,8 +144,7 @@ def site_flags(paths: JobPaths) -> list[str]:
         m = load_manifest(paths.manifest)
     except JobError:
         return []
-    pairs = (("--account", m.account), ("--qos", m.qos), ("--reservation", m.reservation))
-    return [f"{flag}={value}" for flag, value in pairs if value]
+    return step_flags(m.account, m.qos, m.reservation)
 
 
 CLEANUP_SHELL = Path(__file__).resolve().parent.parent / "job" / "cleanup_node.sh"

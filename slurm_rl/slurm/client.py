@@ -24,6 +24,13 @@ from .runner import Completed, Runner, subprocess_runner
 from .version import SlurmVersion, require_supported
 
 
+def step_flags(account: str | None, qos: str | None, reservation: str | None = None) -> list[str]:
+    """The account, QOS and reservation flags of a step outside a job's allocation (cleanup,
+    the image cache's): sites that enforce them refuse a step without them."""
+    pairs = (("--account", account), ("--qos", qos), ("--reservation", reservation))
+    return [f"{flag}={value}" for flag, value in pairs if value]
+
+
 class SlurmClient:
     """Thin, typed wrappers over the SLURM commands slurm-rl needs."""
 

@@ -81,8 +81,13 @@ def spank_plugins(config: dict[str, str]) -> list[SpankPlugin]:
     return out
 
 
-def pyxis_scope(client: SlurmClient) -> str | None:
-    """The ``container_scope`` of the site's Pyxis as this login node's plugstack.conf says
-    (pyxis' default: global); None where this machine shows no Pyxis."""
-    pyxis = next((p for p in spank_plugins(site_config(client)) if "pyxis" in p.path), None)
+def pyxis_plugin(config: dict[str, str]) -> SpankPlugin | None:
+    """The site's Pyxis among its SPANK plugins, as this login node's plugstack.conf says."""
+    return next((p for p in spank_plugins(config) if "pyxis" in p.path), None)
+
+
+def pyxis_scope(config: dict[str, str]) -> str | None:
+    """The ``container_scope`` of the site's Pyxis (pyxis' default: global); None where this
+    machine shows no Pyxis."""
+    pyxis = pyxis_plugin(config)
     return pyxis.args.get("container_scope", "global") if pyxis else None
