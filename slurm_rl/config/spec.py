@@ -67,6 +67,7 @@ class ClusterSpec(BaseModel):
     dashboard: bool = False  # every job starts Ray's dashboard on its head (--dashboard)
     ray_client: bool = False  # every job serves Ray Client on its head (--ray-client)
     snapshot: bool = False  # every job runs from a copy of its git repository (--snapshot)
+    heal: int = Field(default=0, ge=0)  # every job replaces up to this many lost worker nodes (--heal)
     mem: SlurmMemory | None = None
     mem_per_cpu: SlurmMemory | None = None
     gres: Gres | None = None

@@ -37,6 +37,8 @@ class JobDirView:
     manifest: JobManifest | None
     lost: list[str]  # nodes of the last attempt whose bootstrap never said how it ended
     oom: tuple[OomKills, ...]
+    healing: tuple[dict[str, Any], ...] = ()  # --heal: losses, requests, members, joins, restores
+    members: tuple[dict[str, Any], ...] = ()  # --heal: member jobs (member, slurm_job, replaces, node)
 
 
 def read_job_dir(paths: JobPaths) -> JobDirView:
@@ -48,7 +50,8 @@ def read_job_dir(paths: JobPaths) -> JobDirView:
         if ev.get("event") == "node_failed":
             phase = "failed"
             break
-    up = len({ev.get("node") for ev in events if ev.get("event") == "node_up"})
+    lost = {ev.get("lost") for ev in events if ev.get("event") == "node_lost"}  # --heal: replaced ones
+    up = len({ev.get("node") for ev in events if ev.get("event") == "node_up"} - lost)
     exit_code, exit_reason = read_exit(paths)
     return JobDirView(
         parse_job_id(paths.job_id),
@@ -59,6 +62,8 @@ def read_job_dir(paths: JobPaths) -> JobDirView:
         _manifest_or_none(paths),
         lost_nodes(events),
         tuple(oom_kills(events)),
+        tuple(healing_history(events)),
+        tuple(member_jobs(events)),
     )
 
 
@@ -82,3 +87,37 @@ def lost_nodes(events: list[dict[str, Any]]) -> list[str]:
     started = {e.get("node") for e in events if e.get("event") == "node_start" and e.get("attempt", 0) == last}
     ended = {e.get("node") for e in events if e.get("event") in NODE_ENDS and e.get("attempt", 0) == last}
     return sorted(str(n) for n in started - ended if n)
+
+
+HEALING_EVENTS = (
+    "node_lost",
+    "replacement_requested",
+    "member_submitted",
+    "member_refused",
+    "replacement_joined",
+    "workers_restored",
+    "heal_error",
+)
+
+
+def healing_history(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A healing job's losses and replacements, in order, as the events say them."""
+    drop = ("host", "rank", "attempt")
+    return [{k: v for k, v in e.items() if k not in drop} for e in events if e.get("event") in HEALING_EVENTS]
+
+
+def member_jobs(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Member jobs (--heal): their number, SLURM id, the node each replaces and the node that joined."""
+    members: dict[int, dict[str, Any]] = {}
+    for e in events:
+        name, n = e.get("event"), e.get("member")
+        if not isinstance(n, int):
+            continue
+        entry = members.setdefault(n, {"member": n, "slurm_job": None, "replaces": None, "node": None})
+        if name == "replacement_requested":
+            entry["replaces"] = e.get("replaces")
+        elif name == "member_submitted":
+            entry["slurm_job"] = int(e["slurm_job"]) if str(e.get("slurm_job", "")).isdigit() else e.get("slurm_job")
+        elif name == "replacement_joined":
+            entry["node"] = e.get("joined")
+    return [members[n] for n in sorted(members)]

@@ -22,6 +22,9 @@ RAY_ADDRESS_ENV = "RAY_ADDRESS"
 RAY_AUTH_MODE_ENV = "RAY_AUTH_MODE"
 RAY_AUTH_TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
 RUN_DIR_ENV = "SLURM_RL_RUN_DIR"  # the driver's: a chain's shared run dir (--chain), else the job dir
+MEMBER_ENV = "SLURM_RL_MEMBER"  # set by the batch script for a member job (--heal): its number, 1, 2, ...
+MEMBER_ATTEMPT_ENV = "SLURM_RL_ATTEMPT"  # ... and the attempt of the job it joins
+MEMBER_RANK_BASE = 1000  # member N's nodes are ranks N*1000 + 0, 1, ... in the job it joins
 
 
 def _int(raw: str | None, default: int = 0) -> int:
@@ -37,7 +40,8 @@ class JobEnvironment:
 
     job_id: str | None  # SLURM_JOB_ID (a hetjob component's own id)
     array_task: str | None  # "<SLURM_ARRAY_JOB_ID>_<SLURM_ARRAY_TASK_ID>": a sweep's task, slurm-rl's id of it
-    attempt: int  # SLURM_RESTART_COUNT: 0 for the first run, +1 per requeue
+    attempt: int  # SLURM_RESTART_COUNT: 0 for the first run, +1 per requeue (a member: its job's)
+    member: int  # SLURM_RL_MEMBER: 0 in the job itself, N in its member job N (--heal)
     job_dir: Path | None  # SLURM_RL_JOB_DIR: the slurm-rl job dir
     node: str  # SLURMD_NODENAME, else the host name
     node_rank: int  # SLURM_NODEID
@@ -61,7 +65,8 @@ class JobEnvironment:
                 if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID")
                 else None
             ),
-            attempt=_int(env.get("SLURM_RESTART_COUNT")),
+            attempt=_int(env.get(MEMBER_ATTEMPT_ENV) if env.get(MEMBER_ENV) else env.get("SLURM_RESTART_COUNT")),
+            member=_int(env.get(MEMBER_ENV)),
             job_dir=Path(job_dir) if job_dir else None,
             node=env.get("SLURMD_NODENAME") or socket.gethostname(),
             node_rank=_int(env.get("SLURM_NODEID")),

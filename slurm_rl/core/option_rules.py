@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
+from pydantic import Field
+
 from .fields import rule, time_minutes
 from .ports import BLOCK_SIZE
 
@@ -28,6 +30,7 @@ SBATCH_HAS_FLAG = {
     **dict.fromkeys(("--chdir", "-D"), "--workdir"),
     **dict.fromkeys(("--requeue", "--no-requeue"), "--requeue N"),
     **dict.fromkeys(("--hold", "-H"), "submit --hold"),
+    **dict.fromkeys(("--no-kill", "-k"), "--heal K"),
     **dict.fromkeys(("--qos", "-q"), "--qos"),
     **dict.fromkeys(("--constraint", "-C"), "--constraint"),
     **dict.fromkeys(("--exclude", "-x"), "--exclude"),
@@ -59,7 +62,9 @@ SRUN_OWNED = {
         ("--ntasks-per-node", "--ntasks", "-n", "--nodes", "-N", "--het-group"),
         "the node step runs one task on every node of the job",
     ),
-    **dict.fromkeys(("--kill-on-bad-exit", "-K", "--overlap", "--jobid"), "slurm-rl's teardown depends on it"),
+    **dict.fromkeys(
+        ("--kill-on-bad-exit", "-K", "--no-kill", "-k", "--overlap", "--jobid"), "slurm-rl's teardown depends on it"
+    ),
     **dict.fromkeys(("--output", "-o", "--error", "-e"), "node logs go to the job dir's logs/"),
 }
 
@@ -122,3 +127,13 @@ def signal_seconds(signal: str) -> int:
 def warning_for(time_limit: str) -> int:
     """The default warning for a time limit: 120 s, or half the limit when that is shorter."""
     return int(min(signal_seconds(DEFAULT_SIGNAL), time_minutes(time_limit) * 30))
+
+
+def option(default: Any, *flags: str, help: str, metavar: str | None = None, spec: bool = False) -> Any:
+    """A field that is also a command-line flag (``flags``: click's spellings, long one last)."""
+    return Field(default, json_schema_extra={"flags": list(flags), "help": help, "metavar": metavar, "spec": spec})
+
+
+def spec_default(default: Any) -> Any:
+    """A field without a flag whose default comes from the spec's field of the same name."""
+    return Field(default, json_schema_extra={"spec": True})

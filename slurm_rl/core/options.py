@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from .fields import (
     Constraint,
@@ -40,19 +40,11 @@ from .option_rules import (
     Seconds,
     SrunArgs,
     WarningSignal,
+    option,
     signal_seconds,
+    spec_default,
     warning_for,
 )
-
-
-def option(default: Any, *flags: str, help: str, metavar: str | None = None, spec: bool = False) -> Any:
-    """A field that is also a command-line flag (``flags``: click's spellings, long one last)."""
-    return Field(default, json_schema_extra={"flags": list(flags), "help": help, "metavar": metavar, "spec": spec})
-
-
-def spec_default(default: Any) -> Any:
-    """A field without a flag whose default comes from the spec's field of the same name."""
-    return Field(default, json_schema_extra={"spec": True})
 
 
 class JobOptions(BaseModel):
@@ -116,6 +108,16 @@ class JobOptions(BaseModel):
     )
     requeue: Requeues = option(
         0, "--requeue", metavar="N", help="Requeue a failed job (driver exit != 0, lost node) up to N times."
+    )
+    heal: AtLeast0 = option(
+        0,
+        "--heal",
+        metavar="K",
+        spec=True,
+        help="Replace up to K lost worker nodes (member jobs); 0: a lost node ends the job.",
+    )
+    heal_timeout_s: Seconds = option(
+        600.0, "--heal-timeout", metavar="SECONDS", help="With --heal: fail once a replacement has not joined in this."
     )
     min_nodes: int | None = option(
         None, "--min-nodes", metavar="K", help="Go on once K nodes are up (unset: all); the rest join later."
@@ -263,9 +265,13 @@ class JobOptions(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _min_nodes(self) -> JobOptions:
+    def _min_nodes_and_heal(self) -> JobOptions:
         if self.min_nodes is not None and not 1 <= self.min_nodes <= self.total_nodes:
             raise FieldProblem("min_nodes", self.min_nodes, f"must be 1..{self.total_nodes} (the job's Ray nodes)")
+        if self.heal and self.total_nodes < 2:
+            raise FieldProblem("heal", self.heal, "replaces worker nodes: the job needs --nodes 2 or more")
+        if self.heal and self.heterogeneous:
+            raise FieldProblem("heal", self.heal, "does not combine with --head-partition yet; use --head-node cpu")
         return self
 
     def replace(self, **changes: Any) -> JobOptions:

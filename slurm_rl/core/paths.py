@@ -178,6 +178,20 @@ class JobPaths:
         return self.job_dir / "container" / "enroot"
 
     @property
+    def member_script(self) -> Path:
+        """The batch script of a member job (--heal: a replacement node), rendered at submit."""
+        return self.job_dir / "member.sh"
+
+    @property
+    def members(self) -> Path:
+        """Member jobs: ``N.request`` (the head asks), ``N.job`` (its SLURM id) or ``N.error``."""
+        return self.job_dir / "members"
+
+    def member_log(self, member: int | str) -> Path:
+        """Member job ``member``'s batch log (``member`` "" gives the prefix)."""
+        return self.logs / f"member-{member}{'.log' if member != '' else ''}"
+
+    @property
     def logs(self) -> Path:
         return self.job_dir / "logs"
 

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
 
-from ..core.events import append_event
-from ..core.job_env import JobEnvironment
+from ..core.events import append_event, read_json
+from ..core.job_env import MEMBER_RANK_BASE, JobEnvironment
 from ..core.job_ids import is_array_task, job_number
 from ..core.manifest import JobManifest
 from ..core.paths import JobPaths
@@ -75,6 +75,9 @@ class NodeContext:
         env = JobEnvironment.current(environ)
         node = env.node
         nodes, rank = env.nodes_and_rank()
+        if env.member:  # a member job's node (--heal): a worker of the job it joins, after its nodes
+            nodes = list((read_json(paths.cluster) or {}).get("nodes") or nodes)
+            rank = MEMBER_RANK_BASE * env.member + env.node_rank
         head_only = rank == 0 and manifest.head_node == "cpu"  # the driver's node: no Ray work there
         return cls(
             job_id=paths.job_id,  # the job dir's id: a hetjob component's own SLURM_JOB_ID differs
@@ -156,7 +159,8 @@ class NodeContext:
             **self.manifest.type_resources(self.node, self.gpus),
         }
         env = JobEnvironment.current()
-        if env.job_id and is_array_task(self.job_id):  # a sweep's task (1234_5) is also SLURM job <own id>
+        # a sweep's task (1234_5) is also SLURM job <own id> (a member job's own id is not the task's)
+        if env.job_id and is_array_task(self.job_id) and not env.member:
             resources[f"slurm_job_{env.job_id}"] = 1
         topology, note = topology_resources(env.leaf_switch(), self.rank, env.topology_addr)
         resources.update(topology)

@@ -19,6 +19,7 @@ from ..core.job_ids import as_slurm_id
 from ..core.paths import JobPaths
 from .board import Board, BoardUnreachable
 from .context import NodeContext, NodeFailure
+from .heal import Healer
 
 FILE_POLL_S = 1.0  # failed markers of nodes that could not reach the GCS: a slow fallback
 
@@ -115,6 +116,8 @@ def run_head(ctx: NodeContext) -> int:
     ctx.board = Board(address, ctx.attempt)
     ctx.event("node_up", address=address, **ctx.ray_node_cost())
     threading.Thread(target=watch_joins, args=(ctx, cluster), name="joins", daemon=True).start()
+    if ctx.manifest.heal:  # --heal: lost worker nodes are replaced (heal.py)
+        threading.Thread(target=Healer(ctx, address).run, name="heal", daemon=True).start()
     write_gym_env(ctx.paths, address)
     if ctx.manifest.interactive:  # no driver: up until teardown, scancel or the time limit
         off_nodes = f"; off its nodes: `slurm-rl attach {ctx.job_id} --client` ({cluster['client_address']})"

@@ -65,9 +65,34 @@ def print_table(rows: Iterable[JobSummary]) -> None:
             "" if r.exit_code is None else str(r.exit_code),
         )
     Console().print(table)
-    for r in rows:  # what the table has no room for: where and at which limit memory ran out
+    for r in rows:  # what the table has no room for: where and at which limit memory ran out, healing
         if r.oom:
             Console().print(f"job {r.job_id}: {oom_line(list(r.oom))}", markup=False, highlight=False, soft_wrap=True)
+        for line in healing_lines(r.healing):
+            Console().print(f"job {r.job_id}: {line}", markup=False, highlight=False, soft_wrap=True)
+
+
+_HEALING_TEXT = {
+    "node_lost": "{lost} lost (Ray declared it dead)",
+    "replacement_requested": "asked for a replacement of {replaces}: member {member}",
+    "member_submitted": "member {member} is SLURM job {slurm_job}",
+    "member_refused": "member {member} refused by SLURM: {error}",
+    "replacement_joined": "{joined} (member {member}) joined for {replaces}, {seconds} s after the loss",
+    "workers_restored": "worker group {group!r}: workers {workers} restored in {seconds} s",
+    "heal_error": "healing stopped by an unexpected error: {error}",
+}
+
+
+def healing_lines(history: Iterable[dict]) -> list[str]:
+    """A healing job's history (--heal), one line per event, with its time of day."""
+    out = []
+    for e in history:
+        when = time.strftime("%H:%M:%S", time.localtime(float(e.get("t", 0))))
+        try:
+            out.append(f"{when} " + _HEALING_TEXT[e["event"]].format(**e))
+        except (KeyError, IndexError):
+            out.append(f"{when} {e.get('event')}")
+    return out
 
 
 def show_status(job: str | None, user: str, client: SlurmClient, spec: ClusterSpec | None, as_json: bool) -> None:

@@ -33,6 +33,8 @@ class JobSummary:
     exit_reason: str
     record: JobRecord | None = field(default=None, compare=False)  # sacct's, once the job ended
     oom: tuple[OomKills, ...] = ()  # processes the kernel killed for memory, per node
+    healing: tuple[dict[str, Any], ...] = ()  # --heal: losses and replacements (core/job_dir.py)
+    members: tuple[dict[str, Any], ...] = ()  # --heal: the member jobs
 
     @property
     def shown_state(self) -> str:
@@ -43,6 +45,8 @@ class JobSummary:
     def as_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {"accounting": self.record.as_dict()} if self.record else {}
         extra["oom_kills"] = [{"node": k.node, "kills": k.kills, "limit": k.limit} for k in self.oom]
+        if self.healing or self.members:
+            extra.update(healing=list(self.healing), members=list(self.members))
         return {
             "job_id": self.job_id,
             "job_dir": str(self.paths.job_dir),
@@ -89,7 +93,19 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         )
     exit_reason = with_kills(exit_reason, list(v.oom))  # also a node's report after node 0 recorded the exit
     nodes = v.manifest.total_nodes if v.manifest else 0
-    return JobSummary(v.job_id, paths, slurm_state, v.phase, v.nodes_up, nodes, exit_code, exit_reason, oom=v.oom)
+    return JobSummary(
+        v.job_id,
+        paths,
+        slurm_state,
+        v.phase,
+        v.nodes_up,
+        nodes,
+        exit_code,
+        exit_reason,
+        oom=v.oom,
+        healing=v.healing,
+        members=v.members,
+    )
 
 
 def with_record(summary: JobSummary, client: SlurmClient) -> JobSummary:

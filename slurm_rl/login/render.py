@@ -18,6 +18,7 @@ from ..core.exits import REQUESTED_REQUEUE_LIMIT
 from ..core.manifest import JOB_ID_PLACEHOLDER, Container, JobManifest
 from ..core.options import JobOptions
 from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, image_cache_dir, warned_marker_name
+from .directives import member_directives, sbatch_directives
 from .snapshot import repository_root
 
 TEMPLATE_NAME = "sbatch.sh.j2"
@@ -29,6 +30,7 @@ SETUP_HEADER = "# spec field 'setup':"
 class RenderedJob:
     script: str
     manifest: JobManifest
+    member_script: str = ""  # --heal: the batch script of a replacement node's member job
 
 
 def templates_dir() -> Path:
@@ -51,71 +53,6 @@ def _env() -> jinja2.Environment:
     )
     env.filters["shq"] = lambda v: shlex.quote(str(v))
     return env
-
-
-def _quoted(d: dict[str, str | None]) -> list[str]:
-    return [f"{k}={shlex.quote(v)}" for k, v in d.items() if v is not None]
-
-
-def sbatch_directives(opts: JobOptions, name_dir: Path) -> list[str]:
-    """``#SBATCH`` values, sorted within each component so the script is stable, shell-quoted,
-    then the escape-hatch arguments as given. With a head partition: one heterogeneous job, the
-    head's component, ``hetjob``, the workers' component (job-level options go with the first
-    component, as SLURM wants; node options such as --constraint, --gres and --mem with the
-    workers, whose nodes they describe)."""
-    job: dict[str, str | None] = {
-        "--job-name": opts.name,
-        # a sweep's task is named as SLURM names it (<array>_<task>): its job dir, its log
-        "--output": f"{name_dir}/{'%A_%a' if opts.array else '%j'}/logs/batch.log",
-        "--array": opts.array or None,
-        "--open-mode": "append",
-        "--account": opts.account,
-        "--signal": opts.signal or None,
-        "--qos": opts.qos,
-        "--reservation": opts.reservation,
-        "--dependency": opts.dependency,
-        "--mail-type": opts.mail_type,
-        "--mail-user": opts.mail_user,
-        "--comment": opts.comment,
-    }
-    flags = (["--oversubscribe"] if opts.oversubscribe else []) + ["--requeue" if opts.requeue > 0 else "--no-requeue"]
-    extra = [shlex.join([a]) for a in opts.sbatch_args]
-
-    # GPUs per node as SLURM takes them: "[TYPE:]N" for --gpus-per-node, "gpu[:TYPE]:N" in --gres
-    gpus = f"{opts.gpu_type}:{opts.gpus_per_node}" if opts.gpu_type else str(opts.gpus_per_node or "")
-    gres_gpus = f"gpu:{gpus}" if opts.gpus_per_node and opts.gpu_request == "gres" else ""
-
-    def component(partition: str | None, nodes: int, workers: bool) -> dict[str, str | None]:
-        out = {
-            "--nodes": str(nodes),
-            "--ntasks-per-node": "1",
-            "--partition": partition,
-            "--time": opts.time,
-            "--cpus-per-task": str(opts.cpus_per_node) if opts.cpus_per_node else None,
-            "--gpus-per-node": gpus if gpus and workers and opts.gpu_request == "gpus-per-node" else None,
-        }
-        if workers:
-            out.update(
-                {
-                    "--constraint": opts.constraint,
-                    "--segment": str(opts.segment) if opts.segment else None,
-                    "--mem": opts.mem,
-                    "--mem-per-cpu": opts.mem_per_cpu,
-                    "--gres": ",".join(g for g in (opts.gres, gres_gpus) if g) or None,
-                    "--exclude": opts.exclude,
-                    "--nodelist": opts.nodelist,
-                }
-            )
-        return out
-
-    exclusive = ["--exclusive"] if opts.exclusive else []
-    if not opts.head_partition:
-        return [
-            *sorted(_quoted({**job, **component(opts.partition, opts.total_nodes, True)}) + flags + exclusive),
-            *extra,
-        ]
-    head = sorted(_quoted({**job, **component(opts.head_partition, 1, False)}) + flags)
-    return [*head, *extra, "hetjob", *sorted(_quoted(component(opts.partition, opts.nodes, True)) + exclusive)]
 
 
 def container_mounts(spec: ClusterSpec) -> tuple[str, ...]:
@@ -149,6 +86,7 @@ _SAFE = re.compile(r"[\w@%+=:,./-]*")
 
 JOB_KEY = "$SLURM_JOB_ID"
 ARRAY_TASK_KEY = "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"  # a sweep's task: 1234_5
+MEMBER_KEY = "${SLURM_RL_JOB_DIR##*/}"  # a member job (--heal): the id of the job it joins
 
 
 def shell_words(argv: list[str], key: str = JOB_KEY) -> list[str]:
@@ -198,6 +136,9 @@ def finalize_files() -> dict[str, str]:
         "chain_finished": paths.chain_finished,
         "image_cache": paths.image_cache_script,
         "enroot_config": paths.enroot_config,
+        "members": paths.members,
+        "member_script": paths.member_script,
+        "member_log": paths.member_log(""),
     }
     return {name: shlex.quote(str(p.relative_to(paths.job_dir))) for name, p in files.items()}
 
@@ -254,12 +195,25 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         warned_marker=shlex.quote(f"{MARKERS_DIR}/") + warned_marker_name('"${SLURM_RESTART_COUNT:-0}"'),
         started_markers=shlex.quote(f"{MARKERS_DIR}/") + '"${SLURM_RESTART_COUNT:-0}"-*.started',
         total_nodes=opts.total_nodes,
+        heal=opts.heal,
+        member=False,
     )
     env = _env()
     node_script = env.get_template(NODE_TEMPLATE_NAME).render(**context).splitlines()
     setup_first_line = node_script.index(SETUP_HEADER) + 2  # bash numbers lines from 1
     script = env.get_template(TEMPLATE_NAME).render(**context)
-    return RenderedJob(script, _manifest(spec, opts, setup_first_line))
+    member = ""
+    if opts.heal:  # the member's steps name the job dir it joins, never their own job id
+        member = env.get_template(TEMPLATE_NAME).render(
+            **{
+                **context,
+                "member": True,
+                "directives": member_directives(opts, name_dir),
+                "srun_flags": [*shell_words(srun_flags, MEMBER_KEY), *image_flags],
+                "launch": " ".join([*shell_words(prefix, MEMBER_KEY), 'bash -c "$SLURM_RL_NODE_SCRIPT"']),
+            }
+        )
+    return RenderedJob(script, _manifest(spec, opts, setup_first_line), member)
 
 
 def render_sbatch(spec: ClusterSpec, opts: JobOptions) -> str:

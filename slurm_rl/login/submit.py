@@ -57,6 +57,9 @@ def stage_job_dir(
     stage.logs.mkdir()
     stage.markers.mkdir()
     write_atomic(stage.sbatch_script, job.script)
+    if job.member_script:  # --heal: what the batch script submits for a replacement node
+        stage.members.mkdir()
+        write_atomic(stage.member_script, job.member_script)
     write_token(stage.ray_auth_token)
     if spec.secret_env:
         write_private(stage.secrets, "".join(f"{k}={shlex.quote(v)}\n" for k, v in sorted(spec.secret_env.items())))

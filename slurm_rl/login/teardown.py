@@ -19,6 +19,7 @@ from ..config.spec import ClusterSpec
 from ..core.errors import JobError, UnknownJobError, UsageError
 from ..core.events import append_event, read_events, read_json
 from ..core.exits import STOPPED_RC, record_exit
+from ..core.job_dir import member_jobs
 from ..core.manifest import load_manifest
 from ..core.nodelist import expand_hostlist
 from ..core.paths import JobPaths
@@ -98,7 +99,9 @@ def teardown(
         )
     state = client.job_state(job_id)
     cancelled = False
-    nodes = job_nodes(paths, state.nodelist)
+    # a healing job's lost nodes are gone with everything on them (and out of its allocation)
+    lost = {e.get("lost") for e in read_events(paths.events) if e.get("event") == "node_lost"}
+    nodes = [n for n in job_nodes(paths, state.nodelist) if n not in lost]
     started = any(e.get("event") == "node_start" for e in read_events(paths.events))
     inside: list[dict[str, Any]] = []
     if state.state == "RUNNING" and nodes and started:
@@ -116,7 +119,9 @@ def teardown(
         end = time.monotonic() + gone_timeout_s
         while client.job_state(job_id).in_queue and time.monotonic() < end:
             time.sleep(0.2)
-    report = TeardownReport(job_id, cancelled, state.state, nodes, per_node=inside)
+    members = teardown_members(paths, client, grace_s, gone_timeout_s)
+    report = TeardownReport(job_id, cancelled, state.state, nodes + sorted(members), per_node=inside)
+    report.per_node = merge_reports(report.per_node, [r for reports in members.values() for r in reports])
     rest = sorted(set(nodes) - {n.get("node") for n in inside})
     if rest and started:  # the job had ended (a lost job's leftovers), or a node did not answer inside it
         argv = cleanup_command(paths, job_id, grace_s)
@@ -134,6 +139,33 @@ def teardown(
     report.seconds = time.monotonic() - t0
     append_event(paths.events, "teardown_done", killed=report.killed_total, seconds=round(report.seconds, 3))
     return report
+
+
+def teardown_members(
+    paths: JobPaths, client: SlurmClient, grace_s: float, gone_timeout_s: float
+) -> dict[str, list[dict[str, Any]]]:
+    """A healing job's member jobs: cancelled (their bootstraps clean up on SIGTERM, as the
+    job's own nodes do), then a cleanup step on their nodes; {node: its reports}."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for member in member_jobs(read_events(paths.events)):
+        sid = member.get("slurm_job")
+        if not isinstance(sid, int):
+            continue
+        state = client.job_state(sid)
+        listed = state.nodelist not in ("", "(null)", "None", None)
+        nodes = expand_hostlist(state.nodelist) if listed else [member["node"]] if member.get("node") else []
+        if state.in_queue:
+            client.scancel(sid)
+            append_event(paths.events, "teardown_cancel", member=member["member"], slurm_job=sid, state=state.state)
+            end = time.monotonic() + gone_timeout_s
+            while client.job_state(sid).in_queue and time.monotonic() < end:
+                time.sleep(0.2)
+        if nodes and any(e.get("event") == "node_start" for e in read_events(paths.events)):
+            argv = cleanup_command(paths, paths.job_id, grace_s)
+            res = client.run_on_nodes(None, nodes, argv, srun_flags=site_flags(paths))
+            for item in parse_reports(res.stdout):
+                out.setdefault(item["node"], []).append(item)
+    return out
 
 
 def site_flags(paths: JobPaths) -> list[str]:

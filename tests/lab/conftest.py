@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from tests.conftest import LAB
-from tests.lab.helpers import pyxis_missing
+from tests.conftest import LAB, lab_nodes
+from tests.lab.helpers import lab_up, lab_up_args, pyxis_missing
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +20,35 @@ def pyxis_lab(lab: list[str]) -> list[str]:
     res = subprocess.run([str(LAB), "image"], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     return lab
+
+
+_suite_lab: list[str] | None = None  # `up` options of the lab before a test switched it to 4 nodes
+
+
+@pytest.fixture
+def lab4(lab: list[str]) -> list[str]:
+    """The lab with 4 nodes (a spare node for healing; on 23.11+, blocks of two for --segment).
+    Brought up once and kept while the next tests need it (the lab tests run in one process, in
+    file order: test_segment_lab, then test_self_healing_lab); the first lab test after them
+    that does not brings the lab back as the suite had it."""
+    global _suite_lab
+    if len(lab) >= 4:
+        return lab
+    before = lab_up_args()
+    i = before.index("--nodes") if "--nodes" in before else len(before)
+    lab_up(*before[:i], *before[i + 2 :], "--nodes", "4")
+    _suite_lab = _suite_lab or before
+    return lab_nodes()
+
+
+@pytest.fixture(autouse=True)
+def _lab_as_the_suite_had_it(request: pytest.FixtureRequest) -> None:
+    global _suite_lab
+    if _suite_lab is not None and "lab4" not in request.fixturenames:
+        lab_up(*_suite_lab)
+        _suite_lab = None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _suite_lab is not None:  # the last lab test needed 4 nodes: the lab goes back as it was
+        lab_up(*_suite_lab)

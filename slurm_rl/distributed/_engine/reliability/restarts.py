@@ -134,6 +134,7 @@ class Restarts:
         restarted worker indices; raises WorkerFailureError past ``max_restarts``."""
         import ray
 
+        started = time.monotonic()
         dead = self.dead_workers()
         if not dead:
             return []
@@ -162,14 +163,15 @@ class Restarts:
         for plan in self.state.plans:
             plan.env_vars.update({"MASTER_ADDR": address, "MASTER_PORT": str(port)})
         pgs = {id(self.state.plans[w].placement_group): self.state.plans[w].placement_group for w in members}
+        wait_s = placement_wait_s()
         try:
-            ray.get([pg.ready() for pg in pgs.values()], timeout=RESTART_READY_TIMEOUT_S)
+            ray.get([pg.ready() for pg in pgs.values()], timeout=wait_s)
         except ray.exceptions.GetTimeoutError:
             raise WorkerFailureError(
                 failures,
                 note=(
                     f"cannot restart: the bundles of worker(s) {members} found no node within "
-                    f"{RESTART_READY_TIMEOUT_S:g} s (their node is gone and no surviving node has room)"
+                    f"{wait_s:g} s (their node is gone and no surviving node has room)"
                 ),
             ) from None
         fresh = create_workers(self.state, [self.state.plans[w] for w in members])
@@ -208,4 +210,45 @@ class Restarts:
             port,
             RESTART_HOOK,
         )
+        record_restored(self.state.name_prefix, members, [f.node for f in failures], time.monotonic() - started)
         return members
+
+
+def placement_wait_s() -> float:
+    """How long a restart waits for its lost bundles to find a node: in a healing job (--heal),
+    as long as the job waits for a replacement node, else RESTART_READY_TIMEOUT_S."""
+    from ....core.errors import JobError
+    from ....core.job_env import JobEnvironment
+    from ....core.manifest import load_manifest
+    from ....core.paths import JobPaths
+
+    job_dir = JobEnvironment.current().job_dir
+    try:
+        manifest = load_manifest(JobPaths(job_dir).manifest) if job_dir is not None else None
+    except JobError:
+        manifest = None
+    if manifest is None or not manifest.heal:
+        return RESTART_READY_TIMEOUT_S
+    return max(RESTART_READY_TIMEOUT_S, manifest.heal_timeout_s + 30.0)
+
+
+def record_restored(group: str, workers: list[int], lost_on: list[str], seconds: float) -> None:
+    """In a slurm-rl job, the restart is an event of the job (``workers_restored``): `status`
+    and a healing job's history show it beside the node's loss and replacement."""
+    from ....core.events import append_event
+    from ....core.job_env import JobEnvironment
+    from ....core.paths import JobPaths
+
+    job_dir = JobEnvironment.current().job_dir
+    if job_dir is not None:
+        try:
+            append_event(
+                JobPaths(job_dir).events,
+                "workers_restored",
+                group=group,
+                workers=workers,
+                lost_on=lost_on,
+                seconds=round(seconds, 1),
+            )
+        except OSError:
+            pass
