@@ -90,6 +90,8 @@ def run_worker(ctx: NodeContext) -> int:
         if reason:
             ctx.stop_reason = reason
             ctx.event("node_stop_seen", reason=reason, **({"job_exit": stop} if stop else {}))
+            if stop is None and ctx.manifest.heal:
+                end_orphaned_job(ctx)
             break
         time.sleep(STAY_POLL_S)
     return 0
@@ -104,3 +106,27 @@ def stop_signal(ctx: NodeContext, board: Board, head_ip: str, gcs: int) -> tuple
         except BoardUnreachable:
             pass
     return ("" if ctx.stop_flag.exists() else None), False
+
+
+def end_orphaned_job(ctx: NodeContext) -> None:
+    """The head died without a word in a job that heals: SLURM takes the lost batch host out of a
+    --no-kill job and keeps the job running on the others (seen on 26.05), so a surviving node
+    cancels it where it has a SLURM client (a bare node; in a container without one, the job
+    ends at its time limit, which the event says)."""
+    import shutil
+    import subprocess
+
+    from ..core.exits import record_exit
+
+    if not ctx.paths.exit_code.exists():  # the first node to see it says why (the head cannot)
+        record_exit(
+            ctx.paths, 1, f"the head node {ctx.nodes[0]} was lost (the Ray head and the driver ran there; --heal "
+            "replaces worker nodes only; --requeue restarts a job)"
+        )  # fmt: skip
+    ctx.stop_flag.touch()  # the others stop as after a driver's end, not as cancelled
+    scancel = shutil.which("scancel")
+    if scancel is None:
+        ctx.event("orphaned_job", cancelled=False, why="no scancel here: the job ends at its time limit")
+        return
+    res = subprocess.run([scancel, ctx.job_id], capture_output=True, text=True, timeout=30, check=False)
+    ctx.event("orphaned_job", cancelled=res.returncode == 0, why=res.stderr.strip()[-300:])

@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import LAB, run_cli
 from tests.lab.helpers import (
     assert_no_leftovers,
+    job_dir,
     lab_up,
     lab_up_args,
     last_json,
@@ -22,6 +23,7 @@ from tests.lab.helpers import (
     wait_gone,
     wait_ready,
 )
+from tests.lab.test_node_failure_lab import revive
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
 MIB = 2**20
@@ -109,12 +111,14 @@ def test_a_gpu_job_may_open_only_its_own_device_files(cgroup_lab: list[str]) -> 
 def test_a_lost_node_is_named_in_the_exit_reason(cgroup_lab: list[str]) -> None:
     data = start("hold.py", nodes=3)
     wait_ready(data)
-    pid = subprocess.run([str(LAB), "pid", "node2"], capture_output=True, text=True, check=True).stdout.strip()
+    cluster = json.loads((job_dir(data) / "cluster.json").read_text())
+    victim = next(n for n in cluster["nodes"] if n != cluster["head_node"])
+    pid = subprocess.run([str(LAB), "pid", victim], capture_output=True, text=True, check=True).stdout.strip()
     try:
-        subprocess.run(["kill", "-KILL", pid], check=True, timeout=10)  # node2 and all on it: gone
+        subprocess.run(["kill", "-KILL", pid], check=True, timeout=10)  # the node and all on it: gone
         wait_gone(data["job_id"], 180)
         status = json.loads(run_cli("status", str(data["job_id"]), "--json").stdout.splitlines()[-1])
-        assert status["exit_reason"].startswith("node2 lost"), status
-        assert_no_leftovers([n for n in cgroup_lab if n != "node2"], data["job_id"])
+        assert status["exit_reason"].startswith(f"{victim} lost"), status
+        assert_no_leftovers([n for n in cgroup_lab if n != victim], data["job_id"])
     finally:
-        lab_up(*lab_up_args())  # node2 back
+        revive(victim)
