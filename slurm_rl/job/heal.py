@@ -101,12 +101,13 @@ class Healer:
                 f"(--heal {self.limit}; lost so far: {', '.join(self.lost)})"
             )
             return
+        ctx.paths.members.mkdir(exist_ok=True)
         self.used += 1
-        n = self.used
+        # member numbers go on across attempts (a requeued job's dir keeps the earlier members' files)
+        n = 1 + max((int(p.stem) for p in ctx.paths.members.glob("*.request") if p.stem.isdigit()), default=0)
         # never a node the job has or had: a replacement shares no node (nor its temp dir) with the job
         ours = sorted({*ctx.nodes, *self.alive.values(), *self.lost})
         exclude = ",".join(filter(None, [ctx.manifest.exclude or "", *ours]))
-        ctx.paths.members.mkdir(exist_ok=True)
         write_atomic(ctx.paths.members / f"{n}.request", f"1 {exclude or '-'}\n")
         now = time.monotonic()
         self.pending[n] = Replacement(n, node, now, now + ctx.manifest.heal_timeout_s)

@@ -71,6 +71,17 @@ def test_a_lost_worker_is_asked_for_once_and_joins_as_member_one(tmp_path: Path)
     assert healer.alive["d"] == "node4"
 
 
+def test_a_requeued_jobs_member_numbers_go_on_after_the_earlier_attempts(tmp_path: Path) -> None:
+    ctx = head(tmp_path, heal=1)
+    ctx.paths.members.mkdir()
+    for name in ("1.request", "1.job", "1.joined"):  # attempt 0's member
+        (ctx.paths.members / name).write_text("x\n")
+    healer = Healer(ctx, "x")  # type: ignore[arg-type]
+    healer.observe(ALL_UP)
+    healer.observe({**ALL_UP, "c": (False, "10.0.0.3")})
+    assert (ctx.paths.members / "2.request").exists() and list(healer.pending) == [2] and not ctx.failures
+
+
 def test_past_k_replacements_the_job_fails_naming_the_node_and_the_limit(tmp_path: Path) -> None:
     ctx = head(tmp_path, heal=1)
     healer = Healer(ctx, "x")  # type: ignore[arg-type]
