@@ -247,3 +247,33 @@ def test_a_container_members_steps_name_the_job_dir_it_joins_not_their_own_id(tm
     assert '--container-workdir="/shared/jobs/u/exp/${SLURM_RL_JOB_DIR##*/}"' in job.member_script
     assert "SLURM_JOB_ID" not in job.member_script and "srl-img-" in job.member_script  # the image cache too
     assert '--container-workdir="/shared/jobs/u/exp/$SLURM_JOB_ID"' in job.script
+
+
+def test_finalize_cancels_a_pending_member_at_once_and_waits_for_a_running_one(tmp_path: Path) -> None:
+    """The job's end (or requeue) ends its member jobs: a pending one is cancelled at once; a
+    running one stops by itself when the head does (gone here at the second look)."""
+    script = (
+        _env()
+        .get_template("finalize.sh.j2")
+        .render(files=finalize_files(), requeue=0, requested_limit=20, chain=False, heal=1)
+    )
+    paths = JobPaths(tmp_path / "job")
+    paths.members.mkdir(parents=True)
+    (paths.members / "1.job").write_text("55\n")
+    (paths.members / "2.job").write_text("56\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    looks = tmp_path / "looks"
+    _stub(bin_dir, "scancel", f'echo "scancel $*" >>{calls}\n')
+    _stub(bin_dir, "scontrol", f'echo "scontrol $*" >>{calls}\n')
+    # squeue: -t PD lists 55 (pending); the plain look lists 56 (running) once, then nothing
+    _stub(bin_dir, "squeue", f'case "$*" in *"-t PD"*) echo 55 ;; *) echo x >>{looks}; '
+          f'[ "$(wc -l <{looks})" -le 1 ] && echo 56 ;; esac; exit 0\n')  # fmt: skip
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_RL_JOB_DIR": str(paths.job_dir),
+           "SLURM_JOB_ID": "42", "SLURM_RESTART_COUNT": "0"}  # fmt: skip
+    res = subprocess.run(["bash", "-c", f"{script}\nslurm_rl_finalize 0"], env=env, timeout=30)
+    assert res.returncode == 0
+    assert calls.read_text().splitlines() == ["scancel 55"]  # 56 ended by itself: never cancelled
+    [ended] = [e for e in read_events(paths.events) if e["event"] == "members_ended"]
+    assert ended["slurm_jobs"] == "55,56" and ended["cancelled"] == ""
