@@ -50,8 +50,7 @@ def read_job_dir(paths: JobPaths) -> JobDirView:
         if ev.get("event") == "node_failed":
             phase = "failed"
             break
-    lost = {ev.get("lost") for ev in events if ev.get("event") == "node_lost"}  # --heal: replaced ones
-    up = len({ev.get("node") for ev in events if ev.get("event") == "node_up"} - lost)
+    up = len({ev.get("node") for ev in events if ev.get("event") == "node_up"} - lost_to_healing(events))
     exit_code, exit_reason = read_exit(paths)
     return JobDirView(
         parse_job_id(paths.job_id),
@@ -98,6 +97,11 @@ HEALING_EVENTS = (
     "workers_restored",
     "heal_error",
 )
+
+
+def lost_to_healing(events: list[dict[str, Any]]) -> set[str]:
+    """Nodes a healing job (--heal) saw lost: gone with everything on them, out of its allocation."""
+    return {str(e["lost"]) for e in events if e.get("event") == "node_lost" and e.get("lost")}
 
 
 def healing_history(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -27,7 +27,8 @@ PENDING_POLL_S = 0.25  # while a replacement is on its way: its join is recorded
 
 @dataclass
 class Replacement:
-    member: int
+    """A replacement on its way (``Healer.pending`` keys it by its member number)."""
+
     replaces: str
     seen_lost: float  # time.monotonic() when the loss was seen
     deadline: float
@@ -110,7 +111,7 @@ class Healer:
         exclude = ",".join(filter(None, [ctx.manifest.exclude or "", *ours]))
         write_atomic(ctx.paths.members / f"{n}.request", f"1 {exclude or '-'}\n")
         now = time.monotonic()
-        self.pending[n] = Replacement(n, node, now, now + ctx.manifest.heal_timeout_s)
+        self.pending[n] = Replacement(node, now, now + ctx.manifest.heal_timeout_s)
         ctx.say(f"asked for a replacement of {node}: member job {n} (excluding {exclude})")
         ctx.event("replacement_requested", member=n, replaces=node, exclude=exclude)
 

@@ -19,7 +19,7 @@ from ..config.spec import ClusterSpec
 from ..core.errors import JobError, UnknownJobError, UsageError
 from ..core.events import append_event, read_events, read_json
 from ..core.exits import STOPPED_RC, record_exit
-from ..core.job_dir import member_jobs
+from ..core.job_dir import lost_to_healing, member_jobs
 from ..core.manifest import load_manifest
 from ..core.nodelist import expand_hostlist
 from ..core.paths import JobPaths
@@ -99,10 +99,10 @@ def teardown(
         )
     state = client.job_state(job_id)
     cancelled = False
-    # a healing job's lost nodes are gone with everything on them (and out of its allocation)
-    lost = {e.get("lost") for e in read_events(paths.events) if e.get("event") == "node_lost"}
+    events = read_events(paths.events)
+    lost = lost_to_healing(events)  # nothing survived on them, and SLURM took them out of the job
     nodes = [n for n in job_nodes(paths, state.nodelist) if n not in lost]
-    started = any(e.get("event") == "node_start" for e in read_events(paths.events))
+    started = any(e.get("event") == "node_start" for e in events)
     inside: list[dict[str, Any]] = []
     if state.state == "RUNNING" and nodes and started:
         # Stop the job's processes inside its live allocation first (srun --overlap: no new
@@ -119,7 +119,7 @@ def teardown(
         end = time.monotonic() + gone_timeout_s
         while client.job_state(job_id).in_queue and time.monotonic() < end:
             time.sleep(0.2)
-    members = teardown_members(paths, client, grace_s, gone_timeout_s)
+    members = teardown_members(paths, client, grace_s, gone_timeout_s, started)
     report = TeardownReport(job_id, cancelled, state.state, nodes + sorted(members), per_node=inside)
     report.per_node = merge_reports(report.per_node, [r for reports in members.values() for r in reports])
     rest = sorted(set(nodes) - {n.get("node") for n in inside})
@@ -142,7 +142,7 @@ def teardown(
 
 
 def teardown_members(
-    paths: JobPaths, client: SlurmClient, grace_s: float, gone_timeout_s: float
+    paths: JobPaths, client: SlurmClient, grace_s: float, gone_timeout_s: float, started: bool
 ) -> dict[str, list[dict[str, Any]]]:
     """A healing job's member jobs: cancelled (their bootstraps clean up on SIGTERM, as the
     job's own nodes do), then a cleanup step on their nodes; {node: its reports}."""
@@ -160,7 +160,7 @@ def teardown_members(
             end = time.monotonic() + gone_timeout_s
             while client.job_state(sid).in_queue and time.monotonic() < end:
                 time.sleep(0.2)
-        if nodes and any(e.get("event") == "node_start" for e in read_events(paths.events)):
+        if nodes and started:
             argv = cleanup_command(paths, paths.job_id, grace_s)
             res = client.run_on_nodes(None, nodes, argv, srun_flags=site_flags(paths))
             for item in parse_reports(res.stdout):
