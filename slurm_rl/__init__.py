@@ -29,6 +29,20 @@ def requeue(reason: str = "") -> Any:
     _requeue(reason)
 
 
+def members() -> Any:
+    """This job's member jobs (grown nodes, replacements) and their nodes now (slurm_rl.driver.members)."""
+    from .driver.members import members as _members
+
+    return _members()
+
+
+def on_member_change(callback, poll_s: float = 1.0) -> Any:
+    """Call ``callback(event)`` when a member's node joins or leaves (slurm_rl.driver.members)."""
+    from .driver.members import on_member_change as _on_member_change
+
+    return _on_member_change(callback, poll_s)
+
+
 def run_dir() -> Any:
     """Where this run keeps what outlives one job (checkpoints): the chain's shared directory
     (``--chain``), else the job dir (a local run's dir under ``slurm-rl run``); a Path."""

@@ -12,6 +12,7 @@ from .events import read_events
 from .exits import OomKills, oom_kills, read_exit
 from .job_ids import JobId, parse_job_id
 from .manifest import JobManifest, load_manifest
+from .members import left_members, lost_to_healing, member_history, member_jobs
 from .paths import JobPaths
 
 PHASES = [
@@ -37,8 +38,8 @@ class JobDirView:
     manifest: JobManifest | None
     lost: list[str]  # nodes of the last attempt whose bootstrap never said how it ended
     oom: tuple[OomKills, ...]
-    healing: tuple[dict[str, Any], ...] = ()  # --heal: losses, requests, members, joins, restores
-    members: tuple[dict[str, Any], ...] = ()  # --heal: member jobs (member, slurm_job, replaces, node)
+    healing: tuple[dict[str, Any], ...] = ()  # members: losses, requests, joins, leaves, restores
+    members: tuple[dict[str, Any], ...] = ()  # member jobs (core/members.py): --heal's and grow's
 
 
 def read_job_dir(paths: JobPaths) -> JobDirView:
@@ -50,7 +51,8 @@ def read_job_dir(paths: JobPaths) -> JobDirView:
         if ev.get("event") == "node_failed":
             phase = "failed"
             break
-    up = len({ev.get("node") for ev in events if ev.get("event") == "node_up"} - lost_to_healing(events))
+    gone = lost_to_healing(events) | left_members(events)
+    up = len({ev.get("node") for ev in events if ev.get("event") == "node_up"} - gone)
     exit_code, exit_reason = read_exit(paths)
     return JobDirView(
         parse_job_id(paths.job_id),
@@ -61,7 +63,7 @@ def read_job_dir(paths: JobPaths) -> JobDirView:
         _manifest_or_none(paths),
         lost_nodes(events),
         tuple(oom_kills(events)),
-        tuple(healing_history(events)),
+        tuple(member_history(events)),
         tuple(member_jobs(events)),
     )
 
@@ -86,42 +88,3 @@ def lost_nodes(events: list[dict[str, Any]]) -> list[str]:
     started = {e.get("node") for e in events if e.get("event") == "node_start" and e.get("attempt", 0) == last}
     ended = {e.get("node") for e in events if e.get("event") in NODE_ENDS and e.get("attempt", 0) == last}
     return sorted(str(n) for n in started - ended if n)
-
-
-HEALING_EVENTS = (
-    "node_lost",
-    "replacement_requested",
-    "member_submitted",
-    "member_refused",
-    "replacement_joined",
-    "workers_restored",
-    "heal_error",
-)
-
-
-def lost_to_healing(events: list[dict[str, Any]]) -> set[str]:
-    """Nodes a healing job (--heal) saw lost: gone with everything on them, out of its allocation."""
-    return {str(e["lost"]) for e in events if e.get("event") == "node_lost" and e.get("lost")}
-
-
-def healing_history(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A healing job's losses and replacements, in order, as the events say them."""
-    drop = ("host", "rank", "attempt")
-    return [{k: v for k, v in e.items() if k not in drop} for e in events if e.get("event") in HEALING_EVENTS]
-
-
-def member_jobs(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Member jobs (--heal): their number, SLURM id, the node each replaces and the node that joined."""
-    members: dict[int, dict[str, Any]] = {}
-    for e in events:
-        name, n = e.get("event"), e.get("member")
-        if not isinstance(n, int):
-            continue
-        entry = members.setdefault(n, {"member": n, "slurm_job": None, "replaces": None, "node": None})
-        if name == "replacement_requested":
-            entry["replaces"] = e.get("replaces")
-        elif name == "member_submitted":
-            entry["slurm_job"] = int(e["slurm_job"]) if str(e.get("slurm_job", "")).isdigit() else e.get("slurm_job")
-        elif name == "replacement_joined":
-            entry["node"] = e.get("joined")
-    return [members[n] for n in sorted(members)]

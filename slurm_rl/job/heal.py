@@ -1,4 +1,10 @@
-"""Healing (``--heal K``), on the head: a worker node lost from Ray (its raylet declared dead by
+"""The job's nodes and members, watched from the head's Ray node table (every job; docs/healing.md).
+
+Growing (``slurm-rl grow``): a grown member's node joining is ``member_joined``; its loss
+(shrunk, preempted, failed) is ``member_left``, never healed: the job goes on. A shrink request
+(``members/N.shrink``) drains member N's Ray nodes (no new work there) before `shrink` cancels it.
+
+Healing (``--heal K``): a worker node lost from Ray (its raylet declared dead by
 the head's GCS, ~10 s after the node died: job/ray_start.py's health check, not SLURM's
 SlurmdTimeout) is replaced by a member job, up to K times; past that, or when no replacement
 joins within ``--heal-timeout``, the job fails fast, saying why.
@@ -10,15 +16,18 @@ The head may run inside a container, where there is no SLURM client: it writes t
 ``node_start`` event that the member's bootstrap writes before it starts Ray).
 
 Events, with the seconds since the loss was seen: ``node_lost``, ``replacement_requested``,
-(the batch script's ``member_submitted``), ``replacement_joined``."""
+(the batch script's ``member_submitted``), ``replacement_joined``. Without ``--heal`` a lost
+node of the job itself is SLURM's to handle (the step's --kill-on-bad-exit ends the job)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from ..core.events import read_events, write_atomic
 from ..core.job_env import MEMBER_RANK_BASE
+from ..core.members import GROW, HEAL, Request, claim_member, read_request
 from .context import NodeContext
 
 POLL_S = 1.0
@@ -40,10 +49,13 @@ class Healer:
     def __init__(self, ctx: NodeContext, address: str) -> None:
         self.ctx = ctx
         self.address = address
-        self.alive: dict[str, str] = {}  # Ray node id (hex) -> SLURM node name
+        self.alive: dict[str, tuple[str, int]] = {}  # Ray node id (hex) -> (SLURM node name, rank)
         self.lost: list[str] = []
         self.pending: dict[int, Replacement] = {}
         self.used = 0
+        self.kinds: dict[int, str] = {}  # member number -> its kind (its request file's)
+        self.drained: set[int] = set()
+        self.client: Any = None
 
     @property
     def limit(self) -> int:
@@ -53,7 +65,7 @@ class Healer:
         """The thread's body: until the job stops."""
         from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
-        client = GcsClient(address=self.address)
+        self.client = client = GcsClient(address=self.address)
         while not self.ctx.stop_requested.wait(PENDING_POLL_S if self.pending else POLL_S):
             try:
                 infos = client.get_all_node_info(timeout=2)
@@ -62,6 +74,7 @@ class Healer:
             try:
                 self.observe({nid.hex(): (info.state == 0, info.node_manager_address) for nid, info in infos.items()})
                 self.check_pending()
+                self.check_shrinks()
             except Exception as exc:  # noqa: BLE001 - said where people look, never silent
                 self.ctx.say(f"healing stopped by an unexpected error: {exc!r}")
                 self.ctx.event("heal_error", error=repr(exc))
@@ -75,11 +88,60 @@ class Healer:
             if alive and node_id not in self.alive:
                 names = names if names is not None else self.node_names()
                 name, rank = names.get(ip, (ip, -1))
-                self.alive[node_id] = name
-                if rank // MEMBER_RANK_BASE in self.pending:
-                    self.on_joined(rank // MEMBER_RANK_BASE, name)
+                self.alive[node_id] = (name, rank)
+                n = rank // MEMBER_RANK_BASE
+                if n in self.pending:
+                    self.on_joined(n, name)
+                elif n >= 1 and self.kind(n) == GROW:
+                    self.ctx.say(f"{name} (member job {n}) joined the job")
+                    self.ctx.event("member_joined", member=n, joined=name, kind=GROW)
             elif not alive and node_id in self.alive:
-                self.on_lost(self.alive.pop(node_id))
+                name, rank = self.alive.pop(node_id)
+                n = rank // MEMBER_RANK_BASE
+                if n >= 1 and self.kind(n) == GROW:
+                    self.on_member_left(n, name)
+                elif self.limit:
+                    self.on_lost(name)
+
+    def kind(self, n: int) -> str:
+        if n not in self.kinds:
+            request = read_request(self.ctx.paths.members, n)
+            self.kinds[n] = request.kind if request else HEAL
+        return self.kinds[n]
+
+    def on_member_left(self, n: int, node: str) -> None:
+        """A grown member's node left: shrunk, preempted, failed or ended. The job goes on."""
+        why = (
+            "shrunk"
+            if (self.ctx.paths.members / f"{n}.shrink").exists()
+            else "gone from Ray (preempted, failed or ended)"
+        )
+        self.ctx.say(f"{node} (member job {n}) left the job: {why}")
+        self.ctx.event("member_left", member=n, left=node, why=why, kind=GROW)
+
+    def check_shrinks(self) -> None:
+        """`slurm-rl shrink` asked member N to leave: Ray places no new work on its nodes, then
+        `shrink` cancels it (told by ``N.drained``)."""
+        for path in self.ctx.paths.members.glob("*.shrink") if self.ctx.paths.members.is_dir() else []:
+            n = int(path.stem) if path.stem.isdigit() else 0
+            if n < 1 or n in self.drained:
+                continue
+            self.drained.add(n)
+            ids = [nid for nid, (_, rank) in self.alive.items() if rank // MEMBER_RANK_BASE == n]
+            names = [self.alive[nid][0] for nid in ids]
+            for nid in ids:
+                self.drain(nid)
+            write_atomic(self.ctx.paths.members / f"{n}.drained", " ".join(names) + "\n")
+            self.ctx.event("member_draining", member=n, nodes=names, kind=GROW)
+
+    def drain(self, node_id: str) -> None:
+        from ray.core.generated import autoscaler_pb2
+
+        reason = autoscaler_pb2.DrainNodeReason.DRAIN_NODE_REASON_PREEMPTION  # type: ignore[attr-defined]
+        try:  # no deadline: the member's cancel ends the node
+            self.client.drain_node(node_id, reason, "slurm-rl shrink: this member job leaves the job", 0, timeout=5)
+        except Exception as exc:  # noqa: BLE001 - best effort: the cancel ends the node anyway
+            self.ctx.say(f"draining Ray node {node_id} failed ({exc!r}); its member is cancelled anyway")
 
     def node_names(self) -> dict[str, tuple[str, int]]:
         """IP -> (node name, rank), from this attempt's ``node_start`` events (members' too)."""
@@ -102,14 +164,12 @@ class Healer:
                 f"(--heal {self.limit}; lost so far: {', '.join(self.lost)})"
             )
             return
-        ctx.paths.members.mkdir(exist_ok=True)
         self.used += 1
-        # member numbers go on across attempts (a requeued job's dir keeps the earlier members' files)
-        n = 1 + max((int(p.stem) for p in ctx.paths.members.glob("*.request") if p.stem.isdigit()), default=0)
         # never a node the job has or had: a replacement shares no node (nor its temp dir) with the job
-        ours = sorted({*ctx.nodes, *self.alive.values(), *self.lost})
+        ours = sorted({*ctx.nodes, *(name for name, _ in self.alive.values()), *self.lost})
         exclude = ",".join(filter(None, [ctx.manifest.exclude or "", *ours]))
-        write_atomic(ctx.paths.members / f"{n}.request", f"1 {exclude or '-'}\n")
+        n = claim_member(ctx.paths.members, Request(1, exclude, HEAL))
+        self.kinds[n] = HEAL
         now = time.monotonic()
         self.pending[n] = Replacement(node, now, now + ctx.manifest.heal_timeout_s)
         ctx.say(f"asked for a replacement of {node}: member job {n} (excluding {exclude})")

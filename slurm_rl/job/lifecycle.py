@@ -13,6 +13,7 @@ import time
 
 from ..core.events import read_events, write_atomic
 from ..core.exits import STOPPED_RC, OomKills, exit_reason, record_exit, shell_exit_code, with_oom_kills
+from ..core.job_env import MEMBER_RANK_BASE
 from .context import POLL_S, NodeContext, NodeFailure, Stopped
 from .head import run_head
 from .memory import OomWatch, warn_driver
@@ -139,14 +140,18 @@ class Lifecycle:
             self.cleanup()
 
     def conclude(self, outcome: dict[str, object]) -> int:
-        """The node's exit code from the role's outcome; node 0 records the job's exit."""
+        """The node's exit code from the role's outcome; node 0 records the job's exit. A member
+        job's node never ends the job it joined (the head's watcher sees it leave)."""
         ctx = self.ctx
+        member = ctx.rank >= MEMBER_RANK_BASE
         if "failure" in outcome:
             exc = outcome["failure"]
             msg = f"{ctx.node}: {exc}; see {ctx.paths.node_log(ctx.node)}"
             ctx.say(f"FAILED: {exc}")
             ctx.event("node_failed", error=str(exc))
             write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "failed"), msg + "\n")
+            if member:  # a grown member leaves; a replacement that fails is the head's to see (heal.py)
+                return 1
             if ctx.board is not None:  # the head hears of it at once (the file is for a node not yet joined)
                 ctx.board.put("failed", msg, rank=ctx.rank)
             self.finish(1, msg)
@@ -160,6 +165,8 @@ class Lifecycle:
             ctx.event("node_stopped", reason=ctx.stop_reason)
             if ctx.stop_flag.exists():  # node 0 had finished: a normal end
                 return 0
+            if member:  # its own job's end (shrink, preemption, its time limit) is not the job's
+                return STOPPED_RC
             self.finish(STOPPED_RC, ctx.stop_reason or "stopped")
             return STOPPED_RC
         if ctx.rank == 0:

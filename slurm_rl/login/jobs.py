@@ -33,8 +33,8 @@ class JobSummary:
     exit_reason: str
     record: JobRecord | None = field(default=None, compare=False)  # sacct's, once the job ended
     oom: tuple[OomKills, ...] = ()  # processes the kernel killed for memory, per node
-    healing: tuple[dict[str, Any], ...] = ()  # --heal: losses and replacements (core/job_dir.py)
-    members: tuple[dict[str, Any], ...] = ()  # --heal: the member jobs
+    healing: tuple[dict[str, Any], ...] = ()  # losses, replacements, members come and gone (core/members.py)
+    members: tuple[dict[str, Any], ...] = ()  # the member jobs (--heal's, grow's)
 
     @property
     def shown_state(self) -> str:
@@ -92,7 +92,8 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
             f"lost it; `sinfo -N` shows its state); then: {exit_reason or slurm_state}"
         )
     exit_reason = with_kills(exit_reason, list(v.oom))  # also a node's report after node 0 recorded the exit
-    nodes = v.manifest.total_nodes if v.manifest else 0
+    grown = sum(len(set(m["nodes"]) - set(m["left"])) for m in v.members if m["kind"] == "grow")
+    nodes = (v.manifest.total_nodes if v.manifest else 0) + grown  # `grow`'s members, while in the job
     return JobSummary(
         v.job_id,
         paths,

@@ -30,7 +30,7 @@ SETUP_HEADER = "# spec field 'setup':"
 class RenderedJob:
     script: str
     manifest: JobManifest
-    member_script: str = ""  # --heal: the batch script of a replacement node's member job
+    member_script: str = ""  # a member job's batch script (a replacement node, a grown one)
 
 
 def templates_dir() -> Path:
@@ -203,7 +203,9 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
     setup_first_line = node_script.index(SETUP_HEADER) + 2  # bash numbers lines from 1
     script = env.get_template(TEMPLATE_NAME).render(**context)
     member = ""
-    if opts.heal:  # the member's steps name the job dir it joins, never their own job id
+    # a member job's script (--heal's replacements, `slurm-rl grow`), staged for every job but a
+    # heterogeneous one; the member's steps name the job dir it joins, never their own job id
+    if not opts.head_partition:
         member = env.get_template(TEMPLATE_NAME).render(
             **{
                 **context,

@@ -57,7 +57,7 @@ def stage_job_dir(
     stage.logs.mkdir()
     stage.markers.mkdir()
     write_atomic(stage.sbatch_script, job.script)
-    if job.member_script:  # --heal: what the batch script submits for a replacement node
+    if job.member_script:  # what --heal's replacements and `slurm-rl grow` submit
         stage.members.mkdir()
         write_atomic(stage.member_script, job.member_script)
     write_token(stage.ray_auth_token)

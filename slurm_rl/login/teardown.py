@@ -19,8 +19,8 @@ from ..config.spec import ClusterSpec
 from ..core.errors import JobError, UnknownJobError, UsageError
 from ..core.events import append_event, read_events, read_json
 from ..core.exits import STOPPED_RC, record_exit
-from ..core.job_dir import lost_to_healing, member_jobs
 from ..core.manifest import load_manifest
+from ..core.members import lost_to_healing, member_jobs
 from ..core.nodelist import expand_hostlist
 from ..core.paths import JobPaths
 from ..slurm import SlurmClient
@@ -144,7 +144,7 @@ def teardown(
 def teardown_members(
     paths: JobPaths, client: SlurmClient, grace_s: float, gone_timeout_s: float, started: bool
 ) -> dict[str, list[dict[str, Any]]]:
-    """A healing job's member jobs: cancelled (their bootstraps clean up on SIGTERM, as the
+    """The job's member jobs (--heal's, grow's): cancelled (their bootstraps clean up on SIGTERM, as the
     job's own nodes do), then a cleanup step on their nodes; {node: its reports}."""
     out: dict[str, list[dict[str, Any]]] = {}
     for member in member_jobs(read_events(paths.events)):
@@ -153,7 +153,7 @@ def teardown_members(
             continue
         state = client.job_state(sid)
         listed = state.nodelist not in ("", "(null)", "None", None)
-        nodes = expand_hostlist(state.nodelist) if listed else [member["node"]] if member.get("node") else []
+        nodes = expand_hostlist(state.nodelist) if listed else [n for n in member["nodes"] if n]
         if state.in_queue:
             client.scancel(sid)
             append_event(paths.events, "teardown_cancel", member=member["member"], slurm_job=sid, state=state.state)

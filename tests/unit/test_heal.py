@@ -16,7 +16,8 @@ import pytest
 from slurm_rl.config.spec import ClusterSpec
 from slurm_rl.core.events import append_event, read_events
 from slurm_rl.core.fields import FieldProblem
-from slurm_rl.core.job_dir import healing_history, member_jobs
+from slurm_rl.core.members import Request, claim_member, member_jobs
+from slurm_rl.core.members import member_history as healing_history
 from slurm_rl.core.options import JobOptions
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.job.heal import Healer
@@ -51,10 +52,10 @@ def test_a_lost_worker_is_asked_for_once_and_joins_as_member_one(tmp_path: Path)
     ctx = head(tmp_path, heal=1, exclude="node9")
     healer = Healer(ctx, "10.0.0.1:6379")  # type: ignore[arg-type]
     healer.observe(ALL_UP)
-    assert healer.alive == {"a": "node1", "b": "node2", "c": "node3"}
+    assert healer.alive == {"a": ("node1", 0), "b": ("node2", 1), "c": ("node3", 2)}
     healer.observe({**ALL_UP, "b": (False, "10.0.0.2")})
     healer.observe({**ALL_UP, "b": (False, "10.0.0.2")})  # still dead: not lost twice
-    assert (ctx.paths.members / "1.request").read_text() == "1 node9,node1,node2,node3\n"
+    assert (ctx.paths.members / "1.request").read_text() == "1 node9,node1,node2,node3 heal\n"
     assert not ctx.failures
     healer.check_pending()
     assert not (ctx.paths.members / "1.joined").exists() and not ctx.failures
@@ -65,10 +66,19 @@ def test_a_lost_worker_is_asked_for_once_and_joins_as_member_one(tmp_path: Path)
     names = [e["event"] for e in read_events(ctx.paths.events) if e["event"] != "node_start"]
     assert names == ["node_lost", "replacement_requested", "replacement_joined"], names
     assert member_jobs(read_events(ctx.paths.events)) == [
-        {"member": 1, "slurm_job": None, "replaces": "node2", "node": "node4"}
+        {
+            "member": 1,
+            "kind": "heal",
+            "slurm_job": None,
+            "replaces": "node2",
+            "node": "node4",
+            "nodes": ["node4"],
+            "left": [],
+            "state": "joined",
+        }
     ]
     assert [h["event"] for h in healing_history(read_events(ctx.paths.events))] == names
-    assert healer.alive["d"] == "node4"
+    assert healer.alive["d"] == ("node4", 1000)
 
 
 def test_a_requeued_jobs_member_numbers_go_on_after_the_earlier_attempts(tmp_path: Path) -> None:
@@ -93,12 +103,34 @@ def test_past_k_replacements_the_job_fails_naming_the_node_and_the_limit(tmp_pat
     assert not (ctx.paths.members / "2.request").exists()
 
 
-def test_no_heal_budget_fails_at_the_first_loss(tmp_path: Path) -> None:
+def test_without_heal_a_lost_node_is_slurms_to_handle_but_a_grown_member_just_leaves(tmp_path: Path) -> None:
     ctx = head(tmp_path, heal=0)
     healer = Healer(ctx, "x")  # type: ignore[arg-type]
     healer.observe(ALL_UP)
-    healer.observe({**ALL_UP, "c": (False, "10.0.0.3")})
-    assert ctx.failures and "node3" in ctx.failures[0]
+    # `slurm-rl grow` took member 1 (2 nodes); its nodes join, one after the other
+    assert claim_member(ctx.paths.members, Request(2, "node1,node2,node3", "grow")) == 1
+    for rank, node, ip in ((1000, "node4", "10.0.0.4"), (1001, "node5", "10.0.0.5")):
+        append_event(ctx.paths.events, "node_start", node=node, ip=ip, attempt=0, rank=rank)
+    grown = {"d": (True, "10.0.0.4"), "e": (True, "10.0.0.5")}
+    healer.observe({**ALL_UP, **grown})
+    (ctx.paths.members / "1.shrink").touch()
+    healer.check_shrinks()  # no GCS here: the drain is best effort, said, and the cancel goes on
+    assert (ctx.paths.members / "1.drained").read_text() == "node4 node5\n"
+    healer.observe({**ALL_UP, "d": (False, "10.0.0.4"), "e": (False, "10.0.0.5")})
+    healer.observe({**ALL_UP, "c": (False, "10.0.0.3")})  # the job's own node: SLURM ends the job
+    assert not ctx.failures and not healer.pending
+    events = read_events(ctx.paths.events)
+    assert [(e["event"], e.get("joined") or e.get("left")) for e in events if e["event"] != "node_start"] == [
+        ("member_joined", "node4"),
+        ("member_joined", "node5"),
+        ("member_draining", None),
+        ("member_left", "node4"),
+        ("member_left", "node5"),
+    ]
+    [member] = member_jobs(events)
+    assert member["kind"] == "grow" and member["state"] == "left" and member["why"] == "shrunk"
+    # a member number is never taken twice: the watcher's replacement comes after grow's
+    assert claim_member(ctx.paths.members, Request(1, "", "heal")) == 2
 
 
 def test_a_refused_member_or_one_that_never_joins_fails_the_job(tmp_path: Path) -> None:
@@ -210,9 +242,11 @@ def test_the_member_script_keeps_where_and_as_whom_and_drops_what_makes_the_job(
         assert f"{dropped}=" not in text and f"#SBATCH {dropped}\n" not in text + "\n", directives
     assert "slurm_rl_finalize" not in job.member_script and "USR2" not in job.member_script
     assert "slurm_rl.job.node" in job.member_script and "--no-kill" not in job.member_script
-    assert render_job(LAB_SPEC, opts.replace(heal=0)).member_script == ""
+    # every job can grow (`slurm-rl grow`): its member script is staged with or without --heal
+    assert render_job(LAB_SPEC, opts.replace(heal=0)).member_script.count("slurm_rl.job.node") == 1
+    assert render_job(LAB_SPEC, opts.replace(heal=0, head_partition="cpu")).member_script == ""  # a hetjob
     plain = render_job(LAB_SPEC, opts.replace(heal=0)).script
-    assert "--kill-on-bad-exit=1" in plain and "--no-kill" not in plain and "heal" not in plain
+    assert "--kill-on-bad-exit=1" in plain and "--no-kill" not in plain and "slurm_rl_heal_loop" not in plain
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,75 @@
+"""The driver's view of its job's members (docs/healing.md): ``slurm_rl.members()`` lists them,
+``slurm_rl.on_member_change(callback)`` hears them come and go, so a driver can rebalance its
+rollout workers onto grown nodes and off preempted ones.
+
+Both read the job's events (the head's watcher, job/heal.py, writes a member's nodes joining
+and leaving the Ray cluster; `slurm-rl grow` and the batch script write its submission). Outside
+a slurm-rl job there are no members: an empty list, and a callback that never fires."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.events import read_events
+from ..core.job_env import JobEnvironment
+from ..core.members import member_jobs
+from ..core.paths import JobPaths
+
+# what a callback hears: a member's node joined or left, a replacement joined, a node was lost
+CHANGES = ("member_joined", "member_left", "replacement_joined", "node_lost")
+
+
+@dataclass(frozen=True)
+class Member:
+    member: int  # its number in the job (1, 2, ...)
+    kind: str  # "grow" (slurm-rl grow) or "heal" (a replacement, --heal)
+    slurm_job: int | str | None
+    state: str  # requested, submitted, joined, left or refused
+    nodes: list[str] = field(default_factory=list)  # its nodes in the job's Ray cluster now
+    replaces: str | None = None  # a replacement's lost node
+
+
+def _events() -> list[dict[str, Any]]:
+    job_dir = JobEnvironment.current().job_dir
+    return read_events(JobPaths(job_dir).events) if job_dir else []
+
+
+def members() -> list[Member]:
+    """This job's member jobs, as they stand now, with the nodes each has in the Ray cluster."""
+    return [
+        Member(
+            m["member"],
+            m["kind"],
+            m["slurm_job"],
+            m["state"],
+            [n for n in m["nodes"] if n not in m["left"]],
+            m["replaces"],
+        )
+        for m in member_jobs(_events())
+    ]
+
+
+def on_member_change(callback: Callable[[dict[str, Any]], None], poll_s: float = 1.0) -> threading.Event:
+    """Call ``callback(event)`` (a dict: ``event`` one of CHANGES, ``member``, ``joined`` or
+    ``left`` the node, ``t``) for each change from now on, from a daemon thread polling every
+    ``poll_s`` s. Returns an Event: set it to stop listening."""
+    stop = threading.Event()
+    seen = len(_events())
+
+    def listen() -> None:
+        nonlocal seen
+        while not stop.wait(poll_s):
+            events = _events()
+            for e in events[seen:]:
+                if e.get("event") in CHANGES:
+                    try:
+                        callback(e)
+                    except Exception as exc:  # noqa: BLE001 - the driver's bug: said, listening goes on
+                        print(f"slurm_rl.on_member_change: the callback raised {exc!r}", flush=True)
+            seen = len(events)
+
+    threading.Thread(target=listen, name="slurm-rl-members", daemon=True).start()
+    return stop
