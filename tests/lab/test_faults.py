@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from slurm_rl.core.events import read_events
 from tests.conftest import LAB, run_cli
 from tests.lab.helpers import (
     assert_no_leftovers,
@@ -15,6 +16,7 @@ from tests.lab.helpers import (
     in_queue,
     job_dir,
     start,
+    wait_for,
     wait_gone,
     wait_ready,
 )
@@ -69,15 +71,23 @@ def test_scancel_one_of_two_jobs_sharing_nodes(lab: list[str]) -> None:
 
 
 def test_time_limit(lab: list[str]) -> None:
-    data = start("hold.py", nodes=2, extra=("--time", "0:20"))
+    """The time limit, with a grown member in the job (`slurm-rl grow`: its --time is what the
+    job has left): both leave the queue, nothing of either stays on any node."""
+    data = start("hold.py", nodes=2, extra=("--time", "0:30"))
     wait_ready(data)
+    grown = run_cli("grow", str(data["job_id"]), "--nodes", "1", "--no-wait", timeout=60)
+    assert grown.returncode == 0, grown.stderr
+    member = int((job_dir(data) / "members" / "1.job").read_text())
+    joined = lambda: any(e["event"] == "member_joined" for e in read_events(job_dir(data) / "events.jsonl"))  # noqa: E731
+    assert wait_for(joined, 20), f"the member never joined: {job_dir(data) / 'logs' / 'member-1.log'}"
     wait_gone(data["job_id"], 150)
     state = subprocess.run(["scontrol", "show", "job", str(data["job_id"])], capture_output=True, text=True).stdout
     assert "JobState=TIMEOUT" in state
+    wait_gone(member, 60)
     assert_no_leftovers(lab, data["job_id"])
     assert "SIGTERM" in exit_reason(data)  # what the nodes saw ...
     status = run_cli("status", str(data["job_id"]), "--json")  # ... and what the user is told
-    assert json.loads(status.stdout)["exit_reason"] == "hit the time limit (20 s)", status.stdout
+    assert json.loads(status.stdout)["exit_reason"] == "hit the time limit (30 s)", status.stdout
 
 
 def test_ray_actor_killed(lab: list[str]) -> None:

@@ -2,8 +2,9 @@
 listens for members and pins a Ray task on each node that joins. A member grown from the lab's
 preemptible partition joins, gets work, then SLURM preempts it for a higher-tier job: it leaves,
 the job goes on. A second member is shrunk: drained, cancelled, the job goes on. A third is
-still in the job when the driver ends: it leaves the queue with the job, and nothing of the
-job or of any member stays on any node. (File order: after test_segment_lab, before
+still in the job when the driver fails (an exception): it leaves the queue with the job, and
+nothing of the job or of any member stays on any node. (The driver's normal end with a member:
+test_self_healing_lab's container test; the time limit: test_faults.) (File order: after test_segment_lab, before
 test_self_healing_lab, so the three share one switch to 4 nodes.)"""
 
 from __future__ import annotations
@@ -98,10 +99,10 @@ def test_grown_members_join_get_work_and_leave_by_preemption_shrink_and_the_jobs
             ("member_joined", 3),
         ], heard
 
-        (jdir / "release").touch()
+        (jdir / "release").write_text("raise\n")
         wait_gone(jid, 120)
         status = json.loads(run_cli("status", str(jid), "--json", timeout=60).stdout.splitlines()[-1])
-        assert status["state"] == "COMPLETED" and status["exit_code"] == 0, status
+        assert status["state"] == "FAILED" and status["exit_code"] == 1, status
         assert wait_for(lambda: not in_queue(member_job(3)), 30), "the member outlived its job"
         assert_no_leftovers(lab4, jid, within_s=30)
     finally:

@@ -2,7 +2,8 @@
 (``slurm_rl.on_member_change``), and gives each member node that joins a Ray task pinned to it
 (the driver rebalancing its work onto grown nodes). What it saw goes to grow.json in the job dir:
 the changes heard, the work done per member node, the members as ``slurm_rl.members()`` says
-them. ``driver_ready`` once listening; it ends when ``release`` appears (within 400 s).
+them. ``driver_ready`` once listening; it ends when ``release`` appears (within 400 s), by
+raising an exception when the file says ``raise``.
 
     grow_work.py REPO
 """
@@ -49,4 +50,6 @@ while time.monotonic() < deadline and not (job_dir / "release").exists():
     state = {"changes": changes, "worked": worked, "members": [dataclasses.asdict(m) for m in slurm_rl.members()]}
     (job_dir / "grow.json").write_text(json.dumps(state))
     time.sleep(0.3)
+if (job_dir / "release").exists() and (job_dir / "release").read_text().strip() == "raise":
+    raise RuntimeError("the driver fails on purpose, with a member in the job")
 print("done", flush=True)

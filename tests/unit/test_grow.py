@@ -1,0 +1,124 @@
+"""`slurm-rl grow` and `shrink` (login/members.py) against stand-in SLURM answers: what grow
+submits (the member script, never a node the job has or had, at most the time it has left,
+none of the caller's SLURM_* variables), what it refuses before the queue, what a refusal by
+SLURM leaves, and which members shrink takes; the driver's view (slurm_rl.members())."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from slurm_rl.config.spec import ClusterSpec
+from slurm_rl.core.errors import SlurmCommandError, UsageError
+from slurm_rl.core.events import append_event, read_events
+from slurm_rl.core.options import JobOptions
+from slurm_rl.core.paths import JobPaths
+from slurm_rl.driver.members import members
+from slurm_rl.login.members import grow, shrink
+from slurm_rl.login.render import render_job
+from slurm_rl.login.submit import stage_job_dir
+from slurm_rl.slurm import SlurmClient
+from slurm_rl.slurm.runner import Completed
+
+SPEC = ClusterSpec.model_validate({"cluster_name": "c", "fileroot": "/shared/jobs", "partition": "lab"})
+SINFO = "lab*|node1|2|4000|(null)|infinite\nlabspot|node1|2|4000|(null)|infinite\n"
+
+
+class Slurm:
+    """Answers by the command's first word (and squeue's job), records every call."""
+
+    def __init__(self, sbatch: Completed, queue: str = "RUNNING|exp|10:00") -> None:
+        self.sbatch, self.queue, self.calls = sbatch, queue, []  # type: ignore[var-annotated]
+
+    def __call__(self, argv: Sequence[str], timeout_s: float) -> Completed:
+        self.calls.append(list(argv))
+        if argv[0] == "sinfo":
+            return Completed(0, SINFO, "")
+        if argv[0] == "squeue":
+            return Completed(0, self.queue + "\n", "")
+        if argv[0] == "env":
+            return self.sbatch
+        raise AssertionError(f"unexpected SLURM call {argv}")
+
+
+def job(tmp_path: Path, exclude: str | None = None) -> JobPaths:
+    (tmp_path / "x.py").write_text("print('hi')\n")
+    opts = JobOptions(experiment=str(tmp_path / "x.py"), nodes=2, user="u", name="exp", exclude=exclude)
+    paths = JobPaths(tmp_path / "exp" / "77")
+    paths.job_dir.parent.mkdir()
+    stage_job_dir(paths, SPEC, opts, render_job(SPEC, opts), snapshot=False)
+    paths.cluster.write_text(json.dumps({"address": "10.0.0.1:6379", "nodes": ["node1", "node2"], "attempt": 1}))
+    return paths
+
+
+def test_grow_submits_the_member_script_off_the_jobs_nodes_for_the_time_it_has_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = job(tmp_path, exclude="bad1")
+    append_event(paths.events, "replacement_joined", member=7, joined="node5", replaces="node2")  # a node it had
+    monkeypatch.setenv("SLURM_JOB_ID", "12")  # the caller's own allocation: not the member's business
+    slurm = Slurm(Completed(0, "901\n", ""), queue="RUNNING|exp|10:00")
+    said: list[str] = []
+    out = grow(77, paths, SlurmClient(slurm), 2, partition="labspot", time_limit="1:00:00", say=said.append)
+    assert (out.member, out.slurm_job, out.time) == (1, 901, "10:00")
+    [argv] = [c for c in slurm.calls if c[0] == "env"]
+    assert argv[argv.index("SLURM_JOB_ID") - 1 : argv.index("SLURM_JOB_ID") + 1] == ["-u", "SLURM_JOB_ID"]
+    assert f"SLURM_RL_JOB_DIR={paths.job_dir}" in argv and "SLURM_RL_MEMBER=1" in argv and "SLURM_RL_ATTEMPT=1" in argv
+    sbatch = argv[argv.index("sbatch") :]
+    for flag in ("--nodes=2", "--time=10:00", "--exclude=bad1,node1,node2,node5", "--partition=labspot"):
+        assert flag in sbatch, sbatch
+    assert sbatch[-1] == str(paths.member_script) and f"--output={paths.member_log(1)}" in sbatch
+    assert "more than job 77 has left (10:00)" in said[0]
+    assert (paths.members / "1.request").read_text() == "2 bad1,node1,node2,node5 grow\n"
+    assert (paths.members / "1.job").read_text() == "901\n"
+    [sub] = [e for e in read_events(paths.events) if e["event"] == "member_submitted"]
+    assert sub["kind"] == "grow" and sub["slurm_job"] == "901"
+
+
+def test_grow_refuses_before_the_queue_and_a_refusal_by_slurm_is_said_and_kept(tmp_path: Path) -> None:
+    paths = job(tmp_path)
+    with pytest.raises(UsageError, match="grow --partition gpu: no such partition here; partitions: lab, labspot"):
+        grow(77, paths, SlurmClient(Slurm(Completed(0, "1\n", ""))), 1, partition="gpu")
+    with pytest.raises(UsageError, match="job 77 is PENDING; grow needs a running job"):
+        grow(77, paths, SlurmClient(Slurm(Completed(0, "1\n", ""), queue="PENDING|exp|10:00")), 1)
+    assert not paths.members.exists() or not list(paths.members.glob("*.request"))  # nothing taken
+    refusal = Completed(1, "", "sbatch: error: Batch job submission failed: Invalid qos specification\n")
+    with pytest.raises(SlurmCommandError, match="Invalid qos specification"):
+        grow(77, paths, SlurmClient(Slurm(refusal)), 1, qos="nope")
+    assert "Invalid qos" in (paths.members / "1.error").read_text()
+    assert [m.state for m in members_of(paths)] == ["refused"]
+    (paths.exit_code).write_text("0\n")
+    with pytest.raises(UsageError, match="job 77 has ended"):
+        grow(77, paths, SlurmClient(Slurm(Completed(0, "1\n", ""))), 1)
+
+
+def members_of(paths: JobPaths) -> list:
+    import os
+
+    os.environ["SLURM_RL_JOB_DIR"] = str(paths.job_dir)
+    try:
+        return members()
+    finally:
+        del os.environ["SLURM_RL_JOB_DIR"]
+
+
+def test_shrink_takes_grown_members_only_by_number_or_node(tmp_path: Path) -> None:
+    paths = job(tmp_path)
+    append_event(paths.events, "replacement_requested", member=1, replaces="node2")
+    append_event(paths.events, "replacement_joined", member=1, joined="node3", replaces="node2")
+    append_event(paths.events, "member_submitted", member=2, slurm_job="902", kind="grow")
+    append_event(paths.events, "member_joined", member=2, joined="node4", kind="grow")
+    gone = SlurmClient(lambda argv, t: Completed(0, "", "") if argv[0] == "squeue" else Completed(1, "", "no"))
+    with pytest.raises(UsageError, match="replaces a lost node \\(--heal\\): only grown members shrink"):
+        shrink(77, paths, gone, member=1)
+    with pytest.raises(UsageError, match=r"no grown a member on node node9.*grown members: 2 \(node4\)"):
+        shrink(77, paths, gone, node="node9")
+    said: list[str] = []
+    assert shrink(77, paths, gone, node="node4", say=said.append)["member"] == 2
+    assert said == ["job 77: member 2 already left (UNKNOWN)"]
+    [heal, grown] = members_of(paths)
+    assert (heal.kind, heal.replaces, heal.nodes) == ("heal", "node2", ["node3"])
+    assert (grown.kind, grown.slurm_job, grown.state, grown.nodes) == ("grow", 902, "joined", ["node4"])
