@@ -10,6 +10,7 @@ from typing import Any
 from .errors import JobError
 from .events import read_events
 from .exits import OomKills, oom_kills, read_exit
+from .job_env import MEMBER_RANK_BASE
 from .job_ids import JobId, parse_job_id
 from .manifest import JobManifest, load_manifest
 from .members import left_members, lost_to_healing, member_history, member_jobs
@@ -46,6 +47,8 @@ def read_job_dir(paths: JobPaths) -> JobDirView:
     events = read_events(paths.events)
     phase = "submitted"
     for ev in events:
+        if int(ev.get("rank") or 0) >= MEMBER_RANK_BASE:
+            continue  # a member's node: its start, failure or end is its own, not the job's phase
         if ev.get("event") in PHASES and PHASES.index(ev["event"]) > PHASES.index(phase):
             phase = ev["event"]
         if ev.get("event") == "node_failed":

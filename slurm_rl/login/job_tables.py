@@ -78,6 +78,9 @@ _HEALING_TEXT = {
     "member_submitted": "member {member} is SLURM job {slurm_job}",
     "member_refused": "member {member} refused by SLURM: {error}",
     "replacement_joined": "{joined} (member {member}) joined for {replaces}, {seconds} s after the loss",
+    "member_joined": "{joined} (member {member}) joined",
+    "member_draining": "member {member} draining for shrink: {nodes}",
+    "member_left": "{left} (member {member}) left: {why}",
     "workers_restored": "worker group {group!r}: workers {workers} restored in {seconds} s",
     "heal_error": "healing stopped by an unexpected error: {error}",
 }
@@ -89,7 +92,8 @@ def healing_lines(history: Iterable[dict]) -> list[str]:
     for e in history:
         when = time.strftime("%H:%M:%S", time.localtime(float(e.get("t", 0))))
         try:
-            out.append(f"{when} " + _HEALING_TEXT[e["event"]].format(**e))
+            shown = {k: ", ".join(map(str, v)) if isinstance(v, list) else v for k, v in e.items()}
+            out.append(f"{when} " + _HEALING_TEXT[e["event"]].format(**shown))
         except (KeyError, IndexError):
             out.append(f"{when} {e.get('event')}")
     return out

@@ -122,3 +122,27 @@ def test_shrink_takes_grown_members_only_by_number_or_node(tmp_path: Path) -> No
     [heal, grown] = members_of(paths)
     assert (heal.kind, heal.replaces, heal.nodes) == ("heal", "node2", ["node3"])
     assert (grown.kind, grown.slurm_job, grown.state, grown.nodes) == ("grow", 902, "joined", ["node4"])
+
+
+def test_a_members_node_ending_is_not_the_jobs_phase_and_its_lines_read_well(tmp_path: Path) -> None:
+    from slurm_rl.core.job_dir import read_job_dir
+    from slurm_rl.login.job_tables import healing_lines
+
+    paths = job(tmp_path)
+    append_event(paths.events, "node_up", node="node1", rank=0, attempt=0)
+    append_event(paths.events, "driver_start", node="node1", rank=0, attempt=0)
+    append_event(paths.events, "member_submitted", member=1, slurm_job="903", kind="grow")
+    append_event(paths.events, "node_up", node="node3", rank=1000, attempt=0)
+    append_event(paths.events, "member_joined", member=1, joined="node3", kind="grow")
+    append_event(paths.events, "member_draining", member=1, nodes=["node3"], kind="grow")
+    append_event(paths.events, "node_failed", node="node3", rank=1000, attempt=0, error="x")
+    append_event(paths.events, "node_cleaned", node="node3", rank=1000, attempt=0)
+    append_event(paths.events, "member_left", member=1, left="node3", why="shrunk", kind="grow")
+    view = read_job_dir(paths)
+    assert (view.phase, view.nodes_up) == ("driver_start", 1)
+    assert [line.split(" ", 1)[1] for line in healing_lines(view.healing)] == [
+        "member 1 is SLURM job 903",
+        "node3 (member 1) joined",
+        "member 1 draining for shrink: node3",
+        "node3 (member 1) left: shrunk",
+    ]
