@@ -3,6 +3,7 @@ it while it runs (rich progress on stderr), print tables, follow a log."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -61,13 +62,14 @@ class JobSummary:
 
 
 def human_time_limit(time_limit: str | None) -> str:
-    """A SLURM time as people say it: ``1`` -> ``1 min``, ``2:00:00`` -> ``2 h``."""
+    """A SLURM time as people say it: ``1`` -> ``1 min``, ``2:00:00`` -> ``2 h``; seconds as
+    SLURM applies them (``0:30`` is 1 min)."""
     if not time_limit:
         return "the partition's limit"
     minutes = time_minutes(time_limit)
-    if minutes < 1:
-        return f"{minutes * 60:g} s"
-    return f"{minutes:g} min" if minutes < 120 else f"{minutes / 60:g} h"
+    whole = math.ceil(minutes)  # SLURM keeps time limits in whole minutes, rounded up
+    said = f"{whole:g} min" if whole < 120 else f"{whole / 60:g} h"
+    return said if whole == minutes else f"{said}: SLURM rounds --time {time_limit} up to whole minutes"
 
 
 def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:

@@ -87,7 +87,8 @@ def test_time_limit(lab: list[str]) -> None:
     assert_no_leftovers(lab, data["job_id"])
     assert "SIGTERM" in exit_reason(data)  # what the nodes saw ...
     status = run_cli("status", str(data["job_id"]), "--json")  # ... and what the user is told
-    assert json.loads(status.stdout)["exit_reason"] == "hit the time limit (30 s)", status.stdout
+    said = "hit the time limit (1 min: SLURM rounds --time 0:30 up to whole minutes)"
+    assert json.loads(status.stdout)["exit_reason"] == said, status.stdout
 
 
 def test_ray_actor_killed(lab: list[str]) -> None:

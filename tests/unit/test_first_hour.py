@@ -89,7 +89,13 @@ def test_dry_run_json_is_json() -> None:
 
 
 @pytest.mark.parametrize(
-    ("time", "said"), [("1", "1 min"), ("0:20", "20 s"), ("4:00:00", "4 h"), (None, "the partition's limit")]
+    ("time", "said"),
+    [
+        ("1", "1 min"),
+        ("0:20", "1 min: SLURM rounds --time 0:20 up to whole minutes"),
+        ("4:00:00", "4 h"),
+        (None, "the partition's limit"),
+    ],
 )
 def test_running_out_of_time_is_no_crash(tmp_path: Path, time: str | None, said: str) -> None:
     paths = _job(tmp_path, time=time)
