@@ -2,7 +2,7 @@
 ``slurm_rl.on_member_change(callback)`` hears them come and go, so a driver can rebalance its
 rollout workers onto grown nodes and off preempted ones.
 
-Both read the job's events (the head's watcher, job/heal.py, writes a member's nodes joining
+Both read the job's events (the head's watcher, job/members.py, writes a member's nodes joining
 and leaving the Ray cluster; `slurm-rl grow` and the batch script write its submission). Outside
 a slurm-rl job there are no members: an empty list, and a callback that never fires."""
 

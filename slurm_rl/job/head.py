@@ -19,7 +19,7 @@ from ..core.job_ids import as_slurm_id
 from ..core.paths import JobPaths
 from .board import Board, BoardUnreachable
 from .context import NodeContext, NodeFailure
-from .heal import Healer
+from .members import MemberWatch
 
 FILE_POLL_S = 1.0  # failed markers of nodes that could not reach the GCS: a slow fallback
 
@@ -116,8 +116,8 @@ def run_head(ctx: NodeContext) -> int:
     ctx.board = Board(address, ctx.attempt)
     ctx.event("node_up", address=address, **ctx.ray_node_cost())
     threading.Thread(target=watch_joins, args=(ctx, cluster), name="joins", daemon=True).start()
-    # members come and go (grow, shrink), lost worker nodes are replaced with --heal (heal.py)
-    threading.Thread(target=Healer(ctx, address).run, name="members", daemon=True).start()
+    # members come and go (grow, shrink), lost worker nodes are replaced with --heal (members.py)
+    threading.Thread(target=MemberWatch(ctx, address).run, name="members", daemon=True).start()
     write_gym_env(ctx.paths, address)
     if ctx.manifest.interactive:  # no driver: up until teardown, scancel or the time limit
         off_nodes = f"; off its nodes: `slurm-rl attach {ctx.job_id} --client` ({cluster['client_address']})"

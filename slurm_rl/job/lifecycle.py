@@ -150,7 +150,7 @@ class Lifecycle:
             ctx.say(f"FAILED: {exc}")
             ctx.event("node_failed", error=str(exc))
             write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "failed"), msg + "\n")
-            if member:  # a grown member leaves; a replacement that fails is the head's to see (heal.py)
+            if member:  # a grown member leaves; a replacement that fails is the head's to see (members.py)
                 return 1
             if ctx.board is not None:  # the head hears of it at once (the file is for a node not yet joined)
                 ctx.board.put("failed", msg, rank=ctx.rank)

@@ -1,4 +1,4 @@
-"""Healing (--heal K) without a cluster: the head's loss watcher (job/heal.py) against a scripted
+"""Healing (--heal K) without a cluster: the head's loss watcher (job/members.py) against a scripted
 Ray node table, the batch script's member submission (templates/heal.sh.j2) against stand-in
 SLURM commands, the member job's script, and the options' checks."""
 
@@ -20,7 +20,7 @@ from slurm_rl.core.members import Request, claim_member, member_jobs
 from slurm_rl.core.members import member_history as healing_history
 from slurm_rl.core.options import JobOptions
 from slurm_rl.core.paths import JobPaths
-from slurm_rl.job.heal import Healer
+from slurm_rl.job.members import MemberWatch
 from slurm_rl.login.render import _env, finalize_files, render_job
 
 
@@ -50,7 +50,7 @@ ALL_UP = {"a": (True, "10.0.0.1"), "b": (True, "10.0.0.2"), "c": (True, "10.0.0.
 
 def test_a_lost_worker_is_asked_for_once_and_joins_as_member_one(tmp_path: Path) -> None:
     ctx = head(tmp_path, heal=1, exclude="node9")
-    healer = Healer(ctx, "10.0.0.1:6379")  # type: ignore[arg-type]
+    healer = MemberWatch(ctx, "10.0.0.1:6379")  # type: ignore[arg-type]
     healer.observe(ALL_UP)
     assert healer.alive == {"a": ("node1", 0), "b": ("node2", 1), "c": ("node3", 2)}
     healer.observe({**ALL_UP, "b": (False, "10.0.0.2")})
@@ -86,7 +86,7 @@ def test_a_requeued_jobs_member_numbers_go_on_after_the_earlier_attempts(tmp_pat
     ctx.paths.members.mkdir()
     for name in ("1.request", "1.job", "1.joined"):  # attempt 0's member
         (ctx.paths.members / name).write_text("x\n")
-    healer = Healer(ctx, "x")  # type: ignore[arg-type]
+    healer = MemberWatch(ctx, "x")  # type: ignore[arg-type]
     healer.observe(ALL_UP)
     healer.observe({**ALL_UP, "c": (False, "10.0.0.3")})
     assert (ctx.paths.members / "2.request").exists() and list(healer.pending) == [2] and not ctx.failures
@@ -94,7 +94,7 @@ def test_a_requeued_jobs_member_numbers_go_on_after_the_earlier_attempts(tmp_pat
 
 def test_past_k_replacements_the_job_fails_naming_the_node_and_the_limit(tmp_path: Path) -> None:
     ctx = head(tmp_path, heal=1)
-    healer = Healer(ctx, "x")  # type: ignore[arg-type]
+    healer = MemberWatch(ctx, "x")  # type: ignore[arg-type]
     healer.observe(ALL_UP)
     healer.observe({**ALL_UP, "b": (False, "10.0.0.2")})
     healer.observe({**ALL_UP, "b": (False, "10.0.0.2"), "c": (False, "10.0.0.3")})
@@ -105,7 +105,7 @@ def test_past_k_replacements_the_job_fails_naming_the_node_and_the_limit(tmp_pat
 
 def test_without_heal_a_lost_node_is_slurms_to_handle_but_a_grown_member_just_leaves(tmp_path: Path) -> None:
     ctx = head(tmp_path, heal=0)
-    healer = Healer(ctx, "x")  # type: ignore[arg-type]
+    healer = MemberWatch(ctx, "x")  # type: ignore[arg-type]
     healer.observe(ALL_UP)
     # `slurm-rl grow` took member 1 (2 nodes); its nodes join, one after the other
     assert claim_member(ctx.paths.members, Request(2, "node1,node2,node3", "grow")) == 1
@@ -135,7 +135,7 @@ def test_without_heal_a_lost_node_is_slurms_to_handle_but_a_grown_member_just_le
 
 def test_a_refused_member_or_one_that_never_joins_fails_the_job(tmp_path: Path) -> None:
     ctx = head(tmp_path, heal=2, timeout_s=0.2)
-    healer = Healer(ctx, "x")  # type: ignore[arg-type]
+    healer = MemberWatch(ctx, "x")  # type: ignore[arg-type]
     healer.observe(ALL_UP)
     healer.observe({**ALL_UP, "b": (False, "10.0.0.2")})
     (ctx.paths.members / "1.error").write_text("sbatch: error: Invalid account or account/partition combination\n")

@@ -36,15 +36,16 @@ PENDING_POLL_S = 0.25  # while a replacement is on its way: its join is recorded
 
 @dataclass
 class Replacement:
-    """A replacement on its way (``Healer.pending`` keys it by its member number)."""
+    """A replacement on its way (``MemberWatch.pending`` keys it by its member number)."""
 
     replaces: str
     seen_lost: float  # time.monotonic() when the loss was seen
     deadline: float
 
 
-class Healer:
-    """Watches the job's Ray nodes from the head; asks for replacements; fails the job past K."""
+class MemberWatch:
+    """Watches the job's Ray nodes from the head: members joining and leaving, shrinks to drain,
+    losses to replace (--heal), past K a failed job."""
 
     def __init__(self, ctx: NodeContext, address: str) -> None:
         self.ctx = ctx
