@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..core.errors import JobError, SlurmCommandError, UsageError
 from ..core.events import append_event, read_events, read_json, write_atomic
 from ..core.fields import time_minutes
-from ..core.job_ids import JobId
+from ..core.job_ids import JobId, is_local
 from ..core.manifest import load_manifest
 from ..core.members import GROW, Request, claim_member, member_jobs
 from ..core.nodelist import expand_hostlist
@@ -65,6 +65,8 @@ def grow(
 ) -> Grown:
     """Submit member job N with ``nodes`` nodes to ``job_id``; with ``wait_s``, wait for them to
     join its Ray cluster (saying how it goes)."""
+    if is_local(job_id):
+        raise UsageError(f"job {job_id} is a local run (`slurm-rl run`): grow adds SLURM nodes to a SLURM job")
     if not paths.member_script.exists():
         raise UsageError(
             f"job {job_id} has no member script ({paths.member_script}): a job with a CPU head "

@@ -90,6 +90,8 @@ def test_grow_refuses_before_the_queue_and_a_refusal_by_slurm_is_said_and_kept(t
         grow(77, paths, SlurmClient(Slurm(refusal)), 1, qos="nope")
     assert "Invalid qos" in (paths.members / "1.error").read_text()
     assert [m.state for m in members_of(paths)] == ["refused"]
+    with pytest.raises(UsageError, match="is a local run"):
+        grow("local-1", paths, SlurmClient(Slurm(Completed(0, "1\n", ""))), 1)
     (paths.exit_code).write_text("0\n")
     with pytest.raises(UsageError, match="job 77 has ended"):
         grow(77, paths, SlurmClient(Slurm(Completed(0, "1\n", ""))), 1)
