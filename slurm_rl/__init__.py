@@ -36,6 +36,13 @@ def members() -> Any:
     return _members()
 
 
+def nodes() -> Any:
+    """The job's node list now, its members' included (slurm_rl.driver.members)."""
+    from .driver.members import nodes as _nodes
+
+    return _nodes()
+
+
 def on_member_change(callback, poll_s: float = 1.0) -> Any:
     """Call ``callback(event)`` when a member's node joins or leaves (slurm_rl.driver.members)."""
     from .driver.members import on_member_change as _on_member_change

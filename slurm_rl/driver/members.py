@@ -1,6 +1,7 @@
 """The driver's view of its job's members (docs/healing.md): ``slurm_rl.members()`` lists them,
-``slurm_rl.on_member_change(callback)`` hears them come and go, so a driver can rebalance its
-rollout workers onto grown nodes and off preempted ones.
+``slurm_rl.on_member_change(callback)`` hears them come and go, ``slurm_rl.nodes()`` is the
+job's node list now, so a driver can rebalance its rollout workers onto grown nodes and off
+preempted ones.
 
 Both read the job's events (the head's watcher, job/members.py, writes a member's nodes joining
 and leaving the Ray cluster; `slurm-rl grow` and the batch script write its submission). Outside
@@ -13,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.events import read_events
+from ..core.events import read_events, read_json
 from ..core.job_env import JobEnvironment
-from ..core.members import member_jobs
+from ..core.members import left_members, lost_to_healing, member_jobs
 from ..core.paths import JobPaths
 
 # what a callback hears: a member's node joined or left, a replacement joined, a node was lost
@@ -50,6 +51,21 @@ def members() -> list[Member]:
         )
         for m in member_jobs(_events())
     ]
+
+
+def nodes() -> list[str]:
+    """The job's nodes now: its own (less those lost, --heal) and its members' that are in its
+    Ray cluster, in that order. Outside a slurm-rl job: this host's name."""
+    job_dir = JobEnvironment.current().job_dir
+    if not job_dir:
+        import socket
+
+        return [socket.gethostname()]
+    events = _events()
+    gone = lost_to_healing(events) | left_members(events)
+    own = list((read_json(JobPaths(job_dir).cluster) or {}).get("nodes") or [])
+    grown = [n for m in members() for n in m.nodes]
+    return [n for n in dict.fromkeys([*own, *grown]) if n not in gone]
 
 
 def on_member_change(callback: Callable[[dict[str, Any]], None], poll_s: float = 1.0) -> threading.Event:

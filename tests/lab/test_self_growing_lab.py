@@ -89,6 +89,7 @@ def test_grown_members_join_get_work_and_leave_by_preemption_shrink_and_the_jobs
         ], status["members"]
         # what the driver heard (on_member_change) and sees (members()), in order
         assert wait_for(lambda: [m["nodes"] for m in seen()["members"]] == [[], [], [last_node]], 10), seen()
+        assert seen()["nodes"] == [*ours, last_node], seen()
         assert wait_for(lambda: last_node in seen()["worked"], 60), seen()
         heard = [(c["event"], c["member"]) for c in seen()["changes"]]
         assert heard == [

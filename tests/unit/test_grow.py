@@ -16,7 +16,7 @@ from slurm_rl.core.errors import SlurmCommandError, UsageError
 from slurm_rl.core.events import append_event, read_events
 from slurm_rl.core.options import JobOptions
 from slurm_rl.core.paths import JobPaths
-from slurm_rl.driver.members import members
+from slurm_rl.driver.members import members, nodes
 from slurm_rl.login.members import grow, shrink
 from slurm_rl.login.render import render_job
 from slurm_rl.login.submit import stage_job_dir
@@ -97,12 +97,12 @@ def test_grow_refuses_before_the_queue_and_a_refusal_by_slurm_is_said_and_kept(t
         grow(77, paths, SlurmClient(Slurm(Completed(0, "1\n", ""))), 1)
 
 
-def members_of(paths: JobPaths) -> list:
+def members_of(paths: JobPaths, what=members) -> list:  # type: ignore[no-untyped-def]
     import os
 
     os.environ["SLURM_RL_JOB_DIR"] = str(paths.job_dir)
     try:
-        return members()
+        return what()
     finally:
         del os.environ["SLURM_RL_JOB_DIR"]
 
@@ -124,6 +124,10 @@ def test_shrink_takes_grown_members_only_by_number_or_node(tmp_path: Path) -> No
     [heal, grown] = members_of(paths)
     assert (heal.kind, heal.replaces, heal.nodes) == ("heal", "node2", ["node3"])
     assert (grown.kind, grown.slurm_job, grown.state, grown.nodes) == ("grow", 902, "joined", ["node4"])
+    append_event(paths.events, "node_lost", lost="node2")
+    assert members_of(paths, nodes) == ["node1", "node3", "node4"]  # the job's, less the lost one, then members'
+    append_event(paths.events, "member_left", member=2, left="node4", why="shrunk", kind="grow")
+    assert members_of(paths, nodes) == ["node1", "node3"]
 
 
 def test_a_members_node_ending_is_not_the_jobs_phase_and_its_lines_read_well(tmp_path: Path) -> None:

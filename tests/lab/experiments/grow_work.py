@@ -2,8 +2,8 @@
 (``slurm_rl.on_member_change``), and gives each member node that joins a Ray task pinned to it
 (the driver rebalancing its work onto grown nodes). What it saw goes to grow.json in the job dir:
 the changes heard, the work done per member node, the members as ``slurm_rl.members()`` says
-them. ``driver_ready`` once listening; it ends when ``release`` appears (within 400 s), by
-raising an exception when the file says ``raise``.
+them, the job's nodes as ``slurm_rl.nodes()`` does. ``driver_ready`` once listening; it ends
+when ``release`` appears (within 400 s), by raising an exception when the file says ``raise``.
 
     grow_work.py REPO
 """
@@ -47,7 +47,8 @@ while time.monotonic() < deadline and not (job_dir / "release").exists():
                 pinned = NodeAffinitySchedulingStrategy(ray_nodes[node], soft=False)
                 worked[node] = ray.get(where.options(scheduling_strategy=pinned).remote(), timeout=60)
                 print(f"member {member.member}: work ran on {worked[node]}", flush=True)
-    state = {"changes": changes, "worked": worked, "members": [dataclasses.asdict(m) for m in slurm_rl.members()]}
+    members = [dataclasses.asdict(m) for m in slurm_rl.members()]
+    state = {"changes": changes, "worked": worked, "members": members, "nodes": slurm_rl.nodes()}
     (job_dir / "grow.json").write_text(json.dumps(state))
     time.sleep(0.3)
 if (job_dir / "release").exists() and (job_dir / "release").read_text().strip() == "raise":
