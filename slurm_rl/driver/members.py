@@ -69,9 +69,10 @@ def nodes() -> list[str]:
 
 
 def on_member_change(callback: Callable[[dict[str, Any]], None], poll_s: float = 1.0) -> threading.Event:
-    """Call ``callback(event)`` (a dict: ``event`` one of CHANGES, ``member``, ``joined`` or
-    ``left`` the node, ``t``) for each change from now on, from a daemon thread polling every
-    ``poll_s`` s. Returns an Event: set it to stop listening."""
+    """Call ``callback(event)`` for each change from now on, from a daemon thread polling every
+    ``poll_s`` s; ``event`` is a dict: ``event`` (one of CHANGES), ``t``, and ``member`` with
+    ``joined`` or ``left`` (the node) for a member, ``lost`` for a lost node of the job (--heal).
+    Returns an Event: set it to stop listening."""
     stop = threading.Event()
     seen = len(_events())
 

@@ -6,6 +6,7 @@ SLURM leaves, and which members shrink takes; the driver's view (slurm_rl.member
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -152,3 +153,36 @@ def test_a_members_node_ending_is_not_the_jobs_phase_and_its_lines_read_well(tmp
         "member 1 draining for shrink: node3",
         "node3 (member 1) left: shrunk",
     ]
+
+
+def test_on_member_change_hears_each_change_once_from_now_on_until_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from slurm_rl.driver.members import on_member_change
+
+    paths = job(tmp_path)
+    monkeypatch.setenv("SLURM_RL_JOB_DIR", str(paths.job_dir))
+    append_event(paths.events, "member_joined", member=1, joined="node3", kind="grow")  # before: not heard
+    heard: list[tuple[str, int]] = []
+    got = threading.Event()
+
+    def callback(e: dict) -> None:
+        if e.get("member") == 0:
+            raise ValueError("a driver's bug")  # said, and listening goes on
+        heard.append((e["event"], e.get("member") or e.get("lost")))
+        if len(heard) == 3:
+            got.set()
+
+    stop = on_member_change(callback, poll_s=0.05)
+    append_event(paths.events, "node_up", node="node4", rank=2000)  # not a change
+    append_event(paths.events, "member_joined", member=0, joined="node9", kind="grow")
+    append_event(paths.events, "member_joined", member=2, joined="node4", kind="grow")
+    append_event(paths.events, "member_left", member=1, left="node3", why="shrunk", kind="grow")
+    append_event(paths.events, "node_lost", lost="node2", replacements_used=0, heal=1)
+    assert got.wait(10), heard
+    stop.set()
+    append_event(paths.events, "member_left", member=2, left="node4", why="lost", kind="grow")
+    time.sleep(0.2)
+    assert heard == [("member_joined", 2), ("member_left", 1), ("node_lost", "node2")]
