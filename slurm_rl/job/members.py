@@ -31,6 +31,7 @@ from ..core.members import GROW, HEAL, Request, claim_member, read_request
 from .context import NodeContext
 
 POLL_S = 1.0
+WATCH_STOPPED = "the member watch (healing, members joining and leaving) stopped by an unexpected error"
 PENDING_POLL_S = 0.25  # while a replacement is on its way: its join is recorded within this
 
 
@@ -77,7 +78,7 @@ class MemberWatch:
                 self.check_pending()
                 self.check_shrinks()
             except Exception as exc:  # noqa: BLE001 - said where people look, never silent
-                self.ctx.say(f"healing stopped by an unexpected error: {exc!r}")
+                self.ctx.say(f"{WATCH_STOPPED}: {exc!r}")
                 self.ctx.event("heal_error", error=repr(exc))
                 return
 

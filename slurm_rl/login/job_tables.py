@@ -82,7 +82,7 @@ _HEALING_TEXT = {
     "member_draining": "member {member} draining for shrink: {nodes}",
     "member_left": "{left} (member {member}) left: {why}",
     "workers_restored": "worker group {group!r}: workers {workers} restored in {seconds} s",
-    "heal_error": "healing stopped by an unexpected error: {error}",
+    "heal_error": "the member watch (healing, members joining and leaving) stopped by an unexpected error: {error}",
 }
 
 

@@ -311,3 +311,32 @@ def test_finalize_cancels_a_pending_member_at_once_and_waits_for_a_running_one(t
     assert calls.read_text().splitlines() == ["scancel 55"]  # 56 ended by itself: never cancelled
     [ended] = [e for e in read_events(paths.events) if e["event"] == "members_ended"]
     assert ended["slurm_jobs"] == "55,56" and ended["cancelled"] == ""
+
+
+def test_an_unexpected_error_stops_the_watch_and_is_said_never_silent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import ray._raylet
+
+    class Gcs:  # answers once with a node table the watch cannot read
+        def __init__(self, address: str) -> None:
+            pass
+
+        def get_all_node_info(self, timeout: float) -> dict:
+            return {"not a node id": None}
+
+    monkeypatch.setattr(ray._raylet, "GcsClient", Gcs, raising=False)
+    ctx = head(tmp_path)
+    ctx.stop_requested = threading.Event()
+    watch = MemberWatch(ctx, "x")  # type: ignore[arg-type]
+    monkeypatch.setattr("slurm_rl.job.members.POLL_S", 0.01)
+    thread = threading.Thread(target=watch.run, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()
+    [said] = ctx.said
+    assert said.startswith("the member watch (healing, members joining and leaving) stopped by an unexpected error")
+    [event] = [e for e in read_events(ctx.paths.events) if e["event"] == "heal_error"]
+    assert "AttributeError" in event["error"]
