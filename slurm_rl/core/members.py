@@ -68,9 +68,16 @@ def lost_to_healing(events: list[dict[str, Any]]) -> set[str]:
     return {str(e["lost"]) for e in events if e.get("event") == "node_lost" and e.get("lost")}
 
 
-def left_members(events: list[dict[str, Any]]) -> set[str]:
-    """Nodes of grown members that left the job (shrunk, preempted, lost)."""
-    return {str(e["left"]) for e in events if e.get("event") == "member_left" and e.get("left")}
+def gone_nodes(events: list[dict[str, Any]]) -> set[str]:
+    """Nodes no longer in the job: lost ones (--heal) and grown members' that left (shrunk,
+    preempted, lost)."""
+    left = {str(e["left"]) for e in events if e.get("event") == "member_left" and e.get("left")}
+    return lost_to_healing(events) | left
+
+
+def nodes_now(member: dict[str, Any]) -> list[str]:
+    """A member's nodes in the job's Ray cluster now (one of member_jobs' entries)."""
+    return [n for n in member["nodes"] if n not in member["left"]]
 
 
 def member_history(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -112,5 +119,5 @@ def _state(event: str, entry: dict[str, Any]) -> str:
     if event == "member_refused" or entry.get("state") == "refused":
         return "refused"
     if entry["nodes"]:
-        return "left" if set(entry["nodes"]) <= set(entry["left"]) else "joined"
+        return "joined" if nodes_now(entry) else "left"
     return "submitted" if entry["slurm_job"] is not None else "requested"

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.events import read_events, read_json
 from ..core.job_env import JobEnvironment
-from ..core.members import left_members, lost_to_healing, member_jobs
+from ..core.members import gone_nodes, member_jobs, nodes_now
 from ..core.paths import JobPaths
 
 # what a callback hears: a member's node joined or left, a replacement joined, a node was lost
@@ -40,16 +40,13 @@ def _events() -> list[dict[str, Any]]:
 
 def members() -> list[Member]:
     """This job's member jobs, as they stand now, with the nodes each has in the Ray cluster."""
+    return _members(_events())
+
+
+def _members(events: list[dict[str, Any]]) -> list[Member]:
     return [
-        Member(
-            m["member"],
-            m["kind"],
-            m["slurm_job"],
-            m["state"],
-            [n for n in m["nodes"] if n not in m["left"]],
-            m["replaces"],
-        )
-        for m in member_jobs(_events())
+        Member(m["member"], m["kind"], m["slurm_job"], m["state"], nodes_now(m), m["replaces"])
+        for m in member_jobs(events)
     ]
 
 
@@ -62,9 +59,9 @@ def nodes() -> list[str]:
 
         return [socket.gethostname()]
     events = _events()
-    gone = lost_to_healing(events) | left_members(events)
     own = list((read_json(JobPaths(job_dir).cluster) or {}).get("nodes") or [])
-    grown = [n for m in members() for n in m.nodes]
+    grown = [n for m in _members(events) for n in m.nodes]
+    gone = gone_nodes(events)
     return [n for n in dict.fromkeys([*own, *grown]) if n not in gone]
 
 

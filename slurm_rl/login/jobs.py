@@ -16,6 +16,7 @@ from ..core.exits import OomKills, with_kills
 from ..core.fields import time_minutes
 from ..core.job_dir import read_job_dir
 from ..core.job_ids import JobId, is_local
+from ..core.members import GROW, nodes_now
 from ..core.paths import JobPaths
 from ..slurm import JobRecord, JobState, SlurmClient
 from .follow import LogFollower, last_traceback
@@ -94,7 +95,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
             f"lost it; `sinfo -N` shows its state); then: {exit_reason or slurm_state}"
         )
     exit_reason = with_kills(exit_reason, list(v.oom))  # also a node's report after node 0 recorded the exit
-    grown = sum(len(set(m["nodes"]) - set(m["left"])) for m in v.members if m["kind"] == "grow")
+    grown = sum(len(nodes_now(m)) for m in v.members if m["kind"] == GROW)
     nodes = (v.manifest.total_nodes if v.manifest else 0) + grown  # `grow`'s members, while in the job
     return JobSummary(
         v.job_id,
