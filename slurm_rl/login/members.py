@@ -87,25 +87,26 @@ def grow(
     ours = {*cluster.get("nodes", []), *(n for m in member_jobs(read_events(paths.events)) for n in m["nodes"])}
     exclude = ",".join(filter(None, [manifest.exclude or "", *sorted(ours)]))
     n = claim_member(paths.members, Request(nodes, exclude, GROW))
+    # the member's environment: this one without the caller's own SLURM_* (sbatch reads some as options)
     clean = [w for v in sorted(os.environ) if v.startswith("SLURM_") and v != "SLURM_CONF" for w in ("-u", v)]
-    argv = [
-        *("env", *clean, f"SLURM_RL_JOB_DIR={paths.job_dir}", f"SLURM_RL_MEMBER={n}"),
-        f"SLURM_RL_ATTEMPT={int(cluster.get('attempt') or 0)}",
-        *("sbatch", "--parsable", f"--nodes={nodes}", f"--time={when}", f"--exclude={exclude}"),
+    env = [*clean, f"SLURM_RL_JOB_DIR={paths.job_dir}", f"SLURM_RL_MEMBER={n}"]
+    env.append(f"SLURM_RL_ATTEMPT={int(cluster.get('attempt') or 0)}")
+    flags = [
+        *(f"--nodes={nodes}", f"--time={when}", f"--exclude={exclude}"),
         *(f"--job-name={name or 'slurm-rl'}.member{n}", f"--output={paths.member_log(n)}"),
         f"--comment=slurm-rl member {n} of job {job_id}",
         *([f"--partition={partition}"] if partition else []),
         *([f"--qos={qos}"] if qos else []),
-        str(paths.member_script),
     ]
-    res = client.run(argv, check=False)
-    out = (res.stdout.strip() or res.stderr.strip()).splitlines()
-    if res.returncode != 0 or not out or not out[-1].split(";")[0].isdigit():
-        why = (res.stderr.strip() or res.stdout.strip() or f"sbatch exited {res.returncode}").splitlines()[-1]
+    try:
+        sid = client.sbatch(str(paths.member_script), extra=flags, env=env)
+    except SlurmCommandError as exc:
+        said = (exc.stderr.strip() or exc.stdout.strip()).splitlines()
+        why = said[-1] if said else f"sbatch exited {exc.returncode}"
         write_atomic(paths.members / f"{n}.error", why + "\n")
         append_event(paths.events, "member_refused", member=n, error=why, kind=GROW)
-        raise SlurmCommandError(["sbatch", *argv[argv.index("sbatch") + 1 :]], res.returncode, "", why)
-    sid = int(out[-1].split(";")[0])
+        argv = ["sbatch", "--parsable", *flags, str(paths.member_script)]
+        raise SlurmCommandError(argv, exc.returncode, "", why) from None
     write_atomic(paths.members / f"{n}.job", f"{sid}\n")
     append_event(
         paths.events, "member_submitted", member=n, slurm_job=str(sid), kind=GROW, nodes=nodes, time=when,

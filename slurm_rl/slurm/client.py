@@ -62,8 +62,10 @@ class SlurmClient:
         except (SlurmCommandError, UsageError, ValueError):
             return False
 
-    def sbatch(self, script: str, hold: bool = False, extra: Sequence[str] = ()) -> int:
-        argv = ["sbatch", "--parsable", *(["--hold"] if hold else []), *extra, script]
+    def sbatch(self, script: str, hold: bool = False, extra: Sequence[str] = (), env: Sequence[str] = ()) -> int:
+        """Submit ``script``; its job id. ``env``: env(1)'s arguments for sbatch's environment
+        (``-u NAME`` to drop a variable, ``NAME=VALUE`` to set one)."""
+        argv = [*(["env", *env] if env else []), "sbatch", "--parsable", *(["--hold"] if hold else []), *extra, script]
         out = self.run(argv, hint="check the partition, account and limits in your spec").stdout.strip()
         m = re.match(r"^(\d+)", out.splitlines()[-1] if out else "")
         if not m:
