@@ -26,7 +26,7 @@ def _sbatch_name(v: str) -> str:
     return v
 
 
-def _slurm_time(v: str) -> str:
+def slurm_time(v: str) -> str:
     if not _TIME.match(v):
         raise ValueError("is not a SLURM time; use MM, HH:MM:SS or D-HH:MM:SS, e.g. 1:00:00")
     return v
@@ -119,7 +119,7 @@ Dependency = Annotated[
 MailTypes = Annotated[str, AfterValidator(_mail_types)]
 MailUser = Annotated[str, _pattern(r"[^\s'\"]+", "is not a mail address")]
 OneLine = Annotated[str, _pattern(r"[^\n\r]*", "must be one line")]
-SlurmTime = Annotated[str, AfterValidator(_slurm_time)]
+SlurmTime = Annotated[str, AfterValidator(slurm_time)]
 RegexTable = Annotated[dict[str, str], AfterValidator(_regex_table)]
 NetworkInterface = Annotated[str, AfterValidator(_network_interface)]
 

@@ -7,7 +7,7 @@ import click
 
 from ..config.spec import load_spec
 from ..core.errors import UsageError
-from ..core.fields import _slurm_time
+from ..core.fields import slurm_time
 from ..core.paths import current_user
 from .cli_common import CONTEXT, spec_option
 
@@ -16,7 +16,7 @@ def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> str 
     if value is None:
         return None
     try:
-        return _slurm_time(value)
+        return slurm_time(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
 
