@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 
 import pytest
 
 from tests.conftest import LAB, lab_nodes
 from tests.lab.helpers import lab_up, lab_up_args, pyxis_missing
+from tests.lab.sharing import is_shared, lab_lock
 
 
 @pytest.fixture(scope="session")
@@ -49,6 +51,28 @@ def _lab_as_the_suite_had_it(request: pytest.FixtureRequest) -> None:
         _suite_lab = None
 
 
+def _alone(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker("lab") is not None and not is_shared(item)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outside pytest-timeout's: waiting is not the test's time
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A lab test runs under the lab lock (tests/lab/sharing.py): shared when it is marked
+    lab_shared, else exclusive, kept to the next test while that one must be alone too or while
+    the lab waits to go back from 4 nodes (the next test's setup brings it back)."""
+    if item.get_closest_marker("lab") is None:
+        yield
+        return
+    lock = lab_lock()
+    lock.take(exclusive=_alone(item) or _suite_lab is not None)
+    try:
+        yield
+    finally:
+        if not (_alone(nextitem) or _suite_lab is not None):
+            lock.release()
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if _suite_lab is not None:  # the last lab test needed 4 nodes: the lab goes back as it was
+        lab_lock().take(exclusive=True)
         lab_up(*_suite_lab)

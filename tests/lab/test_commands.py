@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import REPO, run_cli
 from tests.lab.helpers import SPEC, assert_no_leftovers, job_dir, start, submit, wait_gone, wait_ready
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(240)]
 
 
 def test_commands_on_a_live_job(lab: list[str]) -> None:

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 from tests.lab import helpers
 from tests.lab.helpers import (
@@ -60,6 +62,7 @@ def assert_nothing_left(nodes: list[str], job_id: int) -> None:
     )
 
 
+@pytest.mark.lab_shared
 def test_every_way_a_container_job_ends_leaves_no_process_and_no_container(pyxis_lab: list[str]) -> None:
     # a submit directory the image (and /tmp, which the container mounts) lacks
     outside = Path("/srv") / f"srl-submit-{os.getpid()}"

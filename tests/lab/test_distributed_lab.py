@@ -9,7 +9,7 @@ import pytest
 
 from tests.lab.helpers import assert_no_leftovers, exit_reason, job_dir, lab_spec, submit
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(240)]
 
 
 def test_worker_group_spans_nodes_and_allreduces(lab: list[str]) -> None:

@@ -28,6 +28,7 @@ def _release(data: dict) -> None:
     (job_dir(data) / "release").touch()
 
 
+@pytest.mark.lab_shared
 @pytest.mark.smoke
 def test_driver_exception(lab: list[str]) -> None:
     data = start("hold.py", "raise", nodes=2)
@@ -70,6 +71,7 @@ def test_scancel_one_of_two_jobs_sharing_nodes(lab: list[str]) -> None:
     assert_no_leftovers(lab, b["job_id"])
 
 
+@pytest.mark.lab_shared
 def test_time_limit(lab: list[str]) -> None:
     """The time limit, with a grown member in the job (`slurm-rl grow`: its --time is what the
     job has left): both leave the queue, nothing of either stays on any node."""
@@ -91,6 +93,7 @@ def test_time_limit(lab: list[str]) -> None:
     assert json.loads(status.stdout)["exit_reason"] == said, status.stdout
 
 
+@pytest.mark.lab_shared
 def test_ray_actor_killed(lab: list[str]) -> None:
     data = start("hold.py", "actor-died", nodes=3)
     actors = wait_ready(data)

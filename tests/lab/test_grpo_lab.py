@@ -18,7 +18,7 @@ from slurm_rl.core.events import read_events
 from tests.conftest import REPO, run_cli
 from tests.lab.helpers import SPEC, SPEC_PYXIS, assert_no_leftovers, job_containers, pyxis_missing, wait_for, wait_gone
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(420)]
 GRPO_LM = str(REPO / "examples" / "grpo_lm.py")
 
 

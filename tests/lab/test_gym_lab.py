@@ -31,7 +31,7 @@ from tests.lab.helpers import (
     wait_gone,
 )
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(420)]
 GYM_VENV = Path(os.environ.get("GYM_VENV", "/var/cache/slurm-lab/gym-venv"))
 GYM_PYTHON = GYM_VENV / "bin" / "python"
 RECORDED = [0.0, 1.0, 0.0, 0.0, 0.0]  # the rewards in Gym's environments/code_gen/data/example_rollouts.jsonl

@@ -10,7 +10,7 @@ import pytest
 
 from tests.lab.helpers import assert_no_leftovers, job_dir, submit
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(300)]
 
 
 def _report(data: dict) -> dict:

@@ -52,6 +52,7 @@ def test_a_wait_ends_on_slurms_final_state_never_on_the_exit_file(slow_epilog: l
     assert res.returncode == 1 and [(t["state"], t["exit_code"]) for t in tasks] == [("COMPLETED", 0), ("FAILED", 3)]
 
 
+@pytest.mark.lab_shared
 def test_array_tasks_are_jobs_to_status_logs_attach_and_teardown(lab: list[str]) -> None:
     res = run_cli(
         "sweep",

@@ -18,7 +18,7 @@ from tests.conftest import REPO
 from tests.lab.helpers import assert_no_leftovers, in_queue, wait_for
 from tests.lab.laptop import Laptop, accepted_logins
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import REPO
 from tests.lab.helpers import assert_no_leftovers, job_dir, submit
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(300)]
 
 
 def test_nemo_rl_style_workers_on_three_nodes(lab: list[str]) -> None:

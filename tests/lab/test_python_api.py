@@ -9,7 +9,7 @@ from submitit.core.utils import FailedJobError
 import slurm_rl
 from tests.lab.helpers import SPEC, assert_no_leftovers
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(240)]
 
 
 def test_a_function_runs_on_the_job_cluster_and_returns(lab: list[str]) -> None:

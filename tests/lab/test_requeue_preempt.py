@@ -23,6 +23,7 @@ from tests.lab.helpers import (
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 
 
+@pytest.mark.lab_shared
 def test_requeue_after_failure(lab: list[str]) -> None:
     res, data = submit("flaky.py", nodes=2, extra=("--requeue", "1"), timeout=240)
     assert res.returncode == 0, (res.stdout, res.stderr)
@@ -37,12 +38,14 @@ def test_requeue_after_failure(lab: list[str]) -> None:
     assert_no_leftovers(lab, data["job_id"])
 
 
+@pytest.mark.lab_shared
 def test_no_requeue_beyond_the_limit(lab: list[str]) -> None:
     res, data = submit("exit_code.py", "4", nodes=1, extra=("--requeue", "0"))
     assert res.returncode == 4
     assert not [e for e in read_events(job_dir(data) / "events.jsonl") if e["event"] == "requeue"]
 
 
+@pytest.mark.lab_shared
 def test_warning_signal_reaches_the_driver(lab: list[str]) -> None:
     # SLURM sends the signal up to 60 s early; with 2:00 and @100 it comes 0-40 s after start
     res, data = submit("preempt.py", nodes=2, extra=("--time", "2:00", "--signal", "B:USR2@100"), timeout=200)

@@ -33,6 +33,7 @@ from tests.lab.helpers import (
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
 
 
+@pytest.mark.lab_shared
 def test_100_zero_cpu_actors_on_one_node_all_answer(lab: list[str]) -> None:
     """The old per-job port block stopped at ~80 workers per node (Ray: 'No available ports')."""
     res, data = submit("many_actors.py", "100", nodes=1, timeout=400)
@@ -42,6 +43,7 @@ def test_100_zero_cpu_actors_on_one_node_all_answer(lab: list[str]) -> None:
     assert_no_leftovers(lab, data["job_id"], within_s=30)
 
 
+@pytest.mark.lab_shared
 def test_a_job_whose_would_be_port_is_taken_still_starts(lab: list[str]) -> None:
     from slurm_rl.core.ports import preferred_gcs_port
 
@@ -100,6 +102,7 @@ def test_status_logs_teardown_by_job_id_from_anywhere(lab: list[str], tmp_path: 
     assert_no_leftovers(lab, data["job_id"])
 
 
+@pytest.mark.lab_shared
 def test_wait_is_gentle_on_slurmctld(lab: list[str]) -> None:
     t0 = time.monotonic()
     res, data = submit("exit_code.py", "0", nodes=1)
@@ -143,6 +146,7 @@ def test_bad_input_is_refused_before_submitting(
     assert subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout == before
 
 
+@pytest.mark.lab_shared
 def test_secrets_reach_the_job_but_no_file(lab: list[str], tmp_path: Path) -> None:
     secret = "s3cr3t-" + os.urandom(6).hex()
     spec = json.loads(Path(SPEC).read_text())
@@ -176,6 +180,7 @@ def test_secrets_reach_the_job_but_no_file(lab: list[str], tmp_path: Path) -> No
     assert "PLAIN_SETTING=visible" in (jd / "sbatch.sh").read_text()
 
 
+@pytest.mark.lab_shared
 def test_an_interactive_cluster_serves_attach_dashboard_and_ray_client(lab: list[str]) -> None:
     """An interactive cluster with --ray-client: `attach` on the head, the dashboard, and drivers
     off the job's nodes (here: the login node) through Ray Client, with slurm-rl's init_ray and
@@ -251,6 +256,7 @@ def _http_ok(url: str) -> bool:
         return False
 
 
+@pytest.mark.lab_shared
 def test_ctrl_c_on_wait_leaves_the_job_running_and_says_how_to_stop_it(lab: list[str]) -> None:
     import signal
 

@@ -17,6 +17,7 @@ from tests.lab.helpers import SPEC, exit_reason, job_dir, job_leftovers, start, 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
 
 
+@pytest.mark.lab_shared
 @pytest.mark.smoke
 def test_three_node_job(lab: list[str]) -> None:
     res, data = submit("check_cluster.py", "3", nodes=3)
@@ -57,6 +58,7 @@ def test_three_node_job(lab: list[str]) -> None:
     assert {"job_id", "job_dir", "nodes", "state"} <= set(json.loads(st.stdout.splitlines()[0]))
 
 
+@pytest.mark.lab_shared
 @pytest.mark.smoke
 def test_driver_exit_code_is_the_job_exit_code(lab: list[str]) -> None:
     res, data = submit("exit_code.py", "3", nodes=1)
@@ -103,6 +105,7 @@ def test_failing_node_fails_the_job_fast_and_names_it(lab: list[str], tmp_path) 
     assert elapsed < 20, elapsed
 
 
+@pytest.mark.lab_shared
 def test_a_snapshot_is_what_a_queued_job_runs(lab: list[str], tmp_path: Path) -> None:
     """--snapshot copies the repository's tracked files at submit; an edit while the job waits
     in the queue (--begin) does not reach it; imports next to the experiment come from the copy."""

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import run_cli
 from tests.lab.helpers import SPEC, assert_no_leftovers, exit_reason, job_leftovers, start, wait_ready
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(240)]
 
 
 @pytest.mark.smoke

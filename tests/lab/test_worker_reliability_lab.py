@@ -14,7 +14,7 @@ from slurm_rl.job.ray_start import NODE_LOST_WINDOW_S
 from tests.conftest import REPO
 from tests.lab.helpers import assert_no_leftovers, job_dir, submit
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(420)]
 
 
 def test_worker_failures_restarts_and_health_on_three_nodes(lab: list[str]) -> None:

@@ -13,7 +13,7 @@ from slurm_rl.core.events import read_events
 from tests.conftest import run_cli
 from tests.lab.helpers import EXPERIMENTS, SPEC, assert_no_leftovers, in_queue, wait_for
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(300)]
 
 
 def overlap(intervals: list[tuple[float, float]]) -> int:

@@ -1,0 +1,102 @@
+"""Two streams of lab tests on one lab, and the lock that keeps a test alone when it must be.
+
+The README's command runs the lab tests in two pytest-xdist workers (groups ``lab`` and
+``lab-b``, beside the unit tests' ``local``). A test marked ``lab_shared`` submits its own jobs
+and looks only at them (their processes, files, states and logs): it runs under a shared lock,
+so one such test of each stream may run at once, their jobs side by side on the lab's nodes as
+users' jobs are. Every other lab test restarts or reconfigures the lab, fails a node, kills
+daemons by name, counts the whole queue, times itself, or needs the nodes' free CPUs or GPUs:
+it takes the lock exclusively, waits for the test beside it to end, and nothing starts beside
+it. Consecutive exclusive tests of a stream keep the lock between them, so a lab switched for a
+module (cgroups, 4 nodes) is never seen by the other stream.
+
+A waiting exclusive test goes first: it holds a turnstile that a shared test passes through
+before it takes its own lock (flock(2) alone lets one stream's run of shared tests starve the
+other's exclusive one). The lock is outside the test's timeout (the hook wraps pytest-timeout's)
+and outside ``--durations``: a test's time is its own work."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+SHARED_MARK = "lab_shared"
+SECOND_STREAM = "lab-b"
+# Shared tests of these modules run in the second stream; the rest of the lab tests in the first
+# (with every exclusive one and every container test, so that the Pyxis image is made and the lab
+# switched by one process). Chosen so the two streams' shared work is about even (the durations
+# `pytest --durations=0 tests/lab` prints): add a new module to whichever has less.
+SECOND_STREAM_MODULES = frozenset(
+    {
+        "test_commands.py",
+        "test_distributed_lab.py",
+        "test_head_shapes.py",
+        "test_laptop_lab.py",
+        "test_nemo_compat_lab.py",
+        "test_python_api.py",
+        "test_rollouts_lab.py",
+        "test_scale_and_shapes.py",
+        "test_worker_reliability_lab.py",
+        "test_workflows_lab.py",
+    }
+)
+
+
+def is_shared(item: pytest.Item) -> bool:
+    return item.get_closest_marker(SHARED_MARK) is not None
+
+
+def stream(item: pytest.Item) -> str:
+    """The xdist group of a lab test."""
+    if is_shared(item) and item.path.name in SECOND_STREAM_MODULES:
+        return SECOND_STREAM
+    return "lab"
+
+
+class LabLock:
+    """This process's hold on the lab: None, "shared" or "exclusive"."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self._turnstile: IO[str] = open(folder / "turnstile", "a")  # noqa: SIM115 (held for the session)
+        self._lab: IO[str] = open(folder / "lab", "a")  # noqa: SIM115
+        self.held: str | None = None
+
+    def take(self, exclusive: bool) -> None:
+        if self.held == "exclusive" or (self.held == "shared" and not exclusive):
+            return
+        if self.held == "shared":  # never held across tests, but a shared hold is not upgraded
+            self.release()
+        fcntl.flock(self._turnstile, fcntl.LOCK_EX)
+        if exclusive:
+            fcntl.flock(self._lab, fcntl.LOCK_EX)  # the turnstile stays held: no new shared test
+            self.held = "exclusive"
+        else:
+            fcntl.flock(self._lab, fcntl.LOCK_SH)
+            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+            self.held = "shared"
+
+    def release(self) -> None:
+        if self.held is None:
+            return
+        fcntl.flock(self._lab, fcntl.LOCK_UN)
+        if self.held == "exclusive":
+            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+        self.held = None
+
+
+_lock: LabLock | None = None
+
+
+def lab_lock() -> LabLock:
+    """One per test process, on files every worker of this pytest run shares."""
+    global _lock
+    if _lock is None:
+        run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
+        _lock = LabLock(Path(tempfile.gettempdir()) / f"slurm-rl-lab-tests-{run}")
+    return _lock
