@@ -21,8 +21,11 @@ from ..core.job_ids import JobId, is_local
 from ..core.manifest import load_manifest
 from ..core.members import GROW, Request, claim_member, member_jobs
 from ..core.nodelist import expand_hostlist
+from ..core.options import JobOptions
 from ..core.paths import JobPaths
 from ..slurm import SlurmClient
+from .preflight import check_partition_size, check_qos, check_time_limit
+from .submit import sbatch_refusal
 
 POLL_S = 0.5
 PROGRESS_S = 10.0
@@ -72,17 +75,13 @@ def grow(
             f"job {job_id} has no member script ({paths.member_script}): a job with a CPU head "
             "(--head-partition) cannot grow, nor one submitted by an older slurm-rl"
         )
-    known = client.partitions()
-    if partition and known and partition not in known:
-        raise UsageError(
-            f"grow --partition {partition}: no such partition here; partitions: {', '.join(sorted(known))}"
-        )
     cluster, name, left = _running(job_id, paths, client, "grow")
     when = left
     if time_limit and left != "UNLIMITED" and time_minutes(time_limit) > time_minutes(left):
         say(f"--time {time_limit} is more than job {job_id} has left ({left}): the member gets {left}")
     elif time_limit:
         when = time_limit
+    _site_limits(client, nodes, partition, qos, when)
     manifest = load_manifest(paths.manifest)
     ours = {*cluster.get("nodes", []), *(n for m in member_jobs(read_events(paths.events)) for n in m["nodes"])}
     exclude = ",".join(filter(None, [manifest.exclude or "", *sorted(ours)]))
@@ -105,8 +104,7 @@ def grow(
         why = said[-1] if said else f"sbatch exited {exc.returncode}"
         write_atomic(paths.members / f"{n}.error", why + "\n")
         append_event(paths.events, "member_refused", member=n, error=why, kind=GROW)
-        argv = ["sbatch", "--parsable", *flags, str(paths.member_script)]
-        raise SlurmCommandError(argv, exc.returncode, "", why) from None
+        raise sbatch_refusal(exc) from None  # a refusal: exit 2, sbatch's reason; no answer: exit 1
     write_atomic(paths.members / f"{n}.job", f"{sid}\n")
     append_event(
         paths.events, "member_submitted", member=n, slurm_job=str(sid), kind=GROW, nodes=nodes, time=when,
@@ -115,6 +113,17 @@ def grow(
     say(f"job {job_id}: member {n} is SLURM job {sid} ({nodes} node(s), --time {when})")
     joined = _wait_joined(job_id, paths, client, n, sid, nodes, wait_s, say) if wait_s > 0 else []
     return Grown(n, sid, when, joined)
+
+
+def _site_limits(client: SlurmClient, nodes: int, partition: str | None, qos: str | None, when: str) -> None:
+    """What the partition or the QOS would refuse or leave pending forever, refused before the
+    queue by submit's own checks (login/preflight.py), in their words. Without --partition the
+    member goes to its job's partition, where the job itself already passed them."""
+    opts = JobOptions(nodes=nodes, partition=partition, qos=qos, time=None if when == "UNLIMITED" else when)
+    if partition:
+        check_partition_size(opts, client)
+        check_time_limit(opts, client)
+    check_qos(opts, client)
 
 
 def _wait_joined(

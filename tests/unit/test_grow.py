@@ -6,6 +6,7 @@ SLURM leaves, and which members shrink takes; the driver's view (slurm_rl.member
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from slurm_rl.config.spec import ClusterSpec
-from slurm_rl.core.errors import SlurmCommandError, UsageError
+from slurm_rl.core.errors import UsageError
 from slurm_rl.core.events import append_event, read_events
 from slurm_rl.core.options import JobOptions
 from slurm_rl.core.paths import JobPaths
@@ -25,7 +26,8 @@ from slurm_rl.slurm import SlurmClient
 from slurm_rl.slurm.runner import Completed
 
 SPEC = ClusterSpec.model_validate({"cluster_name": "c", "fileroot": "/shared/jobs", "partition": "lab"})
-SINFO = "lab*|node1|2|4000|(null)|infinite\nlabspot|node1|2|4000|(null)|infinite\n"
+SINFO = "lab*|node1|2|4000|(null)|infinite\n" + "".join(f"labspot|node{i}|2|4000|(null)|1:00:00\n" for i in range(1, 7))
+QOS = "short|00:05:00|node=1|\n"  # sacctmgr: MaxWall 5 min, one node per job
 
 
 class Slurm:
@@ -40,6 +42,8 @@ class Slurm:
             return Completed(0, SINFO, "")
         if argv[0] == "squeue":
             return Completed(0, self.queue + "\n", "")
+        if argv[0] == "sacctmgr":
+            return Completed(0, QOS if "short" in argv else "", "")
         if argv[0] == "env":
             return self.sbatch
         raise AssertionError(f"unexpected SLURM call {argv}")
@@ -81,14 +85,29 @@ def test_grow_submits_the_member_script_off_the_jobs_nodes_for_the_time_it_has_l
 
 def test_grow_refuses_before_the_queue_and_a_refusal_by_slurm_is_said_and_kept(tmp_path: Path) -> None:
     paths = job(tmp_path)
-    with pytest.raises(UsageError, match="grow --partition gpu: no such partition here; partitions: lab, labspot"):
-        grow(77, paths, SlurmClient(Slurm(Completed(0, "1\n", ""))), 1, partition="gpu")
+    # what the partition or QOS would refuse or strand, as submit says it (login/preflight.py)
+    for kwargs, said in [
+        ({"partition": "gpu"}, "--partition 'gpu': SLURM has no such partition; `sinfo -s` lists them"),
+        ({"nodes": 7, "partition": "labspot"}, "--nodes 7: partition 'labspot' has 6 nodes, the job needs 7"),
+        ({"partition": "labspot", "time_limit": "2:00:00"}, None),  # capped to what the job has left: fits
+        ({"qos": "short"}, "--time 10:00: QOS short allows at most 00:05:00 per job (MaxWall)"),
+        ({"nodes": 2, "qos": "short", "time_limit": "5"}, "--nodes: the job needs 2 node in all, QOS short allows"),
+    ]:
+        nodes = kwargs.pop("nodes", 1)
+        client = SlurmClient(Slurm(Completed(0, "1\n", "")))
+        if said is None:
+            assert grow(77, paths, client, nodes, **kwargs).slurm_job == 1  # type: ignore[arg-type]
+            continue
+        with pytest.raises(UsageError, match=re.escape(said)):
+            grow(77, paths, client, nodes, **kwargs)  # type: ignore[arg-type]
+    (tmp_path / "again").mkdir()
+    paths = job(tmp_path / "again")  # a job with no member yet
     with pytest.raises(UsageError, match="job 77 is PENDING; grow needs a running job"):
         grow(77, paths, SlurmClient(Slurm(Completed(0, "1\n", ""), queue="PENDING|exp|10:00")), 1)
     assert not paths.members.exists() or not list(paths.members.glob("*.request"))  # nothing taken
     refusal = Completed(1, "", "sbatch: error: Batch job submission failed: Invalid qos specification\n")
-    with pytest.raises(SlurmCommandError, match="Invalid qos specification"):
-        grow(77, paths, SlurmClient(Slurm(refusal)), 1, qos="nope")
+    with pytest.raises(UsageError, match=r"sbatch refused the job: .*Invalid qos specification; nothing was submitted"):
+        grow(77, paths, SlurmClient(Slurm(refusal)), 1, qos="nope")  # exit 2, as for submit
     assert "Invalid qos" in (paths.members / "1.error").read_text()
     assert [m.state for m in members_of(paths)] == ["refused"]
     with pytest.raises(UsageError, match="is a local run"):
