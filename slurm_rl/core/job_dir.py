@@ -90,3 +90,11 @@ def lost_nodes(events: list[dict[str, Any]]) -> list[str]:
     started = {e.get("node") for e in events if e.get("event") == "node_start" and e.get("attempt", 0) == last}
     ended = {e.get("node") for e in events if e.get("event") in NODE_ENDS and e.get("attempt", 0) == last}
     return sorted(str(n) for n in started - ended if n)
+
+
+def cleaned_nodes(events: list[dict[str, Any]]) -> set[str]:
+    """Nodes of the last attempt whose bootstrap cleaned up at the job's end (``node_cleaned``:
+    it stopped every process of the job there and removed its node-local files)."""
+    last = max((e.get("attempt", 0) for e in events if e.get("event") == "node_start"), default=0)
+    cleaned = (e for e in events if e.get("event") == "node_cleaned" and e.get("attempt", 0) == last)
+    return {str(e["node"]) for e in cleaned if e.get("node")}

@@ -38,6 +38,14 @@ class Stopped(Exception):
     """The job is being stopped from outside (signal) or by node 0; not this node's fault."""
 
 
+def port_number(job_id: str) -> int:
+    """What spreads the job's preferred GCS port: SLURM's own id of this allocation, unique among
+    the jobs a node runs (a sweep's task 1234_5 has one of its own, next to its neighbours'),
+    else a number made from the job id (a local run)."""
+    own = JobEnvironment.current().job_id or ""
+    return int(own) if own.isdigit() else job_number(job_id)
+
+
 @dataclass
 class NodeContext:
     """One node of one attempt of a job. Built by ``from_environ``; roles read and log through it."""
@@ -100,7 +108,7 @@ class NodeContext:
         if self._ports is None:
             try:
                 head, client = self.rank == 0, self.manifest.ray_client
-                self._ports = choose_ports(job_number(self.job_id), self.manifest.port_base, head, client)
+                self._ports = choose_ports(port_number(self.job_id), self.manifest.port_base, head, client)
             except PortsBusy as exc:
                 raise NodeFailure(f"{exc} ({self.node})") from None
         return self._ports

@@ -191,7 +191,8 @@ def _teardown(job: str, force: bool, as_json: bool, spec_flag: str | None) -> No
     if not report.per_node:
         click.echo("  nothing to clean on nodes (the job never started on any)")
     for n in report.per_node:
-        killed = ", ".join(f"{k['name']}({k['pid']})" for k in n["killed"]) or "nothing left"
+        left = "nothing left (its bootstrap cleaned up at the job's end)" if n.get("cleaned_at_end") else "nothing left"
+        killed = ", ".join(f"{k['name']}({k['pid']})" for k in n["killed"]) or left
         tmp = "; removed its temp dir" if n.get("temp_dir_removed") else ""
         click.echo(f"  {n['node']}: {killed}{tmp}")
 

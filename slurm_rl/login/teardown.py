@@ -19,6 +19,7 @@ from ..config.spec import ClusterSpec
 from ..core.errors import JobError, UnknownJobError, UsageError
 from ..core.events import append_event, read_events, read_json
 from ..core.exits import STOPPED_RC, record_exit
+from ..core.job_dir import cleaned_nodes
 from ..core.manifest import load_manifest
 from ..core.members import lost_to_healing, member_jobs
 from ..core.nodelist import expand_hostlist
@@ -90,9 +91,10 @@ def teardown(
             f"job {job_id}: unknown to SLURM and no slurm-rl job dir found for it; check the id with `slurm-rl list`"
         ) from None
     try:
-        submitter = load_manifest(paths.manifest).user
+        manifest = load_manifest(paths.manifest)
+        submitter, bare = manifest.user, manifest.container.runtime == "none"
     except JobError:
-        submitter = user  # a job dir from before manifests: found under your own fileroot
+        submitter, bare = user, False  # a job dir from before manifests: found under your own fileroot
     if submitter != user:
         raise UsageError(
             f"job {job_id} was submitted by {submitter!r}, not {user!r}; teardown only touches your own jobs"
@@ -122,12 +124,19 @@ def teardown(
     members = teardown_members(paths, client, grace_s, gone_timeout_s, started)
     report = TeardownReport(job_id, cancelled, state.state, nodes + sorted(members), per_node=inside)
     report.per_node = merge_reports(report.per_node, [r for reports in members.values() for r in reports])
-    rest = sorted(set(nodes) - {n.get("node") for n in inside})
+    # nodes whose bootstrap cleaned up at the job's end (a scancel's SIGTERM, an ended job's own
+    # end): nothing is left there to look for, and a node full of other jobs would not take a step.
+    # (A container job's nodes are looked at all the same: pyxis removes its container after the
+    # bootstrap's cleanup, and a SIGKILL can cut that short.)
+    answered = {n.get("node") for n in inside}
+    clean = sorted(cleaned_nodes(read_events(paths.events)) & set(nodes) - answered) if bare else []
+    report.per_node = merge_reports(report.per_node, [{"node": n, "cleaned_at_end": True} for n in clean])
+    rest = sorted(set(nodes) - answered - set(clean))
     if rest and started:  # the job had ended (a lost job's leftovers), or a node did not answer inside it
         argv = cleanup_command(paths, job_id, grace_s)
         res = client.run_on_nodes(None, rest, argv, srun_flags=site_flags(paths))
-        report.per_node = merge_reports(inside, parse_reports(res.stdout))
-        missing = set(nodes) - {n.get("node") for n in report.per_node}
+        report.per_node = merge_reports(report.per_node, parse_reports(res.stdout))
+        missing = set(rest) - {n.get("node") for n in report.per_node}
         if missing:
             raise JobError(
                 f"job {job_id}: cleanup did not report from {', '.join(sorted(missing))} "
@@ -222,8 +231,12 @@ def merge_reports(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> 
     for item in [*first, *second]:
         cur = by_node.setdefault(
             item["node"],
-            {"node": item["node"], "killed": [], "temp_dir_removed": False, "containers_removed": [], "seconds": 0.0},
-        )
+            {
+                "node": item["node"], "killed": [], "temp_dir_removed": False, "containers_removed": [],
+                "seconds": 0.0, "cleaned_at_end": False,
+            },
+        )  # fmt: skip
+        cur["cleaned_at_end"] = cur["cleaned_at_end"] or item.get("cleaned_at_end", False)
         cur["killed"] += item.get("killed", [])
         cur["containers_removed"] += item.get("containers_removed", [])
         cur["temp_dir_removed"] = cur["temp_dir_removed"] or item.get("temp_dir_removed", False)

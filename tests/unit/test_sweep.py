@@ -106,6 +106,25 @@ def test_array_task_ids_are_job_ids() -> None:
         parse_job_id("4711_")
 
 
+def test_a_tasks_preferred_gcs_port_is_spread_by_its_own_slurm_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Task 1 of array 47854963 (own id 47854965) took the port of job 47854962, submitted just
+    before it (7919 is -1 modulo the 220 preferred ports): the two heads started within a second
+    on one node, both found 22200 free, and the second GCS could not bind it (seen on the lab).
+    Jobs whose SLURM ids lie within 220 of each other never share a preferred port."""
+    from slurm_rl.core.ports import preferred_gcs_port
+    from slurm_rl.job.context import port_number
+
+    monkeypatch.setenv("SLURM_JOB_ID", "47854965")
+    assert port_number("47854963_1") == 47854965
+    ports = {preferred_gcs_port(47854962)}
+    for own, task in ((47854964, "47854963_0"), (47854965, "47854963_1"), (47854966, "47854963_2")):
+        monkeypatch.setenv("SLURM_JOB_ID", str(own))
+        ports.add(preferred_gcs_port(port_number(task)))
+    assert len(ports) == 4
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert port_number("local-20261126-1-2") == job_number("local-20261126-1-2")  # no SLURM: the id's number
+
+
 def test_srun_gets_an_array_tasks_own_numeric_id() -> None:
     calls: list[list[str]] = []
 

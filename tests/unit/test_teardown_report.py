@@ -11,9 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from slurm_rl.config.spec import ClusterSpec
+from slurm_rl.core.events import append_event
 from slurm_rl.core.manifest import Container, JobManifest
 from slurm_rl.core.paths import JobPaths
-from slurm_rl.login.teardown import cleanup_command, merge_reports, parse_reports
+from slurm_rl.login.teardown import cleanup_command, merge_reports, parse_reports, teardown
+from slurm_rl.slurm import Completed, SlurmClient
+from slurm_rl.slurm.records import JobState
 
 
 def test_parse_reports_keeps_only_node_reports() -> None:
@@ -100,3 +104,42 @@ def test_cleanup_of_a_container_job_is_plain_shell_on_the_bare_node(tmp_path: Pa
 
 def test_cleanup_of_a_job_dir_without_manifest_uses_this_python(tmp_path: Path) -> None:
     assert cleanup_command(JobPaths(tmp_path), 42, 1.0)[0] == sys.executable
+
+
+class EndedJob(SlurmClient):
+    """SLURM's answers for job 77, ended (COMPLETED on node1 and node2); records cleanup steps."""
+
+    def __init__(self, paths: JobPaths) -> None:
+        super().__init__()
+        self.paths, self.steps = paths, []  # type: ignore[var-annotated]
+
+    def job_state(self, job_id: int | str) -> JobState:
+        return JobState(job_id, "COMPLETED", "node[1-2]")
+
+    def job_output_path(self, job_id: int | str) -> str | None:
+        return str(self.paths.job_dir / "logs" / "batch.log")
+
+    def run_on_nodes(self, job_id, nodes, argv, timeout_s=60.0, srun_flags=()):  # type: ignore[no-untyped-def]
+        self.steps.append(nodes)
+        return Completed(0, "".join(json.dumps({"node": n, "killed": []}) + "\n" for n in nodes), "")
+
+
+def test_teardown_of_an_ended_job_looks_only_where_its_bootstrap_did_not_clean_up(tmp_path: Path) -> None:
+    """An ended job's node whose bootstrap cleaned up (node_cleaned) gets no cleanup step: nothing
+    is left there, and a node full of other jobs would refuse the step ('Requested nodes are busy',
+    seen on the lab when `teardown ARRAYID` came to a task that had ended cleanly). A node that
+    never said so (lost with the job) is still cleaned."""
+    spec = ClusterSpec.model_validate({"cluster_name": "c", "fileroot": str(tmp_path)})
+    paths = JobPaths.for_job(str(tmp_path), "u", "n", 77)
+    paths.job_dir.mkdir(parents=True)
+    _manifest(Container()).write(paths.manifest)
+    for node in ("node1", "node2"):
+        append_event(paths.events, "node_start", node=node, attempt=0)
+    append_event(paths.events, "node_cleaned", node="node1", attempt=0, killed=0)
+    client = EndedJob(paths)
+    report = teardown(spec, "u", 77, client)
+    assert client.steps == [["node2"]]
+    assert [(n["node"], n["cleaned_at_end"]) for n in report.per_node] == [("node1", True), ("node2", False)]
+    append_event(paths.events, "node_cleaned", node="node2", attempt=0, killed=0)
+    client.steps.clear()
+    assert teardown(spec, "u", 77, client).killed_total == 0 and client.steps == []  # both clean: no step at all
