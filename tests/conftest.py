@@ -23,11 +23,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     SLURM). Tests marked ``lab_last`` (they restart the lab) run after all others, whatever
     their file names; the sort is stable, so the rest keep their order.
 
-    Three streams under ``-n 3 --dist loadgroup`` (the README's command): two of lab tests
-    (tests/lab/sharing.py: which test may run beside another, and the lock that keeps the others
-    alone), beside everything else, one after another (a local Ray is found by
-    ``address="auto"``: two at once on one host would meet). The lab tests mostly wait on
-    SLURM's clocks, so two cores have room for the three."""
+    Two streams under ``-n 2 --dist loadgroup`` (the README's command): the lab tests, one after
+    another (they share the lab's nodes and some restart it; ``SLURM_RL_LAB_STREAMS=2`` with
+    ``-n 3`` makes two lab streams, tests/lab/sharing.py), beside everything else, one after
+    another (a local Ray is found by ``address="auto"``: two at once on one host would meet).
+    The lab tests mostly wait on SLURM's clocks, so the machine has room for the second stream."""
     for item in items:
         if "tests/lab/" in str(item.path).replace("\\", "/"):
             item.add_marker(pytest.mark.lab)

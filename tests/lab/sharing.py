@@ -1,14 +1,20 @@
 """Two streams of lab tests on one lab, and the lock that keeps a test alone when it must be.
 
-The README's command runs the lab tests in two pytest-xdist workers (groups ``lab`` and
-``lab-b``, beside the unit tests' ``local``). A test marked ``lab_shared`` submits its own jobs
-and looks only at them (their processes, files, states and logs): it runs under a shared lock,
-so one such test of each stream may run at once, their jobs side by side on the lab's nodes as
-users' jobs are. Every other lab test restarts or reconfigures the lab, fails a node, kills
-daemons by name, counts the whole queue, times itself, or needs the nodes' free CPUs or GPUs:
-it takes the lock exclusively, waits for the test beside it to end, and nothing starts beside
-it. Consecutive exclusive tests of a stream keep the lock between them, so a lab switched for a
-module (cgroups, 4 nodes) is never seen by the other stream.
+The README's command runs the lab tests in one stream (pytest-xdist group ``lab``, beside the
+unit tests' ``local``). With ``SLURM_RL_LAB_STREAMS=2`` and ``-n 3`` they run in two (``lab`` and
+``lab-b``): jobs of two tests side by side on the nodes, as on a shared cluster. That mode found
+two product bugs (two heads starting together on one node took one GCS port; teardown of an
+ended job asked a full node for a step), but on two cores it gained no time (the tests then
+compete for the CPUs: 1812 s against 1780 s for the one stream), so CI keeps one.
+
+A test marked ``lab_shared`` submits its own jobs and looks only at them (their processes,
+files, states and logs): it runs under a shared lock, so one such test of each stream may run at
+once, their jobs side by side on the lab's nodes as users' jobs are. Every other lab test
+restarts or reconfigures the lab, fails a node, kills daemons by name, counts the whole queue,
+times itself, or needs the nodes' free CPUs or GPUs: it takes the lock exclusively, waits for
+the test beside it to end, and nothing starts beside it. Consecutive exclusive tests of a stream
+keep the lock between them, so a lab switched for a module (cgroups, 4 nodes) is never seen by
+the other stream.
 
 A waiting exclusive test goes first: it holds a turnstile that a shared test passes through
 before it takes its own lock (flock(2) alone lets one stream's run of shared tests starve the
@@ -26,6 +32,7 @@ from typing import IO
 import pytest
 
 SHARED_MARK = "lab_shared"
+STREAMS_ENV = "SLURM_RL_LAB_STREAMS"
 SECOND_STREAM = "lab-b"
 # Shared tests of these modules run in the second stream; the rest of the lab tests in the first
 # (with every exclusive one and every container test, so that the Pyxis image is made and the lab
@@ -52,8 +59,8 @@ def is_shared(item: pytest.Item) -> bool:
 
 
 def stream(item: pytest.Item) -> str:
-    """The xdist group of a lab test."""
-    if is_shared(item) and item.path.name in SECOND_STREAM_MODULES:
+    """The xdist group of a lab test: one stream, unless SLURM_RL_LAB_STREAMS=2 asks for two."""
+    if os.environ.get(STREAMS_ENV) == "2" and is_shared(item) and item.path.name in SECOND_STREAM_MODULES:
         return SECOND_STREAM
     return "lab"
 

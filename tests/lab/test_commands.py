@@ -55,7 +55,8 @@ def test_commands_on_a_live_job(lab: list[str]) -> None:
 def test_wait_prints_the_driver_output_then_how_it_ended(lab: list[str]) -> None:
     res = run_cli("submit", SPEC, "examples/hello.py", "-N", "2", "--wait", cwd=REPO, timeout=180)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "hello from node1" in res.stderr and "hello from node2" in res.stderr  # followed as it came
+    hellos = set(re.findall(r"hello from (node\d+)", res.stderr))  # followed as it came
+    assert len(hellos) == 2, res.stderr  # its two nodes, whichever SLURM gave it
     assert "COMPLETED, exit code 0: driver exited 0" in res.stderr
 
 

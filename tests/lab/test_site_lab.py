@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from slurm_rl.core.events import read_events
+from tests.conftest import LAB, run_cli
 from tests.lab.helpers import (
     EXPERIMENTS,
     SPEC,
     STATE,
     assert_no_leftovers,
+    job_dir,
     lab_spec,
     start,
     submit,
@@ -153,13 +155,24 @@ def test_an_interpreter_missing_on_the_nodes_only_is_the_jobs_exit_reason(lab: l
 
 @pytest.mark.smoke
 def test_teardown_in_an_enforced_account_carries_it_and_leaves_nothing(site: list[str]) -> None:
-    """A teardown of a job that has ended (scancel'd here; at a site: lost) cleans its nodes
-    outside any allocation: as its own short job, in the job's account and QOS (a site
-    enforcing them refuses it otherwise). (A running job is cleaned inside its allocation.)"""
+    """A teardown of a job that ended without its nodes' cleanup (its node bootstraps killed with
+    SIGKILL here, which they cannot catch, then cancelled; at a site: lost) cleans its nodes
+    outside any allocation: as its own short job, in the job's account and QOS (a site enforcing
+    them refuses it otherwise). (A running job is cleaned inside its allocation; a node whose
+    bootstrap cleaned up at the job's end is left be.)"""
     data = start("hold.py", nodes=2, extra=("--account", "rl", "--qos", "high"))
     wait_ready(data)
+    bootstraps = (
+        "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ 2>/dev/null "
+        f"| grep -qx SLURM_RL_JOB_ID={data['job_id']} "
+        f"&& tr '\\0' ' ' < $p/cmdline | grep -q 'slurm_rl.job.node' && kill -9 ${{p#/proc/}}; done; true"
+    )
+    for node in json.loads((job_dir(data) / "cluster.json").read_text())["nodes"]:
+        subprocess.run([str(LAB), "exec", node, "--", "sh", "-c", bootstraps], check=True, timeout=30)
     subprocess.run(["scancel", str(data["job_id"])], check=True, timeout=30)
     wait_gone(data["job_id"])
+    ended = [e["node"] for e in read_events(job_dir(data) / "events.jsonl") if e["event"] == "node_cleaned"]
+    assert ended == [], ended  # nothing said the nodes are clean: teardown must look
     res = run_cli("teardown", str(data["job_id"]), "--json", "--spec", SPEC)
     assert res.returncode == 0, res.stderr
     assert len(json.loads(res.stdout)["per_node"]) == 2
