@@ -167,12 +167,13 @@ def test_teardown_in_an_enforced_account_carries_it_and_leaves_nothing(site: lis
         f"| grep -qx SLURM_RL_JOB_ID={data['job_id']} "
         f"&& tr '\\0' ' ' < $p/cmdline | grep -q 'slurm_rl.job.node' && kill -9 ${{p#/proc/}}; done; true"
     )
-    for node in json.loads((job_dir(data) / "cluster.json").read_text())["nodes"]:
+    nodes = json.loads((job_dir(data) / "cluster.json").read_text())["nodes"]
+    for node in nodes:  # the first one killed never cleans up; a later one may see the stop first
         subprocess.run([str(LAB), "exec", node, "--", "sh", "-c", bootstraps], check=True, timeout=30)
     subprocess.run(["scancel", str(data["job_id"])], check=True, timeout=30)
     wait_gone(data["job_id"])
     ended = [e["node"] for e in read_events(job_dir(data) / "events.jsonl") if e["event"] == "node_cleaned"]
-    assert ended == [], ended  # nothing said the nodes are clean: teardown must look
+    assert nodes[0] not in ended, ended  # nothing said that node is clean: teardown must look there
     res = run_cli("teardown", str(data["job_id"]), "--json", "--spec", SPEC)
     assert res.returncode == 0, res.stderr
     assert len(json.loads(res.stdout)["per_node"]) == 2
