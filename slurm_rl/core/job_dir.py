@@ -80,13 +80,17 @@ def _manifest_or_none(paths: JobPaths) -> JobManifest | None:
 NODE_ENDS = ("node_cleaned", "node_stopped", "node_failed")
 
 
+def last_attempt(events: list[dict[str, Any]]) -> int | None:
+    """The attempt the last node_start belongs to; None before any node started."""
+    return max((e.get("attempt", 0) for e in events if e.get("event") == "node_start"), default=None)
+
+
 def lost_nodes(events: list[dict[str, Any]]) -> list[str]:
     """Nodes of the last attempt whose bootstrap started and never said how it ended: the node
     died (or SLURM lost it) with everything on it. Every other end writes one of NODE_ENDS."""
-    attempts = [e.get("attempt", 0) for e in events if e.get("event") == "node_start"]
-    if not attempts:
+    last = last_attempt(events)
+    if last is None:
         return []
-    last = max(attempts)
     started = {e.get("node") for e in events if e.get("event") == "node_start" and e.get("attempt", 0) == last}
     ended = {e.get("node") for e in events if e.get("event") in NODE_ENDS and e.get("attempt", 0) == last}
     return sorted(str(n) for n in started - ended if n)
@@ -95,6 +99,6 @@ def lost_nodes(events: list[dict[str, Any]]) -> list[str]:
 def cleaned_nodes(events: list[dict[str, Any]]) -> set[str]:
     """Nodes of the last attempt whose bootstrap cleaned up at the job's end (``node_cleaned``:
     it stopped every process of the job there and removed its node-local files)."""
-    last = max((e.get("attempt", 0) for e in events if e.get("event") == "node_start"), default=0)
+    last = last_attempt(events) or 0
     cleaned = (e for e in events if e.get("event") == "node_cleaned" and e.get("attempt", 0) == last)
     return {str(e["node"]) for e in cleaned if e.get("node")}
