@@ -188,17 +188,38 @@ install_rootfs_pyxis() {
 }
 
 # `slurm-lab rootfs [VERSION...]`: build what `up --slurm VERSION` needs ahead of it (CI does it
-# in the background, beside pip): the rootfs, and Pyxis in it where the sources are there.
+# in the background, beside pip): the rootfs, and Pyxis in it where the sources are there. The
+# rootfs builds run side by side (each mostly waits on the mirror), beside the host's enroot and
+# Pyxis build; the host's apt runs first and alone (one apt at a time).
 cmd_rootfs() {
   need_root
-  local v suite r
+  local v suite r pyxis= out
   [ $# -gt 0 ] || set -- $(echo "$SLURM_SUITES" | tr ' ' '\n' | grep -v ':host$' | cut -d: -f1)
   for v in "$@"; do
-    suite=$(slurm_suite "$v")
+    suite=$(slurm_suite "$v" || true)
     [ -n "$suite" ] || die "rootfs: no SLURM $v here (one of: $(echo "$SLURM_SUITES" | sed 's/:[a-z]*//g'))"
-    [ "$suite" = host ] && continue
-    r=$(build_rootfs "$suite")
-    if [ -z "$(pyxis_missing)" ]; then install_pyxis; install_rootfs_pyxis "$r"; fi
+  done
+  [ -n "$(pyxis_missing)" ] || pyxis=1
+  # shellcheck disable=SC2086
+  apt_install debootstrap ${pyxis:+$PYXIS_APT}
+  out=$(mktemp -d)
+  for v in "$@"; do
+    suite=$(slurm_suite "$v" || true)
+    [ "$suite" = host ] || build_rootfs "$suite" >"$out/$v" &
+  done
+  [ -z "$pyxis" ] || install_pyxis
+  wait_all || die "a rootfs build failed (see the lines above)"
+  for v in "$@"; do
+    [ -s "$out/$v" ] || continue
+    r=$(cat "$out/$v")
+    [ -z "$pyxis" ] || install_rootfs_pyxis "$r"
     echo "$v $r"
   done
+  rm -rf "$out"
+}
+
+wait_all() {  # every background job of this shell; fails if any did
+  local j rc=0
+  for j in $(jobs -p); do wait "$j" || rc=1; done
+  return $rc
 }
