@@ -159,7 +159,7 @@ class NodeContext:
         import psutil
 
         from .memory import ray_memory
-        from .ray_start import start_in_process
+        from .ray_start import raylet_fatal, start_in_process
 
         resources = {
             "slurm_managed_ray_cluster": 1,
@@ -196,7 +196,8 @@ class NodeContext:
         try:
             start_in_process(argv, dashboard=self.manifest.wants_dashboard)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - click raises SystemExit on bad arguments
-            raise NodeFailure(f"`ray start` failed: {exc!r}") from None
+            why = raylet_fatal(self.temp_dir)
+            raise NodeFailure(f"`ray start` failed: {exc!r}" + (f"; its raylet: {why}" if why else "")) from None
 
     def ray_node_cost(self) -> dict[str, object]:
         """What this node's Ray costs: CPU seconds spent starting it (this process and the

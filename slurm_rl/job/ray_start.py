@@ -10,6 +10,8 @@ so that its per-client servers survive their fork. Everything else is the unmodi
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 from typing import Any
 
 GRPC_FORK_ENV = "GRPC_ENABLE_FORK_SUPPORT"
@@ -81,6 +83,28 @@ def start_in_process(argv: list[str], dashboard: bool = False) -> None:
         # both back); one Python process, ~0.6 CPU-s and ~115 MB less per job
         setattr(ray._private.node.Node, "start_api_server", _no_api_server)  # noqa: B010 - a patch, on purpose
     scripts.start.main(args=argv, prog_name="ray start", standalone_mode=False)
+
+
+# a fatal line of raylet.out: "[2026-11-26 19:02:35,575 C 699 699] (raylet) node_manager.cc:3576: ..."
+_FATAL = re.compile(r"^\[\S+ \S+ C \d+ \d+\] \(raylet\) [\w./-]+:\d+:\s*(.*)$")
+
+
+def raylet_fatal(temp_dir: str) -> str | None:
+    """What the node's raylet died of, from its own log, or None. `ray start` reports only "The
+    current node timed out during startup" when its raylet aborts; the reason is in raylet.out
+    (e.g. its fixed wait for the dashboard agent's port file ran out on an overloaded node)."""
+    log = Path(temp_dir) / "session_latest" / "logs" / "raylet.out"
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        m = _FATAL.match(line)
+        if m:
+            why = m.group(1)
+            checked = re.search(r"Check failed: \S+ (.+)", why)
+            return (checked.group(1) if checked else why).strip()[:300]
+    return None
 
 
 def _client_proxy_without_grpc_fork_handlers() -> None:
