@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO
 
 from ..core.events import append_event, read_json
@@ -118,6 +119,11 @@ class NodeContext:
         return self.manifest.temp_dir(self.job_id)
 
     @property
+    def ray_session_logs(self) -> Path:
+        """Ray's logs of this node's current session (copied to the job dir at the end)."""
+        return Path(self.temp_dir) / "session_latest" / "logs"
+
+    @property
     def stop_flag(self):
         return self.paths.stop_flag_for(self.attempt)
 
@@ -196,7 +202,7 @@ class NodeContext:
         try:
             start_in_process(argv, dashboard=self.manifest.wants_dashboard)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - click raises SystemExit on bad arguments
-            why = raylet_fatal(self.temp_dir)
+            why = raylet_fatal(self.ray_session_logs)
             raise NodeFailure(f"`ray start` failed: {exc!r}" + (f"; its raylet: {why}" if why else "")) from None
 
     def ray_node_cost(self) -> dict[str, object]:

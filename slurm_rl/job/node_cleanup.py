@@ -7,7 +7,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from pathlib import Path
 
 import psutil
 
@@ -45,7 +44,7 @@ def clean_node(ctx: NodeContext) -> None:
 
 
 def copy_ray_logs(ctx: NodeContext) -> None:
-    src = Path(ctx.temp_dir) / "session_latest" / "logs"
+    src = ctx.ray_session_logs
     if src.is_dir():
         try:
             shutil.copytree(

@@ -89,13 +89,12 @@ def start_in_process(argv: list[str], dashboard: bool = False) -> None:
 _FATAL = re.compile(r"^\[\S+ \S+ C \d+ \d+\] \(raylet\) [\w./-]+:\d+:\s*(.*)$")
 
 
-def raylet_fatal(temp_dir: str) -> str | None:
+def raylet_fatal(session_logs: Path) -> str | None:
     """What the node's raylet died of, from its own log, or None. `ray start` reports only "The
     current node timed out during startup" when its raylet aborts; the reason is in raylet.out
     (e.g. its fixed wait for the dashboard agent's port file ran out on an overloaded node)."""
-    log = Path(temp_dir) / "session_latest" / "logs" / "raylet.out"
     try:
-        lines = log.read_text(errors="replace").splitlines()
+        lines = (session_logs / "raylet.out").read_text(errors="replace").splitlines()
     except OSError:
         return None
     for line in reversed(lines):
