@@ -1,5 +1,6 @@
 """``memory_limit`` of a worker group: Ray's ``memory`` resource reserved on each node the group
-uses (held by one zero-CPU actor per node for the group's life), and the memory watchdog on
+uses (held by a one-bundle placement group per node for the group's life: no process, so
+holding it does not wait on a worker starting on a busy node), and the memory watchdog on
 each worker's node (``worker_env/node_probe.py``) that stops a worker past the limit."""
 
 from __future__ import annotations
@@ -10,11 +11,8 @@ from ...worker_env.node_probe import probe_on
 from ..group_state import GroupState
 from .health import locate, node_names
 
-MEMORY_HOLD_TIMEOUT_S = 10.0
-
-
-class _MemoryHold:
-    """Holds a share of Ray's ``memory`` resource on one node for a group with memory_limit."""
+MEMORY_HOLD_TIMEOUT_S = 30.0
+NODE_ID_LABEL = "ray.io/node-id"
 
 
 class MemoryLimits:
@@ -24,11 +22,11 @@ class MemoryLimits:
 
     def reserve(self, bundles: list[tuple[Any, int]]) -> None:
         """Take ``memory_limit`` x (workers on the node) of Ray's ``memory`` resource on each node
-        of the group, held by one zero-CPU actor per node for the group's life: scheduling
-        elsewhere sees it gone. Fails fast, naming the node, when the node has not that much."""
+        of the group, held by a placement group pinned to the node for the group's life:
+        scheduling elsewhere sees it gone. Fails, naming the node, when the node has not that much
+        (at once past its total; within MEMORY_HOLD_TIMEOUT_S when others hold the rest)."""
         import ray
-        from ray.util.placement_group import placement_group_table
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        from ray.util.placement_group import placement_group, placement_group_table
 
         self.holds = []
         if not self.state.settings.memory_limit_bytes:
@@ -43,21 +41,12 @@ class MemoryLimits:
         for node, count in per_node.items():
             want = count * self.state.settings.memory_limit_bytes
             if want <= totals.get(node, 0):
-                hold = (
-                    ray.remote(_MemoryHold)
-                    .options(
-                        num_cpus=0,
-                        memory=want,
-                        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
-                    )
-                    .remote()
+                hold = placement_group(
+                    [{"memory": want}], strategy="STRICT_PACK", bundle_label_selector=[{NODE_ID_LABEL: node}]
                 )
                 self.holds.append(hold)
-                try:
-                    ray.get(hold.__ray_ready__.remote(), timeout=MEMORY_HOLD_TIMEOUT_S)  # type: ignore[union-attr]
+                if hold.wait(MEMORY_HOLD_TIMEOUT_S):
                     continue
-                except ray.exceptions.GetTimeoutError:
-                    pass
             self.release()
             raise ValueError(
                 f"memory_limit: {count} worker(s) x {limit / 2**30:.2f} GiB do not fit in the "
@@ -66,11 +55,11 @@ class MemoryLimits:
             )
 
     def release(self) -> None:
-        import ray
+        from ray.util.placement_group import remove_placement_group
 
         for hold in self.holds:
             try:
-                ray.kill(hold)
+                remove_placement_group(hold)
             except Exception:  # noqa: BLE001 - already gone
                 pass
         self.holds = []
