@@ -34,16 +34,6 @@ pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
 
 
 @pytest.mark.lab_shared
-def test_100_zero_cpu_actors_on_one_node_all_answer(lab: list[str]) -> None:
-    """The old per-job port block stopped at ~80 workers per node (Ray: 'No available ports')."""
-    res, data = submit("many_actors.py", "100", nodes=1, timeout=400)
-    assert res.returncode == 0, (res.stderr[-1500:], (job_dir(data) / "logs" / "driver.log").read_text()[-2000:])
-    report = json.loads((job_dir(data) / "many_actors.json").read_text())
-    assert report["actors"] == report["answered"] == 100, report
-    assert_no_leftovers(lab, data["job_id"], within_s=30)
-
-
-@pytest.mark.lab_shared
 def test_a_job_whose_would_be_port_is_taken_still_starts(lab: list[str]) -> None:
     from slurm_rl.core.ports import preferred_gcs_port
 
