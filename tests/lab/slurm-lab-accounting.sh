@@ -135,4 +135,8 @@ setup_accounting() {
 stop_accounting() {
   kill_pidfile "$STATE/run/slurmdbd.pid" slurmdbd
   kill_pidfile "$DB_PID" mariadbd
+  # ones no pid file names any more (an `up` racing a `down`, or killed before the daemon wrote
+  # it): the lab's, by the command line the lab starts them with
+  pkill -KILL -f "^(/usr/sbin/)?mariadbd .*--datadir=$STATE/mariadb/" 2>/dev/null || true
+  pkill -KILL -f '^slurmdbd$' 2>/dev/null || true
 }

@@ -51,6 +51,10 @@ def test_up_repairs_a_killed_lab_and_down_leaves_nothing(lab: list[str]) -> None
     assert up.returncode == 0, up.stderr
     _quick_job(n)
 
+    # daemons whose pid files are gone (an `up` that raced a `down`, or was killed before they
+    # wrote them) are the lab's still: `down` finds them by their command lines
+    for pidfile in ("run/slurmctld.pid", "run/slurmdbd.pid", "mariadb/run/mariadb.pid"):
+        (STATE / pidfile).unlink(missing_ok=True)
     down = _lab("down")
     assert down.returncode == 0, down.stderr
     assert _lab_processes() == []
