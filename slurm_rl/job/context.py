@@ -160,12 +160,15 @@ class NodeContext:
     def ip(self) -> str:
         return self.address.ip
 
-    def ray_start(self, extra: list[str]) -> None:
-        """`ray start` in this process, its daemons our children (we are their subreaper)."""
+    def ray_start(self, extra: list[str], retry: bool = False) -> None:
+        """`ray start` in this process, its daemons our children (we are their subreaper). With
+        ``retry`` (a node that joins: nothing has joined it yet), once more after a start whose
+        raylet gave up waiting for its agents."""
         import psutil
 
+        from ..core.procs import stop_processes
         from .memory import ray_memory
-        from .ray_start import raylet_fatal, start_in_process
+        from .ray_start import agents_were_late, raylet_fatal, start_in_process
 
         resources = {
             "slurm_managed_ray_cluster": 1,
@@ -198,12 +201,23 @@ class NodeContext:
             *self.ports.ray_start_args(),
             *extra,
         ]
-        self.say("ray start " + " ".join(argv))
-        try:
-            start_in_process(argv, dashboard=self.manifest.wants_dashboard)
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - click raises SystemExit on bad arguments
-            why = raylet_fatal(self.ray_session_logs)
-            raise NodeFailure(f"`ray start` failed: {exc!r}" + (f"; its raylet: {why}" if why else "")) from None
+        for attempt in (1, 2):
+            self.say("ray start " + " ".join(argv))
+            try:
+                start_in_process(argv, dashboard=self.manifest.wants_dashboard)
+                return
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - click raises SystemExit on bad arguments
+                why = raylet_fatal(self.ray_session_logs)
+                failure = f"`ray start` failed: {exc!r}" + (f"; its raylet: {why}" if why else "")
+            if attempt == 2 or not retry or not agents_were_late(why):
+                raise NodeFailure(failure)
+            stopped = stop_processes(psutil.Process().children(recursive=True), grace_s=0.5)
+            self.say(failure)
+            self.say(
+                f"the raylet's fixed wait for its agents ran out (an overloaded node): stopped this "
+                f"attempt's {len(stopped)} processes; starting Ray once more"
+            )
+            self.event("ray_start_retried", why=why)
 
     def ray_node_cost(self) -> dict[str, object]:
         """What this node's Ray costs: CPU seconds spent starting it (this process and the

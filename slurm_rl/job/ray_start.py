@@ -116,6 +116,14 @@ def _without_cli_groups() -> Iterator[None]:
 _FATAL = re.compile(r"^\[\S+ \S+ C \d+ \d+\] \(raylet\) [\w./-]+:\d+:\s*(.*)$")
 
 
+def agents_were_late(why: str | None) -> bool:
+    """Whether the raylet aborted because its agents (dashboard agent, runtime-env agent) did not
+    write their port files within its fixed wait (Ray 2.60: 15 s; no setting lengthens it, and
+    pinning the agents' ports does not skip it): their Python start-up on an overloaded node. A
+    node's CPU is shared by every process starting there, so a second start usually makes it."""
+    return why is not None and "Timed out waiting for file" in why
+
+
 def raylet_fatal(session_logs: Path) -> str | None:
     """What the node's raylet died of, from its own log, or None. `ray start` reports only "The
     current node timed out during startup" when its raylet aborts; the reason is in raylet.out

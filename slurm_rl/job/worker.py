@@ -78,7 +78,7 @@ def run_worker(ctx: NodeContext) -> int:
     head_ip, _, gcs_text = address.rpartition(":")
     gcs = int(gcs_text)
     ctx.say(f"joining {address} with ports {ports.as_dict()}")
-    ctx.ray_start([f"--address={address}"])
+    ctx.ray_start([f"--address={address}"], retry=True)  # nothing has joined a worker yet
     ctx.board = board = Board(address, ctx.attempt)
     ctx.event("node_up", **ctx.ray_node_cost())
     if not board.put("up", ctx.node, rank=ctx.rank):

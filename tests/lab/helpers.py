@@ -7,6 +7,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import LAB, REPO, run_cli
 
@@ -45,10 +46,21 @@ def submit(
 
 
 def last_json(text: str, first_key: str) -> dict:
-    """The last JSON object in a driver log that starts with ``{"first_key"``: Ray's own log
-    lines (a killed worker's warning) may end without a newline, gluing the next line to them."""
+    """The last JSON object in a driver log that starts with ``{"first_key"``. The driver's
+    stdout and Ray's own log lines (a killed worker's warning) share the file, and either may be
+    written between another's text and its newline, so the object is decoded where it starts and
+    ends where its braces close, whatever is glued before or after it."""
     start = text.rindex('{"' + first_key + '"')
-    return json.loads(text[start:].splitlines()[0])
+    obj, _ = json.JSONDecoder().raw_decode(text, start)
+    return obj
+
+
+def tagged_json(text: str, tag: str) -> Any:
+    """The JSON value an experiment printed after ``TAG `` in a driver log (the first such line),
+    decoded as :func:`last_json` does: Ray's lines may be glued before or after it."""
+    start = text.index(tag + " ") + len(tag) + 1
+    obj, _ = json.JSONDecoder().raw_decode(text, start)
+    return obj
 
 
 def node_processes(node: str) -> list[str]:

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from tests.conftest import REPO, run_cli
-from tests.lab.helpers import SPEC, assert_no_leftovers, job_dir, start, submit, wait_gone, wait_ready
+from tests.lab.helpers import SPEC, assert_no_leftovers, job_dir, start, submit, tagged_json, wait_gone, wait_ready
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(240)]
 
@@ -86,7 +86,7 @@ def test_a_plain_ray_driver_sees_every_node_and_gets_the_state_api_with_dashboar
     res, data = submit("plain_ray.py", nodes=2, extra=("--dashboard",))
     log = (job_dir(data) / "logs" / "driver.log").read_text()
     assert res.returncode == 0, log[-3000:]
-    report = json.loads(next(line for line in log.splitlines() if line.startswith("REPORT "))[7:])
+    report = tagged_json(log, "REPORT")
     assert report["nodes_at_connect"] == 2 and report["state_api_nodes"] == 2, report
     cluster = json.loads((job_dir(data) / "cluster.json").read_text())
     gym = (job_dir(data) / "gym_env.yaml").read_text()

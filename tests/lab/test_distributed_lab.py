@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.helpers import assert_no_leftovers, exit_reason, job_dir, lab_spec, submit
+from tests.lab.helpers import assert_no_leftovers, exit_reason, job_dir, lab_spec, submit, tagged_json
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(240)]
 
@@ -16,7 +16,7 @@ def test_worker_group_spans_nodes_and_allreduces(lab: list[str]) -> None:
     res, data = submit("allreduce.py", nodes=3)
     log = (job_dir(data) / "logs" / "driver.log").read_text()
     assert res.returncode == 0, log[-3000:]
-    results = json.loads(next(line for line in log.splitlines() if line.startswith("REPORT "))[7:])
+    results = tagged_json(log, "REPORT")
     assert [r["sum"] for r in results] == [6.0, 6.0, 6.0]
     assert sorted(r["node_rank"] for r in results) == [0, 1, 2]
     assert sorted(r["ip"] for r in results) == ["10.77.0.11", "10.77.0.12", "10.77.0.13"]
@@ -36,10 +36,10 @@ def test_network_interface_puts_ray_and_gloo_on_the_fabric(lab: list[str], tmp_p
     res, data = submit("allreduce.py", nodes=2, spec=lab_spec(tmp_path, network_interface="fab0"))
     log = (job_dir(data) / "logs" / "driver.log").read_text()
     assert res.returncode == 0, log[-3000:]
-    results = json.loads(next(line for line in log.splitlines() if line.startswith("REPORT "))[7:])
+    results = tagged_json(log, "REPORT")
     fabric = ["10.78.0.11", "10.78.0.12"]
     assert [r["sum"] for r in results] == [3.0, 3.0]
-    assert json.loads(next(line for line in log.splitlines() if line.startswith("RAY_NODES "))[10:]) == fabric
+    assert tagged_json(log, "RAY_NODES") == fabric
     assert sorted(r["ray_ip"] for r in results) == fabric
     assert {r["master_addr"] for r in results} <= set(fabric)
     assert all(r["tcp_local_ips"] for r in results), results

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -15,13 +16,16 @@ from tests.lab.helpers import (
     exit_reason,
     in_queue,
     job_dir,
+    lab_spec,
     start,
+    submit,
     wait_for,
     wait_gone,
     wait_ready,
 )
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
+SLOW_AGENT = Path(__file__).parent / "faults" / "slow_agent"
 
 
 def _release(data: dict) -> None:
@@ -102,4 +106,20 @@ def test_ray_actor_killed(lab: list[str]) -> None:
     wait_gone(data["job_id"])
     assert exit_reason(data) == "driver exited 0"  # the driver saw the actor die and ended
     assert "an actor died" in (job_dir(data) / "logs" / "driver.log").read_text()
+    assert_no_leftovers(lab, data["job_id"])
+
+
+@pytest.mark.lab_shared
+def test_a_node_whose_raylet_gave_up_on_its_agents_starts_ray_again(lab: list[str], tmp_path: Path) -> None:
+    """Under load the dashboard agent can start later than the raylet's fixed 15 s wait for it
+    (seen in a busy CI run): that worker node stops what its `ray start` left and starts again;
+    the job runs, and its node log says why."""
+    spec = lab_spec(tmp_path, env={"PYTHONPATH": str(SLOW_AGENT)})
+    res, data = submit("check_cluster.py", "2", nodes=2, spec=spec, timeout=240)
+    assert res.returncode == 0, exit_reason(data) if data else res.stderr
+    for node in ("node2",):
+        log = (job_dir(data) / "logs" / f"node-{node}.log").read_text()
+        assert "Timed out waiting for file" in log and "starting Ray once more" in log, log[-2000:]
+    retried = [e for e in read_events(job_dir(data) / "events.jsonl") if e["event"] == "ray_start_retried"]
+    assert [e["node"] for e in retried] == ["node2"], retried
     assert_no_leftovers(lab, data["job_id"])

@@ -4,18 +4,16 @@ partition, one sbatch with hetjob components)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.lab.helpers import assert_no_leftovers, job_dir, submit
+from tests.lab.helpers import assert_no_leftovers, job_dir, submit, tagged_json
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(300)]
 
 
 def _report(data: dict) -> dict:
     log = (job_dir(data) / "logs" / "driver.log").read_text()
-    return json.loads(next(line for line in log.splitlines() if line.startswith("REPORT "))[7:])
+    return tagged_json(log, "REPORT")
 
 
 @pytest.mark.smoke

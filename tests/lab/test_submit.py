@@ -12,7 +12,7 @@ import pytest
 
 from slurm_rl.core.events import read_events
 from tests.conftest import run_cli
-from tests.lab.helpers import SPEC, exit_reason, job_dir, job_leftovers, start, submit, wait_for, wait_gone
+from tests.lab.helpers import SPEC, exit_reason, job_dir, job_leftovers, start, submit, tagged_json, wait_for, wait_gone
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
 
@@ -23,9 +23,7 @@ def test_three_node_job(lab: list[str]) -> None:
     res, data = submit("check_cluster.py", "3", nodes=3)
     assert res.returncode == 0, (res.stdout, res.stderr)
     jd = job_dir(data)
-    report = json.loads(
-        next(line for line in (jd / "logs" / "driver.log").read_text().splitlines() if line.startswith("REPORT "))[7:]
-    )
+    report = tagged_json((jd / "logs" / "driver.log").read_text(), "REPORT")
     assert report["nodes"] == 3 and report["pidns"] == 3 and report["tags"]
     assert report["ips"] == ["10.77.0.11", "10.77.0.12", "10.77.0.13"]
     assert report["node_types"] == ["node_type:cpu"] * 3  # the spec's node_type_from_node_name, as Ray resources
