@@ -162,8 +162,8 @@ class NodeContext:
 
     def ray_start(self, extra: list[str], retry: bool = False) -> None:
         """`ray start` in this process, its daemons our children (we are their subreaper). With
-        ``retry`` (a node that joins: nothing has joined it yet), once more after a start whose
-        raylet gave up waiting for its agents."""
+        ``retry`` (a node that joins, or a head alone: nothing has joined it yet), once more
+        after a start whose raylet gave up waiting for its agents."""
         import psutil
 
         from ..core.procs import stop_processes

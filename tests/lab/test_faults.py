@@ -123,3 +123,15 @@ def test_a_node_whose_raylet_gave_up_on_its_agents_starts_ray_again(lab: list[st
     retried = [e for e in read_events(job_dir(data) / "events.jsonl") if e["event"] == "ray_start_retried"]
     assert [e["node"] for e in retried] == ["node2"], retried
     assert_no_leftovers(lab, data["job_id"])
+
+
+@pytest.mark.lab_shared
+def test_a_one_node_job_whose_raylet_gave_up_on_its_agents_starts_ray_again(lab: list[str], tmp_path: Path) -> None:
+    """The same on a one-node job's head (a busy CI run lost an array task so): no other node can
+    have joined its GCS, so the head starts Ray once more too."""
+    spec = lab_spec(tmp_path, env={"PYTHONPATH": str(SLOW_AGENT), "SLOW_AGENT_ON_HEAD": "1"})
+    res, data = submit("check_cluster.py", "1", nodes=1, spec=spec, timeout=240)
+    assert res.returncode == 0, exit_reason(data) if data else res.stderr
+    log = (job_dir(data) / "logs" / "node-node1.log").read_text()
+    assert "Timed out waiting for file" in log and "starting Ray once more" in log, log[-2000:]
+    assert_no_leftovers(lab, data["job_id"])
