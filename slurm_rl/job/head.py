@@ -112,9 +112,9 @@ def run_head(ctx: NodeContext) -> int:
     dashboard = [f"--include-dashboard={str(ctx.manifest.wants_dashboard).lower()}", f"--dashboard-host={head_ip}"]
     # Ray's monitor stays: it is what `ray status` (attach -- ray status) reads; one process, head only
     client = [f"--ray-client-server-port={ports.ray_client_server}"] if ports.ray_client_server else []
-    # a second start replaces the GCS, so only where no other node can have joined the first
-    alone = len(ctx.nodes) == 1
-    ctx.ray_start(["--head", f"--port={ports.gcs}", f"--dashboard-port={ports.dashboard}", *dashboard, *client], alone)
+    # a second start replaces the GCS: retried only where no other node can have joined the first
+    head_args = ["--head", f"--port={ports.gcs}", f"--dashboard-port={ports.dashboard}", *dashboard, *client]
+    ctx.ray_start(head_args, retry=len(ctx.nodes) == 1)
     ctx.board = Board(address, ctx.attempt)
     ctx.event("node_up", address=address, **ctx.ray_node_cost())
     threading.Thread(target=watch_joins, args=(ctx, cluster), name="joins", daemon=True).start()
