@@ -8,8 +8,9 @@ a second. The GCS is already the job's rendezvous (it answers the join), answers
 events, exit files, the per-attempt markers written once), and the stop flag there stays the
 fallback a node reads once, when the head's GCS no longer answers.
 
-Keys, per attempt: ``<attempt>/up/<rank>`` (a node joined), ``<attempt>/failed/<rank>`` (a node
-failed, the value says why) and ``<attempt>/stop`` (node 0 is done; the value is the reason).
+Keys, per attempt: ``<attempt>/head`` (the head's Ray is up: the others join only then),
+``<attempt>/up/<rank>`` (a node joined), ``<attempt>/failed/<rank>`` (a node failed, the value
+says why) and ``<attempt>/stop`` (node 0 is done; the value is the reason).
 """
 
 from __future__ import annotations

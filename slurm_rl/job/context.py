@@ -162,8 +162,9 @@ class NodeContext:
 
     def ray_start(self, extra: list[str], retry: bool = False) -> None:
         """`ray start` in this process, its daemons our children (we are their subreaper). With
-        ``retry`` (a node that joins, or a head alone: nothing has joined it yet), once more
-        after a start whose raylet gave up waiting for its agents."""
+        ``retry``, once more after a start whose raylet gave up waiting for its agents (not when
+        a stop came meanwhile): nothing has joined this node yet (the others join a head only
+        once it says it is up)."""
         import psutil
 
         from ..core.procs import stop_processes
@@ -209,7 +210,7 @@ class NodeContext:
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - click raises SystemExit on bad arguments
                 why = raylet_fatal(self.ray_session_logs)
                 failure = f"`ray start` failed: {exc!r}" + (f"; its raylet: {why}" if why else "")
-            if attempt == 2 or not retry or not agents_were_late(why):
+            if attempt == 2 or not retry or not agents_were_late(why) or self.stop_requested.is_set():
                 raise NodeFailure(failure)
             stopped = stop_processes(psutil.Process().children(recursive=True), grace_s=0.5)
             self.say(failure)

@@ -22,6 +22,7 @@ from .context import NodeContext, NodeFailure
 from .members import MemberWatch
 
 FILE_POLL_S = 1.0  # failed markers of nodes that could not reach the GCS: a slow fallback
+HEAD_ANNOUNCE_TIMEOUT_S = 60.0
 
 
 class JoinWatch:
@@ -112,10 +113,12 @@ def run_head(ctx: NodeContext) -> int:
     dashboard = [f"--include-dashboard={str(ctx.manifest.wants_dashboard).lower()}", f"--dashboard-host={head_ip}"]
     # Ray's monitor stays: it is what `ray status` (attach -- ray status) reads; one process, head only
     client = [f"--ray-client-server-port={ports.ray_client_server}"] if ports.ray_client_server else []
-    # a second start replaces the GCS: retried only where no other node can have joined the first
+    # a second start replaces the GCS: safe, since the other nodes join only once the head says
+    # it is up (its board's ``head`` key, written here after `ray start` returned)
     head_args = ["--head", f"--port={ports.gcs}", f"--dashboard-port={ports.dashboard}", *dashboard, *client]
-    ctx.ray_start(head_args, retry=len(ctx.nodes) == 1)
+    ctx.ray_start(head_args, retry=True)
     ctx.board = Board(address, ctx.attempt)
+    announce_head(ctx, ctx.board)
     ctx.event("node_up", address=address, **ctx.ray_node_cost())
     threading.Thread(target=watch_joins, args=(ctx, cluster), name="joins", daemon=True).start()
     # members come and go (grow, shrink), lost worker nodes are replaced with --heal (members.py)
@@ -132,6 +135,14 @@ def run_head(ctx: NodeContext) -> int:
         ctx.say("starting the driver once the nodes are up (it does not call init_ray; --driver-start early to change)")
         ctx.wait_until(ctx.ready.is_set, float("inf"), "the job's nodes (the ready timeout fails the job)")
     return run_driver(ctx, address)
+
+
+def announce_head(ctx: NodeContext, board: Board) -> None:
+    """Tell the other nodes that this head's Ray is up (they join only then); its own GCS, just
+    started, is asked again while it is too busy to answer."""
+    ctx.wait_until(
+        lambda: board.put("head", ctx.node), HEAD_ANNOUNCE_TIMEOUT_S, "the head's own GCS to take its `head` key"
+    )
 
 
 def driver_waits_for_nodes(driver_start: str, experiment: Path) -> bool:

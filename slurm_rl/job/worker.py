@@ -37,12 +37,13 @@ class StayDecision:
         return None
 
 
-def session_published(address: str) -> bool:
-    from ray._raylet import GcsClient  # type: ignore[attr-defined]
-
+def head_is_up(address: str, attempt: int) -> bool:
+    """Whether the head's `ray start` has returned (its ``head`` key on the board): a node joins
+    only then, because a head whose raylet gave up on its agents starts Ray once more, and that
+    second start replaces the GCS that a node joined earlier would be left holding."""
     try:
-        return GcsClient(address=address).internal_kv_get(b"session_name", b"session", timeout=1) is not None
-    except Exception:  # noqa: BLE001 - GCS not answering yet (grpc, timeout or connection errors)
+        return Board(address, attempt).get("head") is not None
+    except BoardUnreachable:  # GCS not answering yet (grpc, timeout or connection errors)
         return False
 
 
@@ -57,8 +58,7 @@ def run_worker(ctx: NodeContext) -> int:
     ports = ctx.ports  # this node's own ports, chosen now (free right now)
     import ray.scripts.scripts  # noqa: F401 - imported while the head starts: overlaps the wait
 
-    # The head picks its GCS port at start and publishes it; join once it answers and has
-    # published its session (`ray start` would otherwise sleep 1-2 s between its own retries).
+    # The head picks its GCS port at start and publishes it; join once its Ray is up (head_is_up).
     found: dict[str, str] = {}
 
     # a driver that ends before this node joined: the lifecycle loop (node.py) reads the stop flag
@@ -69,7 +69,7 @@ def run_worker(ctx: NodeContext) -> int:
             return False
         found["address"] = address
         host, _, port = address.rpartition(":")
-        return port_open(host, int(port)) and session_published(address)
+        return port_open(host, int(port)) and head_is_up(address, ctx.attempt)
 
     ctx.wait_until(
         head_ready, ctx.manifest.ready_timeout_s, f"the Ray head on {head} (cluster.json in {ctx.paths.job_dir})"
@@ -78,7 +78,7 @@ def run_worker(ctx: NodeContext) -> int:
     head_ip, _, gcs_text = address.rpartition(":")
     gcs = int(gcs_text)
     ctx.say(f"joining {address} with ports {ports.as_dict()}")
-    ctx.ray_start([f"--address={address}"], retry=True)  # nothing has joined a worker yet
+    ctx.ray_start([f"--address={address}"], retry=True)  # nothing joins a worker
     ctx.board = board = Board(address, ctx.attempt)
     ctx.event("node_up", **ctx.ray_node_cost())
     if not board.put("up", ctx.node, rank=ctx.rank):

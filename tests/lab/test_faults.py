@@ -125,12 +125,21 @@ def test_a_node_whose_raylet_gave_up_on_its_agents_starts_ray_again(lab: list[st
 
 
 @pytest.mark.lab_shared
-def test_a_one_node_job_whose_raylet_gave_up_on_its_agents_starts_ray_again(lab: list[str], tmp_path: Path) -> None:
-    """The same on a one-node job's head (a busy CI run lost an array task so): no other node can
-    have joined its GCS, so the head starts Ray once more too."""
-    spec = lab_spec(tmp_path, env={"PYTHONPATH": str(SLOW_AGENT), "SLOW_AGENT_ON_HEAD": "1"})
-    res, data = submit("check_cluster.py", "1", nodes=1, spec=spec, timeout=240)
+def test_a_head_whose_raylet_gave_up_on_its_agents_starts_ray_again_before_any_node_joins(
+    lab: list[str], tmp_path: Path
+) -> None:
+    """The same on the head (busy CI runs lost a one-node array task and a 2-node container job
+    so): the other nodes join a head only once its `ray start` has returned, so the head's second
+    start replaces a GCS that no node had joined; they join the second one, and the job runs."""
+    spec = lab_spec(tmp_path, env={"PYTHONPATH": str(SLOW_AGENT), "SLOW_AGENT_RANKS": "0"})
+    res, data = submit("check_cluster.py", "2", nodes=2, spec=spec, timeout=240)
     assert res.returncode == 0, exit_reason(data) if data else res.stderr
     log = (job_dir(data) / "logs" / "node-node1.log").read_text()
     assert "Timed out waiting for file" in log and "starting Ray once more" in log, log[-2000:]
+    events = read_events(job_dir(data) / "events.jsonl")
+    assert [e["node"] for e in events if e["event"] == "ray_start_retried"] == ["node1"], events
+    [head_up] = [e["t"] for e in events if e["event"] == "node_up" and e["node"] == "node1"]
+    [retried] = [e["t"] for e in events if e["event"] == "ray_start_retried"]
+    [worker_up] = [e["t"] for e in events if e["event"] == "node_up" and e["node"] == "node2"]
+    assert retried < head_up < worker_up, events  # node2 joined the head's second GCS only
     assert_no_leftovers(lab, data["job_id"])
