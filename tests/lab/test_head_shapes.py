@@ -16,10 +16,13 @@ def _report(data: dict) -> dict:
     return tagged_json(log, "REPORT")
 
 
-@pytest.mark.smoke
 @pytest.mark.parametrize(
     "extra",
-    [("--head-node", "cpu"), ("--head-partition", "labcpu", "--partition", "labgpu")],
+    [
+        pytest.param(("--head-node", "cpu"), marks=pytest.mark.smoke),
+        # the hetjob shape is in the smoke set as test_gpu_lab's cpu-head-hetjob (the same sbatch)
+        ("--head-partition", "labcpu", "--partition", "labgpu"),
+    ],
     ids=["cpu-head", "hetjob"],
 )
 def test_a_cpu_only_head_runs_the_driver_and_no_ray_work(lab: list[str], extra: tuple[str, ...]) -> None:
