@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 
@@ -73,6 +74,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if _suite_lab is not None:  # the last lab test needed 4 nodes: the lab goes back as it was
+    # the last lab test needed 4 nodes: the lab goes back as it was (unless the caller replaces
+    # the lab next anyway: tests/lab/slurm-versions)
+    if _suite_lab is not None and not os.environ.get("SLURM_LAB_KEEP_4"):
         lab_lock().take(exclusive=True)
         lab_up(*_suite_lab)

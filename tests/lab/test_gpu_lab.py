@@ -86,7 +86,12 @@ def check_workers(report: dict, gpus_per_node: int, nodes: int, scontrol: str = 
 @pytest.mark.parametrize(
     "layout",
     # the smoke set (other SLURMs) takes the hetjob: the same GRES path as gpu-nodes, plus the hetjob
-    [(), pytest.param(("--head-partition", "labcpu", "--partition", "labgpu"), marks=pytest.mark.smoke)],
+    [
+        (),
+        pytest.param(
+            ("--head-partition", "labcpu", "--partition", "labgpu"), marks=[pytest.mark.smoke, pytest.mark.smoke_oldest]
+        ),
+    ],
     ids=["gpu-nodes", "cpu-head-hetjob"],
 )
 def test_gpu_workers_get_distinct_devices_within_slurms_allocation(gpu_lab: list[str], layout: tuple[str, ...]) -> None:

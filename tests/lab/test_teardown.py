@@ -15,6 +15,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(240)]
 
 
 @pytest.mark.smoke
+@pytest.mark.smoke_oldest
 def test_teardown_running_job_then_again(lab: list[str]) -> None:
     data = start("hold.py", nodes=3)
     wait_ready(data)
