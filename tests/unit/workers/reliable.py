@@ -33,10 +33,11 @@ class ProbeWorker:
         time.sleep(seconds)
         return int(os.environ["RANK"])
 
-    def cost(self, item: tuple[int, int], unit_s: float = 0.01) -> int:
+    def cost(self, item: tuple[int, int], unit_s: float = 0.01) -> tuple[int, int]:
+        """Sleep ``units * unit_s``; return the item's index and the rank that ran it."""
         index, units = item
         time.sleep(units * unit_s)
-        return index
+        return index, int(os.environ["RANK"])
 
     def hog(self, megabytes: int, hold_s: float = 30.0) -> int:
         block = bytearray(megabytes * 2**20)
