@@ -8,6 +8,7 @@ are matched against the type tables by one function (``first_match``, a full mat
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from typing import Annotated, Any
 
@@ -26,9 +27,12 @@ def _sbatch_name(v: str) -> str:
     return v
 
 
+_NO_LIMIT_WORDS = ("UNLIMITED", "INFINITE")
+
+
 def slurm_time(v: str) -> str:
-    if not _TIME.match(v):
-        raise ValueError("is not a SLURM time; use MM, HH:MM:SS or D-HH:MM:SS, e.g. 1:00:00")
+    if not (_TIME.match(v) or v.upper() in _NO_LIMIT_WORDS):
+        raise ValueError("is not a SLURM time; use MM, HH:MM:SS or D-HH:MM:SS, e.g. 1:00:00 (0 or UNLIMITED: none)")
     return v
 
 
@@ -143,8 +147,11 @@ def first_match(table: dict[str, str], name: str) -> str | None:
     return None
 
 
-def time_minutes(value: str) -> float:
-    """A SLURM time (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in minutes."""
+def time_minutes(value: str, *, limit: bool = True) -> float:
+    """A SLURM time (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in minutes; ``inf`` for no
+    limit, as sbatch reads a limit: ``UNLIMITED``, ``INFINITE`` or (``limit``) a time of zero."""
+    if value.upper() in _NO_LIMIT_WORDS:
+        return math.inf
     days, _, rest = value.rpartition("-")
     parts = [int(p) for p in rest.split(":")]
     if days:
@@ -153,4 +160,5 @@ def time_minutes(value: str) -> float:
         hours, minutes, seconds = parts
     else:
         hours, minutes, seconds = 0, parts[0], (parts[1] if len(parts) > 1 else 0)
-    return int(days or 0) * 1440 + hours * 60 + minutes + seconds / 60
+    total = int(days or 0) * 1440 + hours * 60 + minutes + seconds / 60
+    return math.inf if limit and total == 0 else total

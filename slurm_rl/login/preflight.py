@@ -14,6 +14,7 @@ the fix; nothing is submitted.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -109,6 +110,10 @@ def check_node_capacity(opts: JobOptions, client: SlurmClient) -> None:
             )
 
 
+def _said(time: str) -> str:
+    return f"{time} (no limit)" if math.isinf(time_minutes(time)) else time
+
+
 def check_time_limit(opts: JobOptions, client: SlurmClient) -> None:
     """A time limit over the partition's MaxTime pends forever (PartitionTimeLimit) where the
     site does not enforce partition limits at submit, and is refused after the wait where it does."""
@@ -117,7 +122,7 @@ def check_time_limit(opts: JobOptions, client: SlurmClient) -> None:
     limit = client.partition_time_limit(opts.partition)
     if limit is not None and time_minutes(opts.time) > time_minutes(limit):
         raise UsageError(
-            f"--time {opts.time}: partition {opts.partition or '(default)'} allows at most {limit} "
+            f"--time {_said(opts.time)}: partition {opts.partition or '(default)'} allows at most {limit} "
             f"(sinfo's time limit); ask for at most that, or choose another partition"
         )
 
@@ -132,7 +137,7 @@ def check_qos(opts: JobOptions, client: SlurmClient) -> None:
         return
     where = f"QOS {opts.qos}"
     if opts.time and limits.max_wall and time_minutes(opts.time) > time_minutes(limits.max_wall):
-        raise UsageError(f"--time {opts.time}: {where} allows at most {limits.max_wall} per job (MaxWall)")
+        raise UsageError(f"--time {_said(opts.time)}: {where} allows at most {limits.max_wall} per job (MaxWall)")
     cpus, gpus = opts.cpus_per_node or 0, opts.gpus_per_node
     per_job = {"node": ("--nodes", opts.total_nodes), "cpu": ("--cpus-per-node", cpus * opts.total_nodes)}
     per_job["gres/gpu"] = ("--gpus-per-node", gpus * opts.nodes)

@@ -111,6 +111,9 @@ def test_what_the_site_refuses_is_refused_at_submit(site: list[str], extra: tupl
         pytest.param(
             ("--partition", "labshort", "--time", "20"), {}, "--time 20: partition labshort allows at most", id="time"
         ),
+        pytest.param(  # sbatch reads a time of zero as no limit of the job's own: over any MaxTime
+            ("--partition", "labshort", "--time", "0"), {}, "--time 0 (no limit): partition labshort", id="no-time"
+        ),
         pytest.param(("--cpus-per-node", "99"), {}, "--cpus-per-node 99: partition lab's largest node has", id="cpus"),
         pytest.param(("--mem", "9000M"), {}, "--mem 9000M: partition lab's largest node has 4000 MB", id="mem"),
         pytest.param(

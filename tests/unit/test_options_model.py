@@ -65,6 +65,18 @@ def test_bad_options_name_the_flag(flags: dict[str, object], message: str) -> No
     assert str(err.value).startswith(message.split(": Value")[0]) and message.split("Value ")[-1] in str(err.value)
 
 
+@pytest.mark.parametrize("no_limit", ["0", "00:00:00", "UNLIMITED", "infinite"])
+def test_a_time_of_zero_or_unlimited_asks_for_no_limit_and_keeps_the_default_warning(no_limit: str) -> None:
+    """sbatch reads a time limit of zero (or UNLIMITED, INFINITE) as none of the job's own; the
+    default warning then comes 120 s before whatever limit applies, and nothing blames --signal."""
+    opts = resolve_options(parse_spec(SPEC), None, user="u", time=no_limit)
+    assert (opts.time, opts.signal) == (no_limit, DEFAULT_SIGNAL)
+    from slurm_rl.login.jobs import human_time_limit
+
+    assert human_time_limit(no_limit) == "no time limit of its own (the partition's)"
+    assert human_time_limit("0:30") == "1 min: SLURM rounds --time 0:30 up to whole minutes"
+
+
 def test_the_manifest_is_the_options_plus_what_submit_adds() -> None:
     opts = JobOptions(nodes=2, head_node="cpu", partition="p", time="10")
     manifest = JobManifest(**opts.model_dump(), slurm_rl_version="0", cluster_name="c")

@@ -151,6 +151,9 @@ def test_sbatch_refusing_is_its_reason_on_one_line_and_leaves_nothing(tmp_path: 
             "ask for at most 8000M per CPU",
         ),
         ({"time": "3-00:00:00"}, "--time 3-00:00:00: partition gpu allows at most 2-00:00:00"),
+        # sbatch reads a time of zero as no limit: over any MaxTime (it would pend for ever)
+        ({"time": "0"}, "--time 0 .no limit.: partition gpu allows at most 2-00:00:00"),
+        ({"time": "UNLIMITED", "partition": "gpu"}, "--time UNLIMITED .no limit.: partition gpu allows at most"),
         # on the fileroot's filesystem: the nodes see it as the login node does
         ({"python": "{root}/venv/bin/python3"}, 'python {root}/venv/bin/python3 .the spec.s "python".: no such file'),
         ({"workdir": "{root}/work"}, "--workdir {root}/work: no such directory"),
