@@ -78,7 +78,7 @@ class JobOptions(BaseModel):
         None, "--cpus-per-node", spec=True, help="CPUs per node for Ray (unset: what SLURM gives)."
     )
     time: SlurmTime | None = option(
-        None, "-t", "--time", metavar="TIME", help="Time limit, e.g. 30, 1:00:00, 2-00:00:00."
+        None, "-t", "--time", metavar="TIME", help="Time limit, e.g. 30, 1:00:00, 2-00:00:00 (0: none of its own)."
     )
     partition: SlurmName | None = option(None, "-p", "--partition", spec=True, help="Partition.")
     account: SlurmName | None = option(None, "-A", "--account", spec=True, help="Account.")

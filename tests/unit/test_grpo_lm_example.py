@@ -66,7 +66,7 @@ def test_the_verifier_and_the_loss() -> None:
 
 
 @pytest.mark.ray
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(420)  # 49 s alone, 180-215 s beside the lab tests on a busy machine
 def test_grpo_raises_held_out_accuracy_after_the_warm_start(tmp_path: Path) -> None:
     spec = tmp_path / "local.json"
     spec.write_text(json.dumps({"cluster_type": "local", "cluster_name": "local", "fileroot": str(tmp_path)}))
@@ -74,7 +74,7 @@ def test_grpo_raises_held_out_accuracy_after_the_warm_start(tmp_path: Path) -> N
         [sys.executable, "-m", "slurm_rl", "run", "--spec", str(spec), str(GRPO_LM), "--", *LEARNING],
         capture_output=True,
         text=True,
-        timeout=220,
+        timeout=400,
         env={**os.environ, "SLURM_RL_INDEX": str(tmp_path / "index.jsonl")},
     )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
