@@ -68,8 +68,8 @@ def human_time_limit(time_limit: str | None) -> str:
     if not time_limit:
         return "the partition's limit"
     minutes = time_minutes(time_limit)
-    if math.isinf(minutes):
-        return "no time limit of its own (the partition's)"
+    if math.isinf(minutes):  # --time 0 or UNLIMITED: none of the job's own
+        return "the partition's limit"
     whole = math.ceil(minutes)  # SLURM keeps time limits in whole minutes, rounded up
     said = f"{whole:g} min" if whole < 120 else f"{whole / 60:g} h"
     return said if whole == minutes else f"{said}: SLURM rounds --time {time_limit} up to whole minutes"
