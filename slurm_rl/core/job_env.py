@@ -21,6 +21,11 @@ TEMP_DIR_ENV = "SLURM_RL_TEMP_DIR"
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
 RAY_AUTH_MODE_ENV = "RAY_AUTH_MODE"
 RAY_AUTH_TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
+# Ray's system config for the clusters slurm-rl starts. A raylet prestarts a Python worker per CPU
+# for the first driver, with no runtime_env; init_ray gives every job one (its env_vars and the
+# setup hook), so none of those workers could serve the job: measured, 2 actors started 4
+# workers, 2 left idle for the job's life.
+RAY_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
 RUN_DIR_ENV = "SLURM_RL_RUN_DIR"  # the driver's: a chain's shared run dir (--chain), else the job dir
 MEMBER_ENV = "SLURM_RL_MEMBER"  # set by the batch script for a member job (--heal): its number, 1, 2, ...
 MEMBER_ATTEMPT_ENV = "SLURM_RL_ATTEMPT"  # ... and the attempt of the job it joins

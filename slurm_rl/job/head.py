@@ -5,6 +5,7 @@ nodes are up and fails the job fast, naming the node, when one fails or never jo
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -14,7 +15,7 @@ import time
 from pathlib import Path
 
 from ..core.events import write_atomic, write_json
-from ..core.job_env import RAY_ADDRESS_ENV, RUN_DIR_ENV
+from ..core.job_env import RAY_ADDRESS_ENV, RAY_SYSTEM_CONFIG, RUN_DIR_ENV
 from ..core.job_ids import as_slurm_id
 from ..core.paths import JobPaths
 from .board import Board, BoardUnreachable
@@ -116,6 +117,7 @@ def run_head(ctx: NodeContext) -> int:
     # a second start replaces the GCS: safe, since the other nodes join only once the head says
     # it is up (its board's ``head`` key, written here after `ray start` returned)
     head_args = ["--head", f"--port={ports.gcs}", f"--dashboard-port={ports.dashboard}", *dashboard, *client]
+    head_args.append(f"--system-config={json.dumps(RAY_SYSTEM_CONFIG)}")  # the other nodes take it from the GCS
     ctx.ray_start(head_args, retry=True)
     ctx.board = Board(address, ctx.attempt)
     announce_head(ctx, ctx.board)

@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Mapping
 
-from ...core.job_env import RAY_ADDRESS_ENV, JobEnvironment
+from ...core.job_env import RAY_ADDRESS_ENV, RAY_SYSTEM_CONFIG, JobEnvironment
 from ..worker_env.hygiene import SETUP_HOOK_NAME, setup_hook, worker_env_vars
 
 logger = logging.getLogger(__name__)
@@ -264,6 +264,7 @@ def _init_ray(log_dir: str | None = None) -> str:
         logging_level=RAY_LOG_LEVEL,
         runtime_env=runtime_env(),
         resources={tag: 1},
+        _system_config=RAY_SYSTEM_CONFIG,
         **temp_dir,  # type: ignore[arg-type]
     )
     logger.info("init_ray: started a local Ray cluster tagged %s", tag)
