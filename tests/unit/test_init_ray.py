@@ -53,16 +53,6 @@ def test_three_branches() -> None:
         from slurm_rl.distributed import init_ray
         print("first", init_ray(log_dir={str(log_dir)!r}))
         print("tag", "nrl_tag_0_1" in ray.cluster_resources())
-
-        @ray.remote(num_cpus=0)
-        class A:
-            def pid(self):
-                return os.getpid()
-
-        ray.get([a.pid.remote() for a in [A.remote(), A.remote()]])
-        import glob
-        session = ray._private.worker.global_worker.node.get_session_dir_path()
-        print("worker processes", len(glob.glob(session + "/logs/worker-*.out")))
         addr = ray.get_runtime_context().gcs_address
         env = dict(os.environ, RAY_ADDRESS=addr, CUDA_VISIBLE_DEVICES="1,0")
         code = "from slurm_rl.distributed import init_ray; print(init_ray())"
@@ -74,9 +64,6 @@ def test_three_branches() -> None:
         {"CUDA_VISIBLE_DEVICES": "0,1", "RAY_AUTH_MODE": "disabled"},
     )
     assert "first local_new" in out and "tag True" in out
-    # two actors, two worker processes: none prestarted for the driver that its runtime_env
-    # (env_vars and the setup hook) would leave idle (Ray prestarts one per CPU otherwise)
-    assert "worker processes 2" in out, out
     assert "second local_reused" in out
     assert "third local_new" in out
     assert any(log_dir.iterdir())
