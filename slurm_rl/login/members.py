@@ -77,7 +77,7 @@ def grow(
         )
     cluster, name, left = _running(job_id, paths, client, "grow")
     when = left
-    if time_limit and left != "UNLIMITED" and time_minutes(time_limit) > time_minutes(left, limit=False):
+    if time_limit and time_minutes(time_limit) > time_minutes(left, limit=False):  # UNLIMITED: inf
         say(f"--time {time_limit} is more than job {job_id} has left ({left}): the member gets {left}")
     elif time_limit:
         when = time_limit
