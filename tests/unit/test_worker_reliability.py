@@ -16,6 +16,7 @@ from ray.exceptions import RayActorError
 
 from slurm_rl.distributed import RayVirtualCluster, RayWorkerGroup, WorkerFailureError
 from slurm_rl.distributed._engine.futures import WorkerRefs
+from slurm_rl.distributed._engine.reliability import status as status_module
 from slurm_rl.distributed._engine.reliability.health import parse_memory
 from tests.unit.conftest import local_ray
 
@@ -111,7 +112,7 @@ def test_restart_on_failure_retries_a_call_once_and_logs_it(cpu_cluster, caplog)
     group.shutdown()
 
 
-def test_status_usage_and_stuck_worker_with_its_stack(cpu_cluster) -> None:
+def test_status_usage_and_stuck_worker_with_its_stack(cpu_cluster, monkeypatch) -> None:
     group = RayWorkerGroup(cpu_cluster, PROBE)
     group.run_single_worker_single_data("sleep", 0, 30)
     deadline = time.monotonic() + 30  # wait until the call has run past the threshold
@@ -127,6 +128,22 @@ def test_status_usage_and_stuck_worker_with_its_stack(cpu_cluster) -> None:
     assert "ProbeWorker.sleep" in stuck[0]["stack"] and "reliable.py" in stuck[0]["stack"]
     group.print_worker_status()
     group.print_resource_usage()
+
+    # a call that ends while its stack is being taken is not reported stuck (the stack would
+    # show an idle worker): here the nodes' probe answers only once worker 1's call is over
+    short = group.run_single_worker_single_data("sleep", 1, 1.5)
+    while (group.get_worker_status()[1]["running_s"] or 0) < 1.0 and time.monotonic() < deadline + 30:
+        time.sleep(0.1)
+
+    class LateProbe:
+        class stack:  # noqa: N801 - stands in for the probe actor's method
+            @staticmethod
+            def remote(pid: int) -> ray.ObjectRef:
+                ray.get(short)
+                return ray.put(f"Process {pid} (idle)")
+
+    monkeypatch.setattr(status_module, "probe_on", lambda node_id: LateProbe)
+    assert [s["worker"] for s in group.detect_stuck_workers(timeout_s=1.0)] == [0]
     group.shutdown(force=True)
 
 

@@ -103,7 +103,7 @@ group.shutdown(force=True)
 
 # 2. a stuck call is found, with its stack; the status and usage tables
 group = RayWorkerGroup(cluster, PROBE, name_prefix="stuck")
-group.run_single_worker_single_data("sleep", 2, 8)
+group.run_single_worker_single_data("sleep", 2, 120)  # killed by the shutdown below
 time.sleep(2.5)
 group.print_worker_status()
 group.print_resource_usage()

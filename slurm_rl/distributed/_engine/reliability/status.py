@@ -88,23 +88,26 @@ class Status:
 
     def detect_stuck_workers(self, timeout_s: float = DEFAULT_STUCK_TIMEOUT_S) -> list[dict[str, Any]]:
         """Workers whose current call has run longer than ``timeout_s``, each with the Python
-        stack of every thread of its process (py-spy dump, run on its node)."""
+        stack of every thread of its process (py-spy dump, run on its node). A call that ended
+        while its stack was being taken is not reported: that stack would show the worker idle
+        (a busy CI run saw an 8-s call end in the seconds the node's probe took to start)."""
         import ray
 
+        records = self.state.tracker.records
         stuck = [
             s
             for s in self.get_worker_status()
             if s["state"] == "alive" and s["running_s"] is not None and s["running_s"] > timeout_s
         ]
-        stacks = {
-            s["worker"]: probe_on(self.state.tracker.records[s["worker"]].node_id).stack.remote(s["pid"]) for s in stuck
-        }
+        calls = {s["worker"]: records[s["worker"]].calls[0] for s in stuck}
+        stacks = {s["worker"]: probe_on(records[s["worker"]].node_id).stack.remote(s["pid"]) for s in stuck}
         for s in stuck:
             try:
                 s["stack"] = ray.get(stacks[s["worker"]], timeout=60)
             except Exception as exc:  # noqa: BLE001
                 s["stack"] = f"stack unavailable: {exc}"
-        return stuck
+        self.state.tracker.prune()
+        return [s for s in stuck if records[s["worker"]].calls and records[s["worker"]].calls[0] is calls[s["worker"]]]
 
     def print_worker_status(self) -> None:
         from .tables import print_table
