@@ -136,7 +136,7 @@ def test_status_usage_and_stuck_worker_with_its_stack(cpu_cluster, monkeypatch) 
         time.sleep(0.1)
 
     class LateProbe:
-        class stack:  # noqa: N801 - stands in for the probe actor's method
+        class stack:  # stands in for the probe actor's method
             @staticmethod
             def remote(pid: int) -> ray.ObjectRef:
                 ray.get(short)
