@@ -7,7 +7,9 @@ CPUs during bring-up: it runs only for ``--ray-client`` (drivers off the job's n
 so that its per-client servers survive their fork. Nor does the bootstrap import the CLI's
 other command groups (`ray list/get/summary/logs`, `ray job`, `ray serve`): Ray's CLI skips
 each one it cannot import, as on a minimal install, and `ray start` uses none of them (~0.4
-CPU-s less per node, measured). Everything else is the unmodified `ray start`.
+CPU-s less per node, measured). Workers with a runtime_env start through slurm-rl's light setup
+script instead of Ray's (distributed/worker_env/setup_worker.py). Everything else is the
+unmodified `ray start`.
 """
 
 from __future__ import annotations
@@ -76,6 +78,9 @@ def start_in_process(argv: list[str], dashboard: bool = False) -> None:
     import ray._private.node
     import ray._private.utils
 
+    from ..distributed.worker_env.setup_worker import use_light_setup_worker
+
+    use_light_setup_worker()
     with _without_cli_groups():
         from ray.scripts import scripts
 

@@ -134,6 +134,10 @@ def test_workers_see_no_launcher_variables_in_either_environment(tmp_path) -> No
         ACTOR_ENVIRONMENT_REGISTRY[fqn] = {str(py)!r}
         group = RayWorkerGroup(cluster, fqn, name_prefix="isolated")
         print("isolated", ray.get(group.run_all_workers_single_data("launcher_vars")))
+        import psutil
+        from slurm_rl.distributed.worker_env.setup_worker import LIGHT_SETUP_WORKER
+        raylet = [p for p in psutil.Process().children(recursive=True) if p.name() == "raylet"]
+        print("light setup", [str(LIGHT_SETUP_WORKER) in " ".join(p.cmdline()) for p in raylet])
     """,
         {
             "RAY_AUTH_MODE": "disabled",
@@ -145,6 +149,7 @@ def test_workers_see_no_launcher_variables_in_either_environment(tmp_path) -> No
         },
     )
     assert "system [[]]" in out and "isolated [[]]" in out
+    assert "light setup [True]" in out  # both groups' workers started through slurm-rl's setup script
 
 
 def test_a_driver_in_one_job_refuses_another_jobs_cluster() -> None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from ...core.job_env import RAY_ADDRESS_ENV, RAY_SYSTEM_CONFIG, JobEnvironment
 from ..worker_env.hygiene import SETUP_HOOK_NAME, setup_hook, worker_env_vars
+from ..worker_env.setup_worker import use_light_setup_worker
 
 logger = logging.getLogger(__name__)
 
@@ -257,6 +258,7 @@ def _init_ray(log_dir: str | None = None) -> str:
     except ConnectionError as exc:  # nothing was connected: nothing to shut down (NeMo RL's tests
         # call init_ray with ray.init mocked while their own Ray runs)
         logger.info("init_ray: no usable running Ray cluster (%s)", exc)
+    use_light_setup_worker()
     ray.init(
         address="local",
         log_to_driver=True,
