@@ -12,7 +12,17 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LAB, REPO
-from tests.lab.helpers import EXPERIMENTS, SPEC, assert_no_leftovers, job_dir, last_json, start, wait_gone, wait_ready
+from tests.lab.helpers import (
+    EXPERIMENTS,
+    SPEC,
+    assert_no_leftovers,
+    job_dir,
+    last_json,
+    start,
+    wait_for,
+    wait_gone,
+    wait_ready,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
 
@@ -42,8 +52,8 @@ def test_a_running_job_leaves_the_job_dir_alone_and_a_stop_reaches_every_node_wi
     lab: list[str],
 ) -> None:
     """The job dir is on the site's shared filesystem: once joined, a node asks the head's GCS
-    whether to stop (it used to stat a stop file there ~24 times a second). strace of a worker
-    node's bootstrap while the job runs: no file operation on the job dir; then the driver ends
+    whether to stop (it used to stat a stop file there ~24 times a second). strace of a joined
+    worker node's bootstrap while the job runs: no file operation on the job dir; then the driver ends
     and every other node has seen the stop within 2 s of the head publishing it (the head's
     own bookkeeping before that, exit files on the shared filesystem, is bounded apart)."""
     if not shutil.which("strace"):
@@ -52,6 +62,10 @@ def test_a_running_job_leaves_the_job_dir_alone_and_a_stop_reaches_every_node_wi
     wait_ready(data)
     jd = job_dir(data)
     pid = next(e["pid"] for e in events(jd) if e["event"] == "node_start" and e["node"] == "node2")
+    # joined = its `node_up` written: a driver may be ready before (it needs only the node's raylet),
+    # while the node still reads the stop file until its board exists and then records the join
+    joined = wait_for(lambda: any(e["event"] == "node_up" and e["node"] == "node2" for e in events(jd)), 60)
+    assert joined, events(jd)
     traced = subprocess.run(
         [str(LAB), "exec", "node2", "--", "timeout", "-s", "INT", "4", "strace", "-f", "-qq", "-p", str(pid)],
         capture_output=True, text=True, timeout=60,
