@@ -13,7 +13,7 @@ from .exits import OomKills, oom_kills, read_exit
 from .job_env import MEMBER_RANK_BASE
 from .job_ids import JobId, parse_job_id
 from .manifest import JobManifest, load_manifest
-from .members import gone_nodes, member_history, member_jobs
+from .members import joined_nodes, member_history, member_jobs
 from .paths import JobPaths
 
 PHASES = [
@@ -54,7 +54,7 @@ def read_job_dir(paths: JobPaths) -> JobDirView:
         if ev.get("event") == "node_failed":
             phase = "failed"
             break
-    up = len({ev.get("node") for ev in events if ev.get("event") == "node_up"} - gone_nodes(events))
+    up = len(joined_nodes(events))
     exit_code, exit_reason = read_exit(paths)
     return JobDirView(
         parse_job_id(paths.job_id),

@@ -68,11 +68,39 @@ def lost_to_healing(events: list[dict[str, Any]]) -> set[str]:
     return {str(e["lost"]) for e in events if e.get("event") == "node_lost" and e.get("lost")}
 
 
+IN_EVENTS = ("node_up", "member_joined", "replacement_joined")  # the node named is in the job's Ray
+
+
+def _in_or_out(e: dict[str, Any]) -> tuple[str, bool] | None:
+    name = e.get("event")
+    if name == "node_lost" and e.get("lost"):
+        return str(e["lost"]), False
+    if name == "member_left" and e.get("left"):
+        return str(e["left"]), False
+    node = e.get("node") if name == "node_up" else e.get("joined") if name in IN_EVENTS else None
+    return (str(node), True) if node else None
+
+
 def gone_nodes(events: list[dict[str, Any]]) -> set[str]:
     """Nodes no longer in the job: lost ones (--heal) and grown members' that left (shrunk,
-    preempted, lost)."""
-    left = {str(e["left"]) for e in events if e.get("event") == "member_left" and e.get("left")}
-    return lost_to_healing(events) | left
+    preempted, lost), unless a later member joined on the same node again."""
+    return {n for n, now_in in _last_in_or_out(events).items() if not now_in}
+
+
+def joined_nodes(events: list[dict[str, Any]]) -> set[str]:
+    """Nodes in the job's Ray now: those whose bootstrap said ``node_up`` or that the driver saw
+    join as a member (its ``member_joined`` can come before the node's own ``node_up``), less
+    those gone since."""
+    return {n for n, now_in in _last_in_or_out(events).items() if now_in}
+
+
+def _last_in_or_out(events: list[dict[str, Any]]) -> dict[str, bool]:
+    last: dict[str, bool] = {}
+    for e in events:
+        seen = _in_or_out(e)
+        if seen is not None:
+            last[seen[0]] = seen[1]
+    return last
 
 
 def nodes_now(member: dict[str, Any]) -> list[str]:

@@ -174,6 +174,25 @@ def test_a_members_node_ending_is_not_the_jobs_phase_and_its_lines_read_well(tmp
     ]
 
 
+def test_a_member_is_up_from_its_join_and_a_node_that_rejoins_is_up_again(tmp_path: Path) -> None:
+    """`grow` returns on the driver's ``member_joined``, which can come before the member node's
+    own ``node_up`` (0.9 s in a lab run): `status` right after says the node is up. A member that
+    left and a later member on the same node: the node is in the job again."""
+    from slurm_rl.core.job_dir import read_job_dir
+
+    paths = job(tmp_path)
+    append_event(paths.events, "node_up", node="node1", rank=0, attempt=0)
+    append_event(paths.events, "member_joined", member=1, joined="node3", kind="grow")
+    assert read_job_dir(paths).nodes_up == 2
+    append_event(paths.events, "node_up", node="node3", rank=1000, attempt=0)  # late: no double count
+    assert read_job_dir(paths).nodes_up == 2
+    append_event(paths.events, "member_left", member=1, left="node3", why="shrunk", kind="grow")
+    assert read_job_dir(paths).nodes_up == 1
+    append_event(paths.events, "member_joined", member=2, joined="node3", kind="grow")
+    assert read_job_dir(paths).nodes_up == 2
+    assert members_of(paths, nodes) == ["node1", "node2", "node3"]  # the driver's nodes() too
+
+
 def test_on_member_change_hears_each_change_once_from_now_on_until_stopped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
