@@ -152,32 +152,54 @@ build_image() {
     rm -rf "$base"/var/cache/apt/archives/*.deb "$base"/var/lib/apt/lists/*
     chroot "$base" python3 -m venv --without-pip /opt/slurm-rl
   fi
+  # the dependencies' rootfs, kept while the recipe and the environment's files (their names,
+  # which carry each distribution's version; not the directory they sit in, which a fresh
+  # clone's venv changes) are the same: a build then only adds slurm-rl and seals
+  local deps=$CACHE/image-deps-rootfs deps_key
+  deps_key=$({ md5sum <"${BASH_SOURCE[0]}"; cut -f2 "$CACHE/image-files.txt"; } | sha256sum | cut -c1-16)
+  if [ "$(cat "$deps.key" 2>/dev/null)" != "$deps_key" ]; then
+    log "building the lab image's dependencies ($deps)"
+    rm -rf "$deps" "$deps.key" "$CACHE/image-rootfs"  # (image-rootfs: what older builds left)
+    cp -a "$base" "$deps"
+    site=$deps/opt/slurm-rl/lib/python3.11/site-packages
+    cut -f1 "$CACHE/image-files.txt" | sort -u | while read -r from; do
+      awk -F'\t' -v s="$from" '$1==s{print $2}' "$CACHE/image-files.txt" | tar -C "$from" -cf - -T - | tar -C "$site" -xf -
+    done
+    chroot "$deps" "$IMAGE_PYTHON" -m compileall -q -j 0 /opt/slurm-rl/lib/python3.11/site-packages >/dev/null 2>&1 || true
+    # the console scripts an image's environment has (pip writes them; the copy above does not):
+    # `ray` beside the interpreter, as in a real RL image's venv
+    printf '#!%s\nimport sys\nfrom ray.scripts.scripts import main\nsys.exit(main())\n' "$IMAGE_PYTHON" \
+      >"$deps/opt/slurm-rl/bin/ray"
+    chmod 755 "$deps/opt/slurm-rl/bin/ray"
+    echo "$deps_key" >"$deps.key"
+  fi
   log "building the lab image $IMAGE"
-  work=$CACHE/image-rootfs
-  rm -rf "$work"; cp -a "$base" "$work"
-  site=$work/opt/slurm-rl/lib/python3.11/site-packages
-  cut -f1 "$CACHE/image-files.txt" | sort -u | while read -r from; do
-    awk -F'\t' -v s="$from" '$1==s{print $2}' "$CACHE/image-files.txt" | tar -C "$from" -cf - -T - | tar -C "$site" -xf -
-  done
-  copy_slurm_rl "$top" "$site"
-  chroot "$work" "$IMAGE_PYTHON" -m compileall -q -j 0 /opt/slurm-rl/lib/python3.11/site-packages >/dev/null 2>&1 || true
-  # the console scripts an image's environment has (pip writes them; the copy above does not):
-  # `ray` beside the interpreter, as in a real RL image's venv
-  printf '#!%s\nimport sys\nfrom ray.scripts.scripts import main\nsys.exit(main())\n' "$IMAGE_PYTHON" \
-    >"$work/opt/slurm-rl/bin/ray"
-  chmod 755 "$work/opt/slurm-rl/bin/ray"
-  chroot "$work" "$IMAGE_PYTHON" -c 'import slurm_rl.job.node, ray, torch' \
-    || die "the image's python cannot import slurm_rl, ray and torch"
-  seal_image "$work" "$IMAGE" "$key"
+  seal_with_slurm_rl "$deps" /opt/slurm-rl/lib/python3.11/site-packages "$IMAGE_PYTHON" "slurm_rl.job.node, ray, torch" \
+    "$IMAGE" "$key"
 }
 
-seal_image() {  # WORK IMAGE KEY: the rootfs WORK as the squashfs IMAGE (its inputs' KEY beside it)
+# DEPS SITE PY IMPORTS IMAGE KEY: the dependencies' rootfs DEPS with the checkout's slurm-rl in its
+# site-packages SITE (a path inside DEPS), compiled and checked by the rootfs' PY (it imports
+# IMPORTS), sealed as IMAGE; then slurm-rl comes out again, and DEPS is as it was.
+seal_with_slurm_rl() {
+  local deps=$1 site=$1$2 top
+  top=$(cd "$SCRIPT_DIR/../.." && pwd)
+  rm -rf "$site/slurm_rl"  # what a build that was stopped left
+  copy_slurm_rl "$top" "$site"
+  chroot "$deps" "$3" -m compileall -q "$2/slurm_rl" >/dev/null 2>&1 || true
+  if ! chroot "$deps" "$3" -c "import $4"; then
+    rm -rf "$site/slurm_rl"; die "the image's python cannot import $4"
+  fi
+  seal_image "$deps" "$5" "$6"
+  rm -rf "$site/slurm_rl"
+  echo "$5"
+}
+
+seal_image() {  # ROOTFS IMAGE KEY: ROOTFS as the squashfs IMAGE (its inputs' KEY beside it)
   mkdir -p "$(dirname "$2")"
   mksquashfs "$1" "$2.tmp" -comp zstd -Xcompression-level 1 -all-root -noappend -quiet -no-progress >/dev/null \
     || die "mksquashfs failed"
   mv "$2.tmp" "$2"; echo "$3" >"$2.key"
-  rm -rf "$1"
-  echo "$2"
 }
 
 copy_slurm_rl() {  # TOP SITE: the checkout's slurm-rl (package and templates) into site-packages
@@ -202,27 +224,32 @@ cmd_gym_image() {
 }
 
 build_gym_image() {
-  local top py home key work site
+  local top py home key deps deps_key purelib
   top=$(cd "$SCRIPT_DIR/../.." && pwd)
   py=$GYM_VENV_DIR/bin/python
   "$py" -c 'import nemo_gym, ray' 2>/dev/null || die "no Gym environment at $GYM_VENV_DIR: build it with tests/lab/gym-venv"
   home=$("$py" -c 'import sys; print(sys.base_prefix)')
   case $home in /usr | /usr/local) die "$GYM_VENV_DIR runs the system's Python ($home): build it from a self-contained one (pyenv, uv python)";; esac
+  deps_key=$({ md5sum <"${BASH_SOURCE[0]}"; cat "$GYM_VENV_DIR/.inputs" 2>/dev/null; echo "$home"; } | sha256sum | cut -c1-16)
   key=$({
-    md5sum <"${BASH_SOURCE[0]}"; cat "$GYM_VENV_DIR/.inputs" 2>/dev/null; echo "$home"
+    echo "$deps_key"
     (cd "$top" && find slurm_rl templates -type f -not -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum)
   } | sha256sum | cut -c1-16)
   if [ -f "$GYM_IMAGE" ] && [ "$(cat "$GYM_IMAGE.key" 2>/dev/null)" = "$key" ]; then echo "$GYM_IMAGE"; return 0; fi
+  purelib=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  # the dependencies' rootfs (the interpreter and the venv), kept while they are the same
+  deps=$CACHE/gym-image-deps-rootfs
+  if [ "$(cat "$deps.key" 2>/dev/null)" != "$deps_key" ]; then
+    log "building the Gym image's dependencies ($deps)"
+    rm -rf "$deps" "$deps.key" "$CACHE/gym-image-rootfs"  # (gym-image-rootfs: what older builds left)
+    cp -a "$CACHE/base-bookworm-python3" "$deps"
+    mkdir -p "$deps$home" "$deps$GYM_VENV_DIR"
+    # the interpreter without its own site-packages (the venv does not see them) and test suite
+    tar -C "$home" --exclude='./lib/python3*/site-packages/*' --exclude='./lib/python3*/test' -cf - . | tar -C "$deps$home" -xf -
+    tar -C "$GYM_VENV_DIR" -cf - . | tar -C "$deps$GYM_VENV_DIR" -xf -
+    rm -f "$deps$purelib/slurm_rl_checkout.pth"
+    echo "$deps_key" >"$deps.key"
+  fi
   log "building the Gym image $GYM_IMAGE (Python $("$py" -c 'import platform; print(platform.python_version())'))"
-  work=$CACHE/gym-image-rootfs
-  rm -rf "$work"; cp -a "$CACHE/base-bookworm-python3" "$work"
-  mkdir -p "$work$home" "$work$GYM_VENV_DIR"
-  # the interpreter without its own site-packages (the venv does not see them) and test suite
-  tar -C "$home" --exclude='./lib/python3*/site-packages/*' --exclude='./lib/python3*/test' -cf - . | tar -C "$work$home" -xf -
-  tar -C "$GYM_VENV_DIR" -cf - . | tar -C "$work$GYM_VENV_DIR" -xf -
-  site=$work$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  rm -f "$site/slurm_rl_checkout.pth"
-  copy_slurm_rl "$top" "$site"
-  chroot "$work" "$py" -c 'import nemo_gym, ray, slurm_rl.job.node' || die "the Gym image's python cannot import nemo_gym, ray and slurm_rl"
-  seal_image "$work" "$GYM_IMAGE" "$key"
+  seal_with_slurm_rl "$deps" "$purelib" "$py" "nemo_gym, ray, slurm_rl.job.node" "$GYM_IMAGE" "$key"
 }
