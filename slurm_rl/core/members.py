@@ -68,16 +68,18 @@ def lost_to_healing(events: list[dict[str, Any]]) -> set[str]:
     return {str(e["lost"]) for e in events if e.get("event") == "node_lost" and e.get("lost")}
 
 
-IN_EVENTS = ("node_up", "member_joined", "replacement_joined")  # the node named is in the job's Ray
+JOIN_EVENTS = ("member_joined", "replacement_joined")  # ``joined``: a member's node in the job's Ray
 
 
 def _in_or_out(e: dict[str, Any]) -> tuple[str, bool] | None:
+    """(node, True) for an event that brings a node into the job's Ray, (node, False) for one
+    that takes it out, None for the rest."""
     name = e.get("event")
     if name == "node_lost" and e.get("lost"):
         return str(e["lost"]), False
     if name == "member_left" and e.get("left"):
         return str(e["left"]), False
-    node = e.get("node") if name == "node_up" else e.get("joined") if name in IN_EVENTS else None
+    node = e.get("node") if name == "node_up" else e.get("joined") if name in JOIN_EVENTS else None
     return (str(node), True) if node else None
 
 

@@ -16,10 +16,8 @@ LOCAL_DISK_FILE=$STATE.disk
 mount_local_disk() {
   unmount_local_disk
   mkdir -p "$LOCAL_DISK"
-  if truncate -s "${SLURM_LAB_DISK_GB:-64}G" "$LOCAL_DISK_FILE" \
-    && mkfs.ext4 -q -F "$LOCAL_DISK_FILE" && mount -o loop "$LOCAL_DISK_FILE" "$LOCAL_DISK"; then
-    :
-  else
+  if ! { truncate -s "${SLURM_LAB_DISK_GB:-64}G" "$LOCAL_DISK_FILE" \
+    && mkfs.ext4 -q -F "$LOCAL_DISK_FILE" && mount -o loop "$LOCAL_DISK_FILE" "$LOCAL_DISK"; }; then
     rm -f "$LOCAL_DISK_FILE"
     log "warning: no loop filesystem for the nodes' disks (see above); they are directories of $STATE"
   fi

@@ -135,7 +135,7 @@ cmd_image() {
 }
 
 build_image() {
-  local py=${SLURM_LAB_PYTHON:-python3} top key base work site
+  local py=${SLURM_LAB_PYTHON:-python3} top key base site=/opt/slurm-rl/lib/python3.11/site-packages
   top=$(cd "$SCRIPT_DIR/../.." && pwd)
   "$py" -c 'import slurm_rl, ray, torch' 2>/dev/null \
     || die "$py cannot import slurm_rl, ray and torch: run from the project's venv (or set SLURM_LAB_PYTHON)"
@@ -161,11 +161,10 @@ build_image() {
     log "building the lab image's dependencies ($deps)"
     rm -rf "$deps" "$deps.key" "$CACHE/image-rootfs"  # (image-rootfs: what older builds left)
     cp -a "$base" "$deps"
-    site=$deps/opt/slurm-rl/lib/python3.11/site-packages
     cut -f1 "$CACHE/image-files.txt" | sort -u | while read -r from; do
-      awk -F'\t' -v s="$from" '$1==s{print $2}' "$CACHE/image-files.txt" | tar -C "$from" -cf - -T - | tar -C "$site" -xf -
+      awk -F'\t' -v s="$from" '$1==s{print $2}' "$CACHE/image-files.txt" | tar -C "$from" -cf - -T - | tar -C "$deps$site" -xf -
     done
-    chroot "$deps" "$IMAGE_PYTHON" -m compileall -q -j 0 /opt/slurm-rl/lib/python3.11/site-packages >/dev/null 2>&1 || true
+    chroot "$deps" "$IMAGE_PYTHON" -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
     # the console scripts an image's environment has (pip writes them; the copy above does not):
     # `ray` beside the interpreter, as in a real RL image's venv
     printf '#!%s\nimport sys\nfrom ray.scripts.scripts import main\nsys.exit(main())\n' "$IMAGE_PYTHON" \
@@ -174,7 +173,7 @@ build_image() {
     echo "$deps_key" >"$deps.key"
   fi
   log "building the lab image $IMAGE"
-  seal_with_slurm_rl "$deps" /opt/slurm-rl/lib/python3.11/site-packages "$IMAGE_PYTHON" "slurm_rl.job.node, ray, torch" \
+  seal_with_slurm_rl "$deps" "$site" "$IMAGE_PYTHON" "slurm_rl.job.node, ray, torch" \
     "$IMAGE" "$key"
 }
 
