@@ -38,13 +38,15 @@ def test_grpo_lm_on_three_nodes_preempted_requeued_resumed_then_plotted(lab: lis
     """One job (lab time is CI time): examples/grpo_lm.py as written, 4 steps on 3 nodes (3
     data-parallel policy ranks, 3 generation workers); the time-limit warning arrives while the
     workers start, so attempt 0 does the warm start and step 1, checkpoints and asks to be
-    requeued; attempt 1 resumes and runs steps 2-4; then `slurm-rl plot` redraws the pictures."""
+    requeued; attempt 1 resumes and runs steps 2-4; then `slurm-rl plot` redraws the pictures.
+    12 prompts of 4 answers a step (the defaults' 32 of 8 cost a quarter of the test's CPU and
+    prove nothing more here; the unit suite's run learns with them)."""
     res = run_cli(
         "submit",
         spec,
         GRPO_LM,
         *("--nodes", "3", "--json", "--"),
-        *("--steps", "4", "--eval-every", "2", "--sft-steps", "30"),
+        *("--steps", "4", "--eval-every", "2", "--sft-steps", "30", "--prompts", "12", "--group-size", "4"),
         timeout=60,
     )
     assert res.returncode == 0, res.stderr
