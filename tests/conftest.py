@@ -21,7 +21,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Layers: every test under tests/lab is ``lab``; a unit test that starts a local Ray is
     marked ``ray`` in its module; the rest are ``unit`` (`pytest -m unit`: seconds, no Ray, no
     SLURM). Tests marked ``lab_last`` (they restart the lab) run after all others, whatever
-    their file names; the sort is stable, so the rest keep their order.
+    their file names, and after them those marked ``four_nodes`` (the lab switches to 4 nodes
+    once, at the end, and is not switched back between them); the sort is stable, so the rest
+    keep their order.
 
     Two streams under ``-n 2 --dist loadgroup`` (the README's command): the lab tests, one after
     another (they share the lab's nodes and some restart it; ``SLURM_RL_LAB_STREAMS=2`` with
@@ -36,7 +38,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if item.get_closest_marker("ray") is None:
                 item.add_marker(pytest.mark.unit)
             item.add_marker(pytest.mark.xdist_group("local"))
-    items.sort(key=lambda item: item.get_closest_marker("lab_last") is not None)
+    items.sort(key=lambda item: (_marked(item, "four_nodes"), _marked(item, "lab_last")))
+
+
+def _marked(item: pytest.Item, name: str) -> bool:
+    return item.get_closest_marker(name) is not None
 
 
 # How much the stream beside the lab's yields (nice(2) steps): see pytest_runtest_setup.

@@ -31,9 +31,10 @@ _suite_lab: list[str] | None = None  # `up` options of the lab before a test swi
 @pytest.fixture
 def lab4(lab: list[str]) -> list[str]:
     """The lab with 4 nodes (a spare node for healing; on 23.11+, blocks of two for --segment).
-    Brought up once and kept while the next tests need it (the lab tests run in one process, in
-    file order: test_segment_lab, then test_self_healing_lab); the first lab test after them
-    that does not brings the lab back as the suite had it."""
+    Brought up once and kept while the next tests need it: a test that asks for it is marked
+    ``four_nodes``, and tests/conftest.py runs those last, so the lab switches once. The first
+    lab test after them that does not need it brings the lab back as the suite had it, and so
+    does the session's end unless SLURM_LAB_KEEP_4 is set (the caller replaces the lab next)."""
     global _suite_lab
     if len(lab) >= 4:
         return lab

@@ -12,7 +12,13 @@ import pytest
 
 from tests.lab.helpers import assert_no_leftovers, job_dir, submit
 
-pytestmark = [pytest.mark.lab, pytest.mark.smoke, pytest.mark.smoke_oldest, pytest.mark.timeout(420)]
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.smoke,
+    pytest.mark.smoke_oldest,
+    pytest.mark.four_nodes,
+    pytest.mark.timeout(420),
+]
 
 
 def _slurm() -> tuple[tuple[int, int], str]:

@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import REPO, run_cli
 from tests.lab.helpers import assert_no_leftovers, in_queue, job_dir, start, wait_for, wait_gone
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.lab, pytest.mark.four_nodes, pytest.mark.timeout(600)]
 
 
 def grow(job_id: int, *extra: str) -> tuple[int, str]:

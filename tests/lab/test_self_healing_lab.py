@@ -29,7 +29,7 @@ from tests.lab.helpers import (
 )
 from tests.lab.test_node_failure_lab import revive
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.lab, pytest.mark.four_nodes, pytest.mark.timeout(600)]
 
 
 def fail(node: str) -> float:
