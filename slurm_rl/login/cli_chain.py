@@ -12,6 +12,7 @@ from ..config.spec import ClusterSpec
 from ..core.options import JobOptions
 from ..slurm import SlurmClient
 from .chain import chain_finished, submit_chain
+from .cli_common import stopped_following
 
 
 def submit_and_follow_chain(
@@ -45,8 +46,7 @@ def submit_and_follow_chain(
             if chain_finished(run_dir) or summary.state.startswith("CANCELLED"):
                 break
     except KeyboardInterrupt:
-        click.echo(f"\nslurm-rl: stopped following the chain {ids}; it keeps running.", err=True)
-        raise SystemExit(130) from None
+        stopped_following(f"stopped following the chain {ids}; it keeps running.")
     finished = chain_finished(run_dir)
     last = next((s for s in reversed(summaries) if not s.state.startswith("CANCELLED")), summaries[-1])
     if as_json:

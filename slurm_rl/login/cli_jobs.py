@@ -12,17 +12,15 @@ import click
 from ..config.spec import load_spec
 from ..core.errors import UsageError
 from ..core.paths import current_user
-from .cli_common import CONTEXT, _with, spec_option
+from .cli_common import CONTEXT, _with, spec_option, stopped_following
 
 
 def _still_running(job_id: int | str) -> None:
     """Ctrl-C stops following, not the job: say so, and how to stop it."""
-    click.echo(
-        f"\nslurm-rl: stopped following job {job_id}; it keeps running. See it with `slurm-rl status {job_id}`, "
-        f"stop it with `slurm-rl teardown {job_id}`.",
-        err=True,
+    stopped_following(
+        f"stopped following job {job_id}; it keeps running. See it with `slurm-rl status {job_id}`, "
+        f"stop it with `slurm-rl teardown {job_id}`."
     )
-    raise SystemExit(130)
 
 
 # ---- looking at jobs ------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from ..config.spec import load_spec
 from ..core.errors import UsageError
 from ..core.fields import slurm_time
 from ..core.paths import current_user
-from .cli_common import CONTEXT, spec_option
+from .cli_common import CONTEXT, spec_option, stopped_following
 
 
 def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -73,8 +73,7 @@ def grow(
     try:
         do_grow(job_id, paths, client, nodes, partition, qos, time_limit, timeout if wait else 0.0, say=click.echo)
     except KeyboardInterrupt:
-        click.echo(f"\nslurm-rl: stopped waiting; the member stays: `slurm-rl status {job_id}`", err=True)
-        raise SystemExit(130) from None
+        stopped_following(f"stopped waiting; the member stays: `slurm-rl status {job_id}`")
 
 
 @click.command(context_settings=CONTEXT)

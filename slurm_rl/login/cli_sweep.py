@@ -12,7 +12,7 @@ import click
 from ..config.spec import load_spec
 from ..core.errors import UsageError
 from ..core.paths import current_user
-from .cli_common import CONTEXT, _resolve, job_options, spec_option
+from .cli_common import CONTEXT, _resolve, job_options, spec_option, stopped_following
 
 
 @click.command(context_settings=CONTEXT)
@@ -85,12 +85,10 @@ def sweep(
         try:
             views = wait_for_sweep(done, client, quiet=as_json)
         except KeyboardInterrupt:
-            click.echo(
-                f"\nslurm-rl: stopped following sweep {done.array_id}; it keeps running "
-                f"(`slurm-rl status {done.array_id}`, `slurm-rl teardown {done.array_id}`).",
-                err=True,
+            stopped_following(
+                f"stopped following sweep {done.array_id}; it keeps running "
+                f"(`slurm-rl status {done.array_id}`, `slurm-rl teardown {done.array_id}`)."
             )
-            raise SystemExit(130) from None
         failed = failure_lines(done, views)
         if as_json:
             click.echo(json.dumps({"array_id": done.array_id, "tasks": [v.summary.as_dict() for v in views]}))
