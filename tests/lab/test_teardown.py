@@ -14,8 +14,7 @@ from tests.lab.helpers import SPEC, assert_no_leftovers, exit_reason, job_leftov
 pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(240)]
 
 
-@pytest.mark.smoke
-@pytest.mark.smoke_oldest
+@pytest.mark.smoke  # on 22.05: teardown through the text readers is test_site_lab's enforced-account one
 def test_teardown_running_job_then_again(lab: list[str]) -> None:
     data = start("hold.py", nodes=3)
     wait_ready(data)
