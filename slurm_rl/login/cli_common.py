@@ -26,7 +26,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 def stopped_following(what: str) -> typing.NoReturn:
     """Ctrl-C while a command follows a job: the following stops, never the job. One line on
     stderr, then exit 130 at once. Left to Python's own exit, the process sometimes ended by
-    SIGINT instead (-2 to its parent, not 130: 2 of ~300 Ctrl-Cs that landed 20-70 ms after
+    SIGINT instead (-2 to its parent, not 130: 3 of 86 Ctrl-Cs that landed 0-90 ms after
     "Submitted job"); and a second Ctrl-C during the interpreter's teardown printed a traceback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     click.echo(f"\nslurm-rl: {what}", err=True)
