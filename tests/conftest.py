@@ -55,9 +55,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Under pytest-xdist, the worker that runs the local tests lowers its priority (and so its
     local Rays' and torch workers') at its first one. The lab stream is the run's critical path
     (its jobs are chains of daemons: slurmctld, slurmd, Ray on each node, one after another); the
-    local stream ends ~20 minutes before it and only needs the CPU the lab stream leaves. On a
-    machine with other work on it, equal priorities let the local stream slow the lab's by as
-    much as it takes, and the run waits for the lab's."""
+    local stream ends long before it (10 of 31 minutes, idle) and needs only the CPU the lab
+    stream leaves. On a machine with other work on it, equal priorities let the local stream
+    slow the lab's by as much as it takes, and the run waits for the lab's."""
     global _local_stream_niced
     if _local_stream_niced or "PYTEST_XDIST_WORKER" not in os.environ or item.get_closest_marker("lab"):
         return

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import typing
 
 import click
 
@@ -15,7 +16,7 @@ from ..core.paths import current_user
 from .cli_common import CONTEXT, _with, spec_option, stopped_following
 
 
-def _still_running(job_id: int | str) -> None:
+def _still_running(job_id: int | str) -> typing.NoReturn:
     """Ctrl-C stops following, not the job: say so, and how to stop it."""
     stopped_following(
         f"stopped following job {job_id}; it keeps running. See it with `slurm-rl status {job_id}`, "
@@ -84,7 +85,6 @@ def logs(job: str, node: str | None, batch: bool, follow: bool, spec_flag: str |
         follow_file(path, gentle.poll)
     except KeyboardInterrupt:
         _still_running(job_id)
-        return
     click.echo(end_line(summarize(paths, gentle.state)), err=True)
 
 
