@@ -32,3 +32,55 @@ def test_ray_start_needs_none_of_the_clis_other_command_groups() -> None:
     assert "start" in seen["commands"] and "stop" in seen["commands"], seen
     assert not {"list", "get", "summary", "logs", "job"} & set(seen["commands"]), seen  # skipped by Ray's CLI
     assert seen["loaded"] == [] and seen["later"], seen
+
+
+AGENT_PROBE = """
+import json, os, sys
+import ray._private.services as services
+seen = []
+services.start_ray_process = lambda command, *a, **k: seen.append(command)
+from slurm_rl.job.ray_start import MINIMAL_AGENT, _minimal_dashboard_agent
+_minimal_dashboard_agent()
+_minimal_dashboard_agent()  # idempotent
+ray_agent = os.path.join(services.RAY_PATH, "dashboard", "agent.py")
+agent_cmd = f"--dashboard_agent_command=python -u {ray_agent} --minimal"
+services.start_ray_process(["raylet", agent_cmd, f"--other={ray_agent}"])
+print(json.dumps({"command": seen[0], "minimal": str(MINIMAL_AGENT)}))
+"""
+
+
+def test_a_job_without_the_dashboard_runs_rays_agent_through_the_minimal_launcher() -> None:
+    """The raylet's agent command names slurm-rl's launcher instead of Ray's agent.py (the rest of
+    the command as Ray built it); no other argument changes."""
+    res = subprocess.run([sys.executable, "-c", AGENT_PROBE], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    seen = json.loads(res.stdout.splitlines()[-1])
+    agent_cmd, other = seen["command"][1], seen["command"][2]
+    assert agent_cmd == f"--dashboard_agent_command=python -u {seen['minimal']} --minimal", seen
+    assert other.endswith("dashboard/agent.py"), seen
+
+
+MODULES_PROBE = """
+import json, sys
+from slurm_rl.job.minimal_agent import DASHBOARD_EXTRAS
+for name in DASHBOARD_EXTRAS:
+    sys.modules[name] = None
+import ray.dashboard.agent
+import ray.dashboard.utils as du
+mods = du.get_all_modules(du.DashboardAgentModule)
+heavy = [m for m in ("aiohttp", "opentelemetry") if sys.modules.get(m)]
+print(json.dumps({"modules": [m.__name__ for m in mods], "heavy": heavy}))
+"""
+
+
+def test_the_launcher_hands_over_to_rays_agent_which_loads_no_dashboard_extras() -> None:
+    """Run as the raylet runs it (here with ``--help``), the launcher reaches Ray's own agent
+    script. With the extras of ``ray[default]`` unimportable, as on `pip install ray`, the agent's
+    module search imports none of them (aiohttp, OpenTelemetry) and loads no dashboard module."""
+    from slurm_rl.job.ray_start import MINIMAL_AGENT
+
+    res = subprocess.run([sys.executable, str(MINIMAL_AGENT), "--help"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "--minimal" in res.stdout and "--node-id" in res.stdout, res.stdout + res.stderr
+    res = subprocess.run([sys.executable, "-c", MODULES_PROBE], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads(res.stdout.splitlines()[-1]) == {"modules": [], "heavy": []}, res.stdout
