@@ -23,10 +23,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     SLURM). Tests marked ``lab_last`` (they restart the lab) run after all others, whatever
     their file names, and after them those marked ``four_nodes`` (the lab switches to 4 nodes
     once, at the end, and is not switched back between them); the sort is stable, so the rest
-    keep their order. Before all other lab tests run those marked ``waits_on_clocks`` (their time
-    is mostly SLURM's and Ray's clocks: a time limit, a node declared down, a requeue's delay):
-    they run while the local stream still computes beside them, which uses the CPU they leave;
-    placed after that stream's end, a core waited with them.
+    keep their order.
 
     Two streams under ``-n 2 --dist loadgroup`` (the README's command): the lab tests, one after
     another (they share the lab's nodes and some restart it; ``SLURM_RL_LAB_STREAMS=2`` with
@@ -41,9 +38,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if item.get_closest_marker("ray") is None:
                 item.add_marker(pytest.mark.unit)
             item.add_marker(pytest.mark.xdist_group("local"))
-    items.sort(
-        key=lambda item: (_marked(item, "four_nodes"), _marked(item, "lab_last"), not _marked(item, "waits_on_clocks"))
-    )
+    items.sort(key=lambda item: (_marked(item, "four_nodes"), _marked(item, "lab_last")))
 
 
 def _marked(item: pytest.Item, name: str) -> bool:

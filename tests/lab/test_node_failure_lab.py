@@ -39,7 +39,6 @@ def fail_and_wait(job: dict, node: str) -> tuple[dict, float]:
     return json.loads(res.stdout.splitlines()[-1]), took
 
 
-@pytest.mark.waits_on_clocks
 def test_a_failed_head_node_ends_the_job_even_one_that_heals(lab: list[str]) -> None:
     """The head (the batch script, the Ray head, the driver) cannot be replaced: a job with
     --heal ends as any other, named as lost, and its worker nodes keep nothing. (A lost worker

@@ -23,7 +23,6 @@ from tests.lab.helpers import (
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 
 
-@pytest.mark.waits_on_clocks
 @pytest.mark.lab_shared
 def test_requeue_after_failure(lab: list[str]) -> None:
     res, data = submit("flaky.py", nodes=2, extra=("--requeue", "1"), timeout=240)
@@ -57,7 +56,6 @@ def test_warning_signal_reaches_the_driver(lab: list[str]) -> None:
     assert_no_leftovers(lab, data["job_id"])
 
 
-@pytest.mark.waits_on_clocks
 def test_worker_node_slurmd_killed(lab: list[str]) -> None:
     data = start("hold.py", nodes=3)
     wait_ready(data)
