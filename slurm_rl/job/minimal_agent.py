@@ -34,13 +34,19 @@ DASHBOARD_EXTRAS = (
 )
 
 
+def block_dashboard_extras() -> None:
+    """From now on, importing any of DASHBOARD_EXTRAS in this interpreter fails (a None in
+    sys.modules makes ``import X`` raise ModuleNotFoundError), as where they are not installed."""
+    for name in DASHBOARD_EXTRAS:
+        sys.modules[name] = None  # type: ignore[assignment]
+
+
 def main() -> None:
     spec = importlib.util.find_spec("ray")
     if spec is None or spec.origin is None:
         raise SystemExit("slurm-rl minimal_agent: cannot find Ray in this interpreter")
     agent = Path(spec.origin).parent / "dashboard" / "agent.py"
-    for name in DASHBOARD_EXTRAS:  # None in sys.modules: "import X" raises ModuleNotFoundError
-        sys.modules[name] = None  # type: ignore[assignment]
+    block_dashboard_extras()
     sys.argv[0] = str(agent)
     sys.path[0] = str(agent.parent)  # as when Python runs Ray's script itself
     runpy.run_path(str(agent), run_name="__main__")

@@ -8,8 +8,8 @@ so that its per-client servers survive their fork. Nor does the bootstrap import
 other command groups (`ray list/get/summary/logs`, `ray job`, `ray serve`): Ray's CLI skips
 each one it cannot import, as on a minimal install, and `ray start` uses none of them (~0.4
 CPU-s less per node, measured). Workers with a runtime_env start through slurm-rl's light setup
-script instead of Ray's (distributed/worker_env/setup_worker.py). Everything else is the
-unmodified `ray start`.
+script instead of Ray's (distributed/worker_env/setup_worker.py), and without the dashboard
+the dashboard agent through job/minimal_agent.py. Everything else is the unmodified `ray start`.
 """
 
 from __future__ import annotations
@@ -188,19 +188,19 @@ def _minimal_dashboard_agent() -> None:
     """The raylet this process starts runs job/minimal_agent.py in front of Ray's dashboard agent:
     the agent loads only Ray's minimal modules, as its ``--minimal`` flag says (otherwise it
     decides by its own import of the dashboard's extras, and runs all of them, metrics reporter
-    included). Measured on the lab: ~1 CPU-s less per node at start, and no reporter polling the
-    node every few seconds for the job's life. Where Ray builds the agent command differently,
-    nothing changes."""
+    included). Measured on the lab: the agent's modules load in 0.58 CPU-s instead of 0.87, a
+    trivial 3-node job costs ~1.6 of ~12 busy CPU-s less, and no reporter polls the node for the
+    job's life. Where Ray builds the agent command differently, nothing changes."""
     import ray._private.services as services
 
     start = services.start_ray_process
     if getattr(start, "slurm_rl_minimal_agent", False):
         return
     ray_agent = os.path.join(services.RAY_PATH, "dashboard", "agent.py")
+    flag, ours = "--dashboard_agent_command=", str(MINIMAL_AGENT)
 
     def start_with_minimal_agent(command: list[str], *args: Any, **kwargs: Any) -> Any:
-        flag = "--dashboard_agent_command="
-        command = [c.replace(ray_agent, str(MINIMAL_AGENT), 1) if c.startswith(flag) else c for c in command]
+        command = [c.replace(ray_agent, ours, 1) if c.startswith(flag) else c for c in command]
         return start(command, *args, **kwargs)
 
     start_with_minimal_agent.slurm_rl_minimal_agent = True  # type: ignore[attr-defined]

@@ -62,9 +62,8 @@ def test_a_job_without_the_dashboard_runs_rays_agent_through_the_minimal_launche
 
 MODULES_PROBE = """
 import json, sys
-from slurm_rl.job.minimal_agent import DASHBOARD_EXTRAS
-for name in DASHBOARD_EXTRAS:
-    sys.modules[name] = None
+from slurm_rl.job.minimal_agent import block_dashboard_extras
+block_dashboard_extras()
 import ray.dashboard.agent
 import ray.dashboard.utils as du
 mods = du.get_all_modules(du.DashboardAgentModule)
