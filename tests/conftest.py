@@ -45,11 +45,8 @@ def _marked(item: pytest.Item, name: str) -> bool:
     return item.get_closest_marker(name) is not None
 
 
-# How much the stream beside the lab's yields (nice(2) steps): see pytest_runtest_setup. At 10 a
-# lab process gets ~90% of a core the two share (5: 75%); a busy fresh-clone run's lab-only
-# phase still left ~0.4 of the 2 cores idle (ci42), room enough for the local stream to finish
-# before the lab stream without taking the lab's share.
-LOCAL_STREAM_NICE = 10
+# How much the stream beside the lab's yields (nice(2) steps): see pytest_runtest_setup.
+LOCAL_STREAM_NICE = 5
 _local_stream_niced = False
 
 
