@@ -8,6 +8,7 @@ here too; the cluster's probes read them from this module, so patching them here
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, TypedDict
 
 import ray  # NeMo RL's tests replace ray, the probe and the strategy by these module names
@@ -42,6 +43,7 @@ from ._engine.ray_init import (  # noqa: F401 - API.md and NeMo RL 2026: importa
 from ._engine.topology import *  # noqa: F403 - NeMo RL 2026 imports these from virtual_cluster
 
 logger = logging.getLogger(__name__)
+LAZY_ENV = "SLURM_RL_LAZY_PLACEMENT"  # "1": every RayVirtualCluster places its groups on first use
 
 # The driver's uv project and the worker environments over its extras, computed here (NeMo RL's
 # tests reload this module to see them recomputed for another root)
@@ -74,7 +76,12 @@ class RayVirtualCluster(ClusterAddresses):
     Options (keyword-only, off by default): ``enable_colocation`` (groups share the bundles:
     ``max_colocated_worker_groups`` becomes 2 unless given), ``gpu_ids`` (pin bundles to
     devices), ``monitor_memory`` (warn when a node runs low), ``communication_backend`` ("nccl"
-    or "gloo": what ``slurm_rl.distributed.collective.init_process_group`` uses in workers)."""
+    or "gloo": what ``slurm_rl.distributed.collective.init_process_group`` uses in workers),
+    ``lazy`` (place the groups on first use, as NeMo RL 2026 does; default: the constructor
+    places them, as NeMo RL 2025 did; ``SLURM_RL_LAZY_PLACEMENT=1`` or the class attribute
+    ``RayVirtualCluster.lazy_placement = True`` switches every cluster)."""
+
+    lazy_placement = False  # True: every cluster is lazy unless lazy=False is passed
 
     def __init__(
         self,
@@ -94,19 +101,14 @@ class RayVirtualCluster(ClusterAddresses):
         enable_colocation: bool = False,
         monitor_memory: bool = False,
         communication_backend: str | None = None,
+        lazy: bool | None = None,
     ) -> None:
         if max_colocated_worker_groups is None:
             max_colocated_worker_groups = 2 if enable_colocation else 1
         placement.check_args(
-            bundle_ct_per_node_list,
-            use_gpus,
-            max_colocated_worker_groups,
-            num_gpus_per_node,
-            node_resource_constraints,
-            use_unified_pg,
-            gpu_ids,
-            communication_backend,
-        )
+            bundle_ct_per_node_list, use_gpus, max_colocated_worker_groups, num_gpus_per_node,
+            node_resource_constraints, use_unified_pg, gpu_ids, communication_backend,
+        )  # fmt: skip
         self.segment_size = segment_size
         self.node_resource_constraints = node_resource_constraints
         self._unified = False  # one placement group holding every bundle (use_unified_pg)
@@ -131,23 +133,27 @@ class RayVirtualCluster(ClusterAddresses):
         self._sorted_bundle_indices: list[int] | None = None  # bundles in topology order, once placed
         self._nvlink_domain_per_bundle_index: tuple[str, ...] | None = None
         self._shut_down = False
+        self._monitor_memory, self._constructing = monitor_memory, False  # _constructing: in __init__'s retries
         if not any(self._bundle_ct_per_node_list):
             self._node_placement_groups = []  # a valid, empty cluster: nothing to place
             return
-
-        def attempt() -> None:  # each attempt is NeMo RL 2026's _create_placement_groups_internal
-            self._node_placement_groups = self._create_placement_groups_internal(
-                placement_group_strategy, use_unified_pg
-            )
-            self._after_placement(monitor_memory)
-
-        placement.with_retries(attempt, self._bundle_ct_per_node_list, warn=True)
+        if lazy if lazy is not None else (self.lazy_placement or os.environ.get(LAZY_ENV, "") == "1"):
+            return  # NeMo RL 2026's form: placed on first use (_init_placement_groups, a worker group)
+        # NeMo RL 2025's contract (the seed's): the constructor retries _init_placement_groups itself,
+        # sleeping 2**n s after the n-th failure, so a test that patches it replaces the allocation
+        self._constructing = True
+        try:
+            make = lambda: self._init_placement_groups(placement_group_strategy, use_unified_pg)  # noqa: E731
+            placement.with_retries(make, self._bundle_ct_per_node_list, warn=True)
+        finally:
+            self._constructing = False
 
     # ---- creation (engine: _engine/placement.py) ------------------------------------------------
     def _init_placement_groups(self, strategy: str | None = None, use_unified_pg: bool = False) -> list[Any]:
-        """The placement groups (NeMo RL 2026's form): those the constructor made, or in the
-        other layout if asked before a worker group used them, each attempt of a new layout
-        ``_create_placement_groups_internal`` with the constructor's retries and backoff."""
+        """The placement groups: those already made (or in the other layout, if asked before a
+        worker group used them), else made now: in the constructor one attempt of its retries
+        (NeMo RL 2025), elsewhere with the same retries and backoff around each attempt,
+        ``_create_placement_groups_internal`` (NeMo RL 2026: a lazy cluster's first use)."""
         if self._node_placement_groups is not None:
             if bool(use_unified_pg) == self._unified or not any(self._bundle_ct_per_node_list):
                 return self._node_placement_groups
@@ -155,9 +161,11 @@ class RayVirtualCluster(ClusterAddresses):
 
         def attempt() -> list[Any]:
             self._node_placement_groups = self._create_placement_groups_internal(strategy, use_unified_pg)
-            self._after_layout()
+            self._after_placement()
             return self._node_placement_groups
 
+        if self._constructing:  # one attempt of the constructor's retries
+            return attempt()
         return placement.with_retries(attempt, self._bundle_ct_per_node_list, warn=False)
 
     def _create_placement_groups_internal(self, strategy: str | None = None, use_unified_pg: bool = False) -> list[Any]:
@@ -177,8 +185,7 @@ class RayVirtualCluster(ClusterAddresses):
         return pgs
 
     def _change_layout(self, unified: bool) -> None:
-        """Replace the placement groups by the other layout (one per node <-> one for all),
-        before any worker group uses them."""
+        """The other layout (per node <-> one for all), before any worker group uses them."""
         if self._handed_out:
             raise RuntimeError(
                 f"_init_placement_groups(use_unified_pg={unified}): this cluster's placement groups "
@@ -215,14 +222,14 @@ class RayVirtualCluster(ClusterAddresses):
             return per_node_slots(pgs)
         return placement.unified_slots(pgs[0], self._bundle_ct_per_node_list, self._sorted_bundle_indices)
 
-    def _after_placement(self, monitor_memory: bool) -> None:
+    def _after_placement(self) -> None:
         self._after_layout()
         try:
             self.bundle_devices = placement.pinned_devices(self.gpu_ids, self._bundle_ct_per_node_list, self._pgs())
         except ValueError:
             self.shutdown()
             raise
-        if monitor_memory:
+        if self._monitor_memory and self._memory_monitor is None:
             from ._engine.reliability.memory_monitor import MemoryMonitor
 
             self._memory_monitor = MemoryMonitor(placement.placed_nodes(self._pgs()))
@@ -241,6 +248,8 @@ class RayVirtualCluster(ClusterAddresses):
         return self._pgs()
 
     def _pgs(self) -> list[Any]:
+        if self._node_placement_groups is None and not self._shut_down:
+            self._init_placement_groups()  # a lazy cluster's first use
         return [pg for pg in (self._node_placement_groups or []) if pg.bundle_specs]
 
     def world_size(self) -> int:

@@ -247,6 +247,12 @@ class RayWorkerGroup:
         return self._dispatch.run_all_workers_sharded_data(method_name, *args, **kwargs)
 
     def get_all_worker_results(self, future: MultiWorkerFuture) -> list[Any]:
+        if not isinstance(future, MultiWorkerFuture):  # NeMo RL's contract: run_all_workers_single_data
+            raise TypeError(  # and run_single_worker_single_data return ObjectRefs, not a future
+                f"get_all_worker_results takes what run_all_workers_sharded_data or "
+                f"run_all_workers_multiple_data return; this is a {type(future).__name__} of Ray ObjectRefs "
+                f"(run_all_workers_single_data's): use ray.get(refs), or group.get_results(refs) to name dead workers"
+            )
         return future.get_results(self)
 
     def run_balanced(self, method_name: str, items: list[Any], **options: Any) -> list[Any]:

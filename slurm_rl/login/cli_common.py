@@ -144,6 +144,10 @@ class Main(click.Group):
             return super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
+        except click.UsageError as exc:  # click's own checks: one line naming the flag, as ours
+            where = exc.ctx.command_path if exc.ctx else "slurm-rl"
+            _err(f"{' '.join(exc.format_message().split())} (see `{where} --help`)")
+            sys.exit(2)
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)

@@ -26,19 +26,29 @@ def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
     JOB` has the elapsed time and memory of a finished job."""
     dirs = list(dirs)
     states = job_states(dirs, client)  # two SLURM calls for the whole list
-    table = Table(box=None, pad_edge=False)
-    table.add_column("job", no_wrap=True)
-    table.add_column("name", overflow="ellipsis", max_width=16, no_wrap=True)
-    table.add_column("state", no_wrap=True)
-    table.add_column("submitted", no_wrap=True)
-    table.add_column("job dir", overflow="fold")
+    rows = []
     for p in dirs:
-        slurm = states[p.job_id]
-        summary = summarize(p, slurm)
+        summary = summarize(p, states[p.job_id])
         state = replace(summary, state=summary.state.split()[0]).shown_state
         when = time.strftime("%m-%d %H:%M", time.localtime(p.manifest.stat().st_mtime))
-        table.add_row(p.job_id, p.name_dir.name, state, when, str(p.job_dir))
-    Console().print(table)
+        rows.append((p.job_id, p.name_dir.name, state, when, str(p.job_dir)))
+    # ids, states and times stay whole (`slurm-rl list | grep ID` must find the id): the name and
+    # the job dir give way, and only where even they cannot, the lines grow past the terminal
+    console = Console()
+    whole = sum(max([len(h)] + [len(r[i]) for r in rows]) for i, h in ((0, "job"), (2, "state"), (3, "submitted")))
+    fixed = whole + 4 * 2  # the gaps between the five columns
+    name_width = max(6, min(16, console.width - fixed - 12))
+    if fixed + name_width + 12 > console.width:
+        console = Console(width=fixed + name_width + 12)
+    table = Table(box=None, pad_edge=False)
+    table.add_column("job", no_wrap=True, min_width=max(len(r[0]) for r in rows) if rows else 3)
+    table.add_column("name", overflow="ellipsis", max_width=name_width, no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("submitted", no_wrap=True, min_width=11)
+    table.add_column("job dir", overflow="fold", min_width=12)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
 
 
 def print_table(rows: Iterable[JobSummary]) -> None:

@@ -147,6 +147,24 @@ def test_more_gpus_than_a_node_has_is_refused_before_the_queue(gpu_lab: list[str
     assert "--gpus-per-node 5: partition lab's largest node has 4 GPUs" in res.stderr, res.stderr
 
 
+def test_a_cluster_larger_than_its_job_fails_at_once_naming_the_flag(gpu_lab: list[str]) -> None:
+    """--cpus-per-node 1 and two GPU bundles of one CPU each: the job's one node cannot hold
+    them and nothing can join it, so the driver fails in seconds (not after 63 s of retries),
+    saying what the job has, what the cluster asks and the flag to change."""
+    flags = ("--gpus-per-node", "2", "--cpus-per-node", "1")
+    res, data = submit("too_big.py", nodes=1, spec=SPEC_GPU, extra=flags)
+    assert res.returncode != 0 and data["state"] == "FAILED", res.stderr[-3000:]
+    log = (job_dir(data) / "logs" / "driver.log").read_text()
+    took = re.search(r"RayVirtualCluster failed after ([\d.]+) s", log)
+    assert took and float(took.group(1)) < 10, log[-3000:]
+    line = next(x for x in log.splitlines() if "JobTooSmallError: " in x)
+    assert "has 1 node of 1 CPUs and 2 GPUs" in line and "asks 2 bundles of 1 CPU and 1 GPU" in line, line
+    assert "resubmit with --cpus-per-node 2" in line, line
+    logs = run_cli("logs", str(data["job_id"]), timeout=60)  # where a user looks
+    assert "resubmit with --cpus-per-node 2" in logs.stdout, logs
+    assert_no_leftovers(gpu_lab, data["job_id"])
+
+
 def test_gpu_workers_in_containers(gpu_lab: list[str]) -> None:
     if pyxis_missing():
         pytest.skip(f"the lab has no Pyxis: {pyxis_missing()}")

@@ -56,7 +56,8 @@ def _job(tmp_path: Path, *, time: str | None = None, exit_code: int | None = Non
 def test_a_bare_submit_shows_usage() -> None:
     env = {k: v for k, v in os.environ.items() if k != "CLUSTER_SPEC_PATH"}
     res = run_cli("submit", env=env)
-    assert res.returncode == 2 and "Usage: slurm-rl submit" in res.stderr and "SPEC.json EXPERIMENT" in res.stderr
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr  # one line, as all
+    assert "slurm-rl submit SPEC.json EXPERIMENT" in res.stderr and "see `slurm-rl submit --help`" in res.stderr
 
 
 def test_a_spec_after_the_experiment_is_refused(tmp_path: Path) -> None:

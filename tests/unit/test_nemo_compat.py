@@ -342,7 +342,9 @@ def test_retries_sleep_after_every_failed_attempt(monkeypatch) -> None:
     monkeypatch.setattr(vc.RayVirtualCluster, "_init_placement_groups", lambda self, *a, **k: made.append(1))
     monkeypatch.setattr(vc.RayVirtualCluster, "_create_placement_groups_internal", lambda self, *a: [])
     vc.RayVirtualCluster([1], use_gpus=False)._init_placement_groups()
-    assert made == [1]  # NeMo RL 2026 counts its own call only: the constructor does not make it
+    assert made == [1, 1]  # the seed's contract: the constructor makes them (2026 counts 1: lazy=True)
+    vc.RayVirtualCluster([1], use_gpus=False, lazy=True)._init_placement_groups()
+    assert made == [1, 1, 1]
 
 
 def test_a_direct_init_placement_groups_retries_by_itself_the_2026_way(monkeypatch) -> None:

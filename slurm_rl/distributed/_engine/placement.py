@@ -12,7 +12,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..worker_env.collective import BACKEND_ENV
+from . import job_fit
 from .cluster_view import Slot, per_node_slots  # noqa: F401 - per_node_slots importable here as before
+from .job_fit import JobTooSmallError
 from .node_address import NVLINK_DOMAIN_UNKNOWN, TOPO_RANK_UNKNOWN
 from .topology import ResourceInsufficientError, _sort_bundle_indices_by_topology, get_ray_cluster_topology
 
@@ -88,6 +90,8 @@ def with_retries(attempt: Callable[[], T], counts: list[int], warn: bool) -> T:
     for n in range(retries):
         try:
             return attempt()
+        except JobTooSmallError:
+            raise  # the job's allocation is complete and too small: waiting cannot help
         except ResourceInsufficientError as exc:
             last = str(exc)
             if warn:
@@ -247,6 +251,7 @@ def attempt(
 
     if not ray.is_initialized():
         raise RuntimeError(NOT_STARTED)
+    job_fit.check(counts, colocated, use_gpus, unified)
     check_resources(counts, colocated, use_gpus)
     if default_strategy and strategy == "STRICT_PACK":
         strategy = "PACK"
