@@ -89,12 +89,13 @@ ONE_CPU = [job_fit.NodeShape(cpus=1, gpus=2)]
 
 
 def test_what_a_job_lacks_and_the_flags_that_fix_it() -> None:
-    assert job_fit.shortfall([2], 1, True, ONE_CPU) == ["2 CPUs on one node (its nodes have 1)"]
+    assert job_fit.shortfall([2], 1, True, ONE_CPU) == ["2 CPUs on a node with 2 GPUs (its nodes have 1)"]
     assert job_fit.fix_flags([2], 1, True, ONE_CPU) == "--cpus-per-node 2"
     three = [job_fit.NodeShape(4, 0)] * 3
     assert job_fit.shortfall([4, 4, 4, 4], 1, False, three) == ["16 CPUs in all (the job has 12)"]
     assert job_fit.fix_flags([4, 4, 4, 4], 1, False, three) == "--nodes 4"
     assert job_fit.shortfall([2], 1, True, [job_fit.NodeShape(2, 1)]) == ["2 GPUs on one node (its nodes have 1)"]
+    assert job_fit.shortfall([2], 1, False, ONE_CPU) == ["2 CPUs on one node (its nodes have 1)"]
     assert job_fit.fix_flags([2], 1, True, [job_fit.NodeShape(2, 1)]) == "--gpus-per-node 2"
     assert job_fit.shortfall([3, 3], 1, False, three) == []  # fits: the retries decide as before
     assert job_fit.shortfall([6], 1, False, three, unified=True) == []  # a unified group may spread
@@ -174,3 +175,10 @@ def test_list_keeps_ids_and_times_whole_at_80_columns(monkeypatch, capsys) -> No
         row = next(line for line in out.splitlines() if re.search(rf"(^|\s){re.escape(job)}(\s|$)", line))
         assert f"11-28 18:{7 + i:02d}" in row and "COMPLETED" in row
     assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_a_cpu_only_head_does_not_make_gpus_look_short() -> None:
+    nodes = [job_fit.NodeShape(2, 0), job_fit.NodeShape(1, 2), job_fit.NodeShape(1, 2)]  # --head-node cpu
+    assert job_fit.shortfall([2, 2], 1, True, nodes) == ["2 CPUs on a node with 2 GPUs (its nodes have 1)"]
+    assert job_fit.fix_flags([2, 2], 1, True, nodes) == "--cpus-per-node 2"  # the GPU nodes lack CPUs, not GPUs
+    assert job_fit.shortfall([1, 1], 1, True, nodes) == []  # fits on the GPU nodes

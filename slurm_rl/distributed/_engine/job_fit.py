@@ -61,21 +61,29 @@ def _may_grow(manifest: JobManifest, nodes: list[NodeShape], env: JobEnvironment
     return any(m.get("state") in PENDING_MEMBER_STATES for m in member_jobs(events))
 
 
+def _hosts(nodes: list[NodeShape], gpus: int) -> list[NodeShape]:
+    """The nodes that could hold ``gpus`` GPUs (all nodes when none are asked)."""
+    return [n for n in nodes if n.gpus >= gpus]
+
+
 def shortfall(
     counts: list[int], colocated: int, use_gpus: bool, nodes: list[NodeShape], unified: bool = False
 ) -> list[str]:
     """What the cluster asks that these nodes cannot give, one phrase each ([] if it fits).
-    Each logical node's bundles must fit on one node (a per-node placement group is
+    Each logical node's bundles must fit together on one node (a per-node placement group is
     STRICT_PACK; a unified one may spread); all bundles together must fit in the job's totals."""
     if not nodes:
         return []
     most = 0 if unified else max(counts, default=0)
+    cpus, gpus = most * colocated, most if use_gpus else 0
     out = []
-    cpu_node, gpu_node = max(n.cpus for n in nodes), max(n.gpus for n in nodes)
-    if most * colocated > cpu_node:
-        out.append(f"{most * colocated:g} CPUs on one node (its nodes have {cpu_node:g})")
-    if use_gpus and most > gpu_node:
-        out.append(f"{most:g} GPUs on one node (its nodes have {gpu_node:g})")
+    if most and not any(n.cpus >= cpus and n.gpus >= gpus for n in nodes):
+        hosts = _hosts(nodes, gpus)
+        if not hosts:
+            out.append(f"{gpus:g} GPUs on one node (its nodes have {max(n.gpus for n in nodes):g})")
+        else:
+            where = f"a node with {gpus:g} GPUs" if gpus else "one node"
+            out.append(f"{cpus:g} CPUs on {where} (its nodes have {max(n.cpus for n in hosts):g})")
     total_cpu, total_gpu = sum(n.cpus for n in nodes), sum(n.gpus for n in nodes)
     if sum(counts) * colocated > total_cpu and not out:
         out.append(f"{sum(counts) * colocated:g} CPUs in all (the job has {total_cpu:g})")
@@ -85,18 +93,21 @@ def shortfall(
 
 
 def fix_flags(counts: list[int], colocated: int, use_gpus: bool, nodes: list[NodeShape]) -> str:
-    """The submit flags that would make the cluster fit: per-node sizes first, then the node
-    count the totals need at those sizes (a lower bound where groups pack unevenly)."""
+    """The submit flags that would make the cluster fit: a per-node size where no node is big
+    enough for a logical node, then the node count the totals need at that size (a lower bound
+    where groups pack unevenly). A CPU-only head (0 GPUs) does not make GPUs look short."""
     most = max(counts, default=0)
-    min_cpu, min_gpu = int(min(n.cpus for n in nodes)), int(min(n.gpus for n in nodes))
-    cpn = max(most * colocated, min_cpu, 1)
-    gpn = max(most, min_gpu) if use_gpus else min_gpu
+    gpus = most if use_gpus else 0
+    max_gpu = int(max(n.gpus for n in nodes))
+    hosts = _hosts(nodes, gpus) or [n for n in nodes if n.gpus == max_gpu]
+    have_cpu = int(max(n.cpus for n in hosts))
+    cpn, gpn = max(most * colocated, have_cpu, 1), max(gpus, max_gpu)
+    flags = [f"--cpus-per-node {cpn}"] if cpn > have_cpu else []
+    if gpn > max_gpu:
+        flags.append(f"--gpus-per-node {gpn}")
     need_nodes = max(len(nodes), -(-sum(counts) * colocated // cpn))
     if use_gpus and gpn:
         need_nodes = max(need_nodes, -(-sum(counts) // gpn))
-    flags = [f"--cpus-per-node {cpn}"] if cpn > min_cpu else []
-    if use_gpus and gpn > min_gpu:
-        flags.append(f"--gpus-per-node {gpn}")
     if need_nodes > len(nodes):
         flags.append(f"--nodes {need_nodes}")
     return " ".join(flags)
