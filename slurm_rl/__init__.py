@@ -50,6 +50,14 @@ def on_member_change(callback, poll_s: float = 1.0) -> Any:
     return _on_member_change(callback, poll_s)
 
 
+def time_left() -> float:
+    """Seconds until SLURM ends this job, from its end time (a changed time limit shows within
+    5 s); inf outside a SLURM job or without a limit (slurm_rl.driver.time_left)."""
+    from .driver.time_left import time_left as _time_left
+
+    return _time_left()
+
+
 def run_dir() -> Any:
     """Where this run keeps what outlives one job (checkpoints): the chain's shared directory
     (``--chain``), else the job dir (a local run's dir under ``slurm-rl run``); a Path."""

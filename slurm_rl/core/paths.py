@@ -102,6 +102,11 @@ class JobPaths:
         return self.job_dir / "events.jsonl"
 
     @property
+    def end_time(self) -> Path:
+        """SLURM's end time of the running attempt, kept fresh by node 0 (job/end_time.py)."""
+        return self.job_dir / "end_time.json"
+
+    @property
     def exit_code(self) -> Path:
         return self.job_dir / "exit_code"
 

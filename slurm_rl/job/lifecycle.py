@@ -13,8 +13,9 @@ import time
 
 from ..core.events import read_events, write_atomic
 from ..core.exits import STOPPED_RC, OomKills, exit_reason, record_exit, shell_exit_code, with_oom_kills
-from ..core.job_env import MEMBER_RANK_BASE
+from ..core.job_env import MEMBER_RANK_BASE, JobEnvironment
 from .context import POLL_S, NodeContext, NodeFailure, Stopped
+from .end_time import EndTimeWatch
 from .head import run_head
 from .memory import OomWatch, warn_driver
 from .network import socket_ifname_env
@@ -120,8 +121,12 @@ class Lifecycle:
                 warn_driver(ctx.paths.driver_log, kills)
 
         next_flag_check = 0.0
+        slurm_job = JobEnvironment.current().job_id  # its own id (an array task's too)
+        ends = EndTimeWatch(slurm_job, ctx.paths) if ctx.rank == 0 and slurm_job else None  # node 0 of the job
         while not done.wait(POLL_S):
             note_oom()
+            if ends is not None and not ctx.stop_requested.is_set():
+                ends.poll()
             if ctx.rank != 0 and ctx.board is None and not ctx.stop_requested.is_set():
                 # node 0 may be done before this node joined, while `ray start` is still blocked
                 # retrying a head that is gone; once joined, the role asks the head's GCS instead

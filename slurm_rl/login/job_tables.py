@@ -5,6 +5,7 @@ truncated; SLURM is asked twice for all the rows (one squeue, one sacct), not pe
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import replace
@@ -80,6 +81,9 @@ def print_table(rows: Iterable[JobSummary]) -> None:
             Console().print(f"job {r.job_id}: {oom_line(list(r.oom))}", markup=False, highlight=False, soft_wrap=True)
         for line in healing_lines(r.healing):
             Console().print(f"job {r.job_id}: {line}", markup=False, highlight=False, soft_wrap=True)
+        if r.time_left_s is not None and not math.isinf(r.time_left_s):
+            ends = time.strftime("%H:%M", time.localtime(time.time() + r.time_left_s))
+            print(f"job {r.job_id}: {human_seconds(r.time_left_s)} left (SLURM ends it at {ends})", flush=True)
 
 
 _HEALING_TEXT = {
@@ -94,6 +98,16 @@ _HEALING_TEXT = {
     "workers_restored": "worker group {group!r}: workers {workers} restored in {seconds} s",
     "heal_error": "the member watch (healing, members joining and leaving) stopped by an unexpected error: {error}",
 }
+
+
+def human_seconds(seconds: float) -> str:
+    """``75`` -> ``1 min 15 s``, ``7300`` -> ``2 h 1 min``: a time left as people read it."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min" + (f" {s % 60} s" if s % 60 else "")
+    return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")
 
 
 def healing_lines(history: Iterable[dict]) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
+from ..core.end_time import read_time_left
 from ..core.events import read_events
 from ..core.exits import OomKills, with_kills
 from ..core.fields import time_minutes
@@ -37,6 +38,7 @@ class JobSummary:
     oom: tuple[OomKills, ...] = ()  # processes the kernel killed for memory, per node
     healing: tuple[dict[str, Any], ...] = ()  # losses, replacements, members come and gone (core/members.py)
     members: tuple[dict[str, Any], ...] = ()  # the member jobs (--heal's, grow's)
+    time_left_s: float | None = None  # a running job's seconds until SLURM ends it (inf: no limit)
 
     @property
     def shown_state(self) -> str:
@@ -58,6 +60,9 @@ class JobSummary:
             "nodes": self.nodes,
             "exit_code": self.exit_code,
             "exit_reason": self.exit_reason,
+            "time_left_s": None
+            if self.time_left_s is None or math.isinf(self.time_left_s)
+            else round(self.time_left_s),
             **extra,
         }
 
@@ -111,6 +116,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         oom=v.oom,
         healing=v.healing,
         members=v.members,
+        time_left_s=read_time_left(paths.end_time) if slurm_state == "RUNNING" else None,
     )
 
 

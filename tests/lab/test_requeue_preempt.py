@@ -69,3 +69,47 @@ def test_worker_node_slurmd_killed(lab: list[str]) -> None:
     finally:
         # slurmd back on node3, the lab otherwise as it was (its containers, accounting, ...)
         subprocess.run([str(LAB), "up", *lab_up_args()], check=True, timeout=600, capture_output=True)
+
+
+def _scontrol_end(job_id: int) -> float:
+    from slurm_rl.core.end_time import parse_end_time
+
+    out = subprocess.run(["scontrol", "show", "job", "-o", str(job_id)], capture_output=True, text=True, timeout=30)
+    return parse_end_time(out.stdout)
+
+
+@pytest.mark.lab_shared
+def test_time_left_follows_slurms_end_time_also_after_the_limit_changes(lab: list[str]) -> None:
+    """The driver's slurm_rl.time_left() (and `status`) agree with `scontrol show job`'s end time
+    within 5 s, and follow `scontrol update TimeLimit` while the job runs."""
+    import json
+    import time
+
+    from tests.conftest import run_cli
+    from tests.lab.helpers import wait_for
+
+    data = start("time_left.py", nodes=1, extra=("--time", "10"))
+    report = job_dir(data) / "time_left.json"
+
+    def agrees() -> bool:
+        if not report.exists():
+            return False
+        seen = json.loads(report.read_text())
+        return seen["left"] is not None and abs(seen["now"] + seen["left"] - _scontrol_end(data["job_id"])) <= 5
+
+    try:
+        seen = report.read_text() if report.exists() else "no report"
+        assert wait_for(agrees, 90), (seen, _scontrol_end(data["job_id"]))
+        status = json.loads(run_cli("status", str(data["job_id"]), "--json", timeout=60).stdout)
+        assert abs(time.time() + status["time_left_s"] - _scontrol_end(data["job_id"])) <= 5, status
+        shown = run_cli("status", str(data["job_id"]), timeout=60).stdout
+        assert f"job {data['job_id']}: 9 min" in shown and "left (SLURM ends it at" in shown, shown
+        before = _scontrol_end(data["job_id"])
+        subprocess.run(["scontrol", "update", f"JobId={data['job_id']}", "TimeLimit=20"], check=True, timeout=30)
+        assert _scontrol_end(data["job_id"]) - before >= 590
+        assert wait_for(agrees, 40), (report.read_text(), _scontrol_end(data["job_id"]))  # refreshed within 15 s
+        assert json.loads(report.read_text())["left"] > 18 * 60
+    finally:
+        (job_dir(data) / "release").touch()
+    wait_gone(data["job_id"])
+    assert_no_leftovers(lab, data["job_id"])

@@ -1,0 +1,30 @@
+"""Node 0 keeps the job's end time fresh in the job dir (core/end_time.py): asked of SLURM at
+the start and then every ``REFRESH_S`` from the bootstrap's loop, never from the driver."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from ..core.end_time import REFRESH_S, parse_end_time, write_end_time
+from ..core.paths import JobPaths
+
+
+class EndTimeWatch:
+    def __init__(self, job_id: str, paths: JobPaths, refresh_s: float = REFRESH_S) -> None:
+        self.job_id, self.paths, self.refresh_s = job_id, paths, refresh_s
+        self._next = 0.0
+
+    def poll(self) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + self.refresh_s
+        try:
+            res = subprocess.run(
+                ["scontrol", "show", "job", "-o", self.job_id], capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return  # the next poll asks again; time_left() keeps the last answer meanwhile
+        if res.returncode == 0 and "EndTime=" in res.stdout:
+            write_end_time(self.paths.end_time, parse_end_time(res.stdout), time.time())
