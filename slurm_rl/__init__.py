@@ -50,6 +50,14 @@ def on_member_change(callback, poll_s: float = 1.0) -> Any:
     return _on_member_change(callback, poll_s)
 
 
+def heartbeat(note: str = "") -> None:
+    """Tell slurm-rl the run is making progress (besides metrics steps and the driver's own
+    output): `status` shows it, and it keeps a job from counting as stalled (slurm_rl.driver.progress)."""
+    from .driver.progress import heartbeat as _heartbeat
+
+    _heartbeat(note)
+
+
 def time_left() -> float:
     """Seconds until SLURM ends this job, from its end time (a changed time limit shows within
     5 s); inf outside a SLURM job or without a limit (slurm_rl.driver.time_left)."""

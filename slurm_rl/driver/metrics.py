@@ -22,6 +22,7 @@ from typing import Any
 
 from ..core.job_env import JobEnvironment
 from ..core.paths import JobPaths
+from .progress import step_progress
 
 TENSORBOARD_DIR = "tensorboard"
 
@@ -78,6 +79,7 @@ class MetricsLog:
         line = json.dumps({"t": round(time.time(), 3), "attempt": self.attempt, **values}, default=str)
         with open(self.path, "a") as f:
             f.write(line + "\n")
+        step_progress(self.path.parent, values)  # a metrics line is progress (core/progress.py)
         numbers = scalars(values)
         if not numbers:
             return

@@ -20,6 +20,7 @@ from .head import run_head
 from .memory import OomWatch, warn_driver
 from .network import socket_ifname_env
 from .node_cleanup import clean_node
+from .progress_watch import OutputWatch
 from .worker import PRE_JOIN_FILE_POLL_S, run_worker
 
 DRIVER_GRACE_S = 2.0  # a signalled driver gets this long to exit (checkpoint) before the kill
@@ -123,10 +124,13 @@ class Lifecycle:
         next_flag_check = 0.0
         slurm_job = JobEnvironment.current().job_id  # its own id (an array task's too)
         ends = EndTimeWatch(slurm_job, ctx.paths) if ctx.rank == 0 and slurm_job else None  # node 0 of the job
+        output = OutputWatch(ctx.paths.driver_log, ctx.paths.job_dir) if ctx.rank == 0 else None
         while not done.wait(POLL_S):
             note_oom()
             if ends is not None and not ctx.stop_requested.is_set():
                 ends.poll()
+            if output is not None:
+                output.poll()
             if ctx.rank != 0 and ctx.board is None and not ctx.stop_requested.is_set():
                 # node 0 may be done before this node joined, while `ray start` is still blocked
                 # retrying a head that is gone; once joined, the role asks the head's GCS instead

@@ -27,26 +27,34 @@ def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
     JOB` has the elapsed time and memory of a finished job."""
     dirs = list(dirs)
     states = job_states(dirs, client)  # two SLURM calls for the whole list
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for p in dirs:
         summary = summarize(p, states[p.job_id])
         state = replace(summary, state=summary.state.split()[0]).shown_state
         when = time.strftime("%m-%d %H:%M", time.localtime(p.manifest.stat().st_mtime))
-        rows.append((p.job_id, p.name_dir.name, state, when, str(p.job_dir)))
+        ago = short_age(summary.progress.age()) if summary.progress and state.startswith("RUNNING") else ""
+        rows.append((p.job_id, p.name_dir.name, state, when, ago, str(p.job_dir)))
     # ids, states and times stay whole (`slurm-rl list | grep ID` must find the id): the name and
-    # the job dir give way, and only where even they cannot, the lines grow past the terminal
+    # the job dir give way, and only where even they cannot, the lines grow past the terminal;
+    # "progress" (a running job's last progress, its age) only when a job has some
+    heads = ["job", "name", "state", "submitted", "progress", "job dir"]
+    if not any(r[4] for r in rows):
+        heads.remove("progress")
+        rows = [r[:4] + r[5:] for r in rows]
     console = Console()
-    whole = sum(max([len(h)] + [len(r[i]) for r in rows]) for i, h in ((0, "job"), (2, "state"), (3, "submitted")))
-    fixed = whole + 4 * 2  # the gaps between the five columns
+    whole = sum(max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(heads) if h not in ("name", "job dir"))
+    fixed = whole + (len(heads) - 1) * 2  # the gaps between the columns
     name_width = max(6, min(16, console.width - fixed - 12))
     if fixed + name_width + 12 > console.width:
         console = Console(width=fixed + name_width + 12)
     table = Table(box=None, pad_edge=False)
-    table.add_column("job", no_wrap=True, min_width=max(len(r[0]) for r in rows) if rows else 3)
-    table.add_column("name", overflow="ellipsis", max_width=name_width, no_wrap=True)
-    table.add_column("state", no_wrap=True)
-    table.add_column("submitted", no_wrap=True, min_width=11)
-    table.add_column("job dir", overflow="fold", min_width=12)
+    for head in heads:
+        if head == "name":
+            table.add_column(head, overflow="ellipsis", max_width=name_width, no_wrap=True)
+        elif head == "job dir":
+            table.add_column(head, overflow="fold", min_width=12)
+        else:
+            table.add_column(head, no_wrap=True, min_width=max(len(r[heads.index(head)]) for r in rows) if rows else 0)
     for row in rows:
         table.add_row(*row)
     console.print(table)
@@ -81,6 +89,9 @@ def print_table(rows: Iterable[JobSummary]) -> None:
             Console().print(f"job {r.job_id}: {oom_line(list(r.oom))}", markup=False, highlight=False, soft_wrap=True)
         for line in healing_lines(r.healing):
             Console().print(f"job {r.job_id}: {line}", markup=False, highlight=False, soft_wrap=True)
+        if r.progress is not None and r.state.split()[0] in ("RUNNING", "COMPLETING"):
+            when = time.strftime("%H:%M:%S", time.localtime(r.progress.t))
+            print(f"job {r.job_id}: last progress {when} ({r.progress.what}), {human_seconds(r.progress.age())} ago")
         if r.time_left_s is not None and not math.isinf(r.time_left_s):
             ends = time.strftime("%H:%M", time.localtime(time.time() + r.time_left_s))
             print(f"job {r.job_id}: {human_seconds(r.time_left_s)} left (SLURM ends it at {ends})", flush=True)
@@ -98,6 +109,12 @@ _HEALING_TEXT = {
     "workers_restored": "worker group {group!r}: workers {workers} restored in {seconds} s",
     "heal_error": "the member watch (healing, members joining and leaving) stopped by an unexpected error: {error}",
 }
+
+
+def short_age(seconds: float) -> str:
+    """An age in one short word: ``42s``, ``3m``, ``2h``, ``1d``."""
+    s = int(seconds)
+    return f"{s}s" if s < 60 else f"{s // 60}m" if s < 3600 else f"{s // 3600}h" if s < 86400 else f"{s // 86400}d"
 
 
 def human_seconds(seconds: float) -> str:

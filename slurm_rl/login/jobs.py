@@ -19,6 +19,8 @@ from ..core.job_dir import read_job_dir
 from ..core.job_ids import JobId, is_local
 from ..core.members import GROW, nodes_now
 from ..core.paths import JobPaths
+from ..core.progress import Progress
+from ..core.progress import last as last_progress
 from ..slurm import JobRecord, JobState, SlurmClient
 from .follow import LogFollower, last_traceback
 from .lookup import job_state_for
@@ -39,6 +41,7 @@ class JobSummary:
     healing: tuple[dict[str, Any], ...] = ()  # losses, replacements, members come and gone (core/members.py)
     members: tuple[dict[str, Any], ...] = ()  # the member jobs (--heal's, grow's)
     time_left_s: float | None = None  # a running job's seconds until SLURM ends it (inf: no limit)
+    progress: Progress | None = None  # the newest progress (core/progress.py), None before the first
 
     @property
     def shown_state(self) -> str:
@@ -117,6 +120,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         healing=v.healing,
         members=v.members,
         time_left_s=read_time_left(paths.end_time) if slurm_state == "RUNNING" else None,
+        progress=last_progress(paths.job_dir),
     )
 
 

@@ -8,7 +8,17 @@ import re
 import pytest
 
 from tests.conftest import REPO, run_cli
-from tests.lab.helpers import SPEC, assert_no_leftovers, job_dir, start, submit, tagged_json, wait_gone, wait_ready
+from tests.lab.helpers import (
+    SPEC,
+    assert_no_leftovers,
+    job_dir,
+    start,
+    submit,
+    tagged_json,
+    wait_for,
+    wait_gone,
+    wait_ready,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(240)]
 
@@ -91,4 +101,42 @@ def test_a_plain_ray_driver_sees_every_node_and_gets_the_state_api_with_dashboar
     cluster = json.loads((job_dir(data) / "cluster.json").read_text())
     gym = (job_dir(data) / "gym_env.yaml").read_text()
     assert gym == f'ray_head_node_address: "{cluster["address"]}"\n'
+    assert_no_leftovers(lab, data["job_id"])
+
+
+def test_status_and_list_show_the_last_progress_not_the_workers_lines(lab: list[str]) -> None:
+    """Issue 58's progress: a metrics step, then 8 s of a worker's lines that Ray forwards into
+    the driver's log (not progress: status still names the step, now older), then a heartbeat."""
+    import time as _time
+
+    data = start("progress_check.py", nodes=1)
+    jd = job_dir(data)
+
+    def status() -> dict:
+        return json.loads(run_cli("status", str(data["job_id"]), "--json", timeout=60).stdout)
+
+    def reached(name: str) -> None:
+        assert wait_for((jd / f"phase-{name}").exists, 120), f"the driver never reached {name}"
+
+    try:
+        reached("step")
+        assert wait_for(lambda: (status()["progress"] or {}).get("what") == "step 3", 15), status()
+        (jd / "go-step").touch()
+        reached("chatter")
+        seen = status()["progress"]
+        assert seen["what"] == "step 3" and _time.time() - seen["t"] >= 7, seen  # the worker's lines did not count
+        assert "worker line" in (jd / "logs" / "driver.log").read_text()
+        shown = run_cli("status", str(data["job_id"]), timeout=60).stdout
+        assert f"job {data['job_id']}: last progress " in shown and "(step 3)" in shown, shown
+        listed = run_cli("list", timeout=60).stdout
+        row = next(line for line in listed.splitlines() if line.startswith(str(data["job_id"])))
+        assert "progress" in listed.splitlines()[0] and re.search(r"RUNNING\s+\S+ \S+\s+\d+s", row), listed
+        (jd / "go-chatter").touch()
+        reached("heartbeat")
+        assert status()["progress"]["what"] == "heartbeat: eval"
+        (jd / "go-heartbeat").touch()
+    finally:
+        for name in ("step", "chatter", "heartbeat"):
+            (jd / f"go-{name}").touch()
+    wait_gone(data["job_id"])
     assert_no_leftovers(lab, data["job_id"])
