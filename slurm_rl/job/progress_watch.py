@@ -20,12 +20,14 @@ class OutputWatch:
         self._offset = driver_log.stat().st_size if driver_log.exists() else 0
         self._partial = b""
         self._next = 0.0
+        self._last_read = time.time()  # the line came after this: the time it is noted with
 
     def poll(self) -> None:
         now = time.monotonic()
         if now < self._next:
             return
         self._next = now + POLL_S
+        since, self._last_read = self._last_read, time.time()  # what is new was written in between
         try:
             size = self.log.stat().st_size
             if size <= self._offset:
@@ -38,4 +40,6 @@ class OutputWatch:
         self._offset = size
         *lines, self._partial = data.split(b"\n")
         if progress.own_output([line.decode(errors="replace") for line in lines]):
-            progress.record(self.job_dir, "output", "driver output")
+            # written after the previous read, when exactly is not known: the earliest it can
+            # have been, so a metrics step the driver logged after it stays the newest news
+            progress.record(self.job_dir, "output", "driver output", t=since)

@@ -66,6 +66,9 @@ class JobSummary:
             "time_left_s": None
             if self.time_left_s is None or math.isinf(self.time_left_s)
             else round(self.time_left_s),
+            "progress": None
+            if self.progress is None
+            else {"t": self.progress.t, "what": self.progress.what, "age_s": round(self.progress.age())},
             **extra,
         }
 

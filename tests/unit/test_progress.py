@@ -55,12 +55,17 @@ def test_the_watch_counts_only_new_own_lines(tmp_path: Path) -> None:
     watch._next = 0.0
     watch.poll()
     assert progress.last(tmp_path) is None  # a worker's line
+    time.sleep(0.3)
+    watch._next = 0.0
+    watch.poll()  # nothing new: the next line comes after this read
+    read_at = time.time()
     with open(log, "a") as f:
         f.write("step 1 done\n")
     watch._next = 0.0
     watch.poll()
     seen = progress.last(tmp_path)
     assert seen is not None and seen.what == "driver output"
+    assert read_at - 0.2 <= seen.t <= read_at + 0.001  # noted at the read before it (ms), not at the first
 
 
 def test_the_newest_source_wins(tmp_path: Path) -> None:
