@@ -60,7 +60,8 @@ def heartbeat(note: str = "") -> None:
 
 def time_left() -> float:
     """Seconds until SLURM ends this job, from its end time (a changed time limit shows within
-    5 s); inf outside a SLURM job or without a limit (slurm_rl.driver.time_left)."""
+    15 s: node 0 asks SLURM that often); inf outside a SLURM job or without a limit
+    (slurm_rl.driver.time_left)."""
     from .driver.time_left import time_left as _time_left
 
     return _time_left()

@@ -31,6 +31,7 @@ def parse_end_time(scontrol_line: str) -> float:
 
 
 def write_end_time(path: Path, end: float, asked: float) -> None:
+    """``end`` (None: no limit) and when SLURM was asked, for whoever reads the file by hand."""
     write_json(path, {"end": None if math.isinf(end) else end, "asked": asked})
 
 
