@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import LAB, REPO
 from tests.lab.helpers import lab_spec, pyxis_missing
 
-pytestmark = [pytest.mark.lab, pytest.mark.smoke, pytest.mark.smoke_oldest, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.lab, pytest.mark.smoke, pytest.mark.smoke_versions, pytest.mark.timeout(300)]
 
 
 def doctor(spec: Path, *args: str) -> tuple[int, dict[str, dict]]:

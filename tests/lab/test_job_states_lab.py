@@ -31,7 +31,7 @@ def slow_epilog(lab: list[str]) -> Iterator[list[str]]:
 
 
 @pytest.mark.smoke
-@pytest.mark.smoke_oldest
+@pytest.mark.smoke_versions
 def test_a_wait_ends_on_slurms_final_state_never_on_the_exit_file(slow_epilog: list[str]) -> None:
     res, data = submit("exit_code.py", "3", nodes=2, timeout=180)
     returned = time.time()

@@ -15,7 +15,7 @@ from tests.lab.helpers import assert_no_leftovers, job_dir, submit
 pytestmark = [
     pytest.mark.lab,
     pytest.mark.smoke,
-    pytest.mark.smoke_oldest,
+    pytest.mark.smoke_versions,
     pytest.mark.four_nodes,
     pytest.mark.timeout(420),
 ]

@@ -57,7 +57,7 @@ def sacct(job_id: int, *fields: str) -> list[list[str]]:
 
 
 @pytest.mark.smoke
-@pytest.mark.smoke_oldest
+@pytest.mark.smoke_versions
 def test_site_options_reach_slurm_and_the_job_runs(site: list[str]) -> None:
     """QOS (on a partition only that QOS may use), a constraint, exclusive nodes, memory and an
     escape-hatch sbatch argument: all in SLURM's view of the job, which runs to the end."""
@@ -158,7 +158,7 @@ def test_an_interpreter_missing_on_the_nodes_only_is_the_jobs_exit_reason(lab: l
 
 
 @pytest.mark.smoke
-@pytest.mark.smoke_oldest
+@pytest.mark.smoke_versions
 def test_teardown_in_an_enforced_account_carries_it_and_leaves_nothing(site: list[str]) -> None:
     """A teardown of a job that ended without its nodes' cleanup (its node bootstraps killed with
     SIGKILL here, which they cannot catch, then cancelled; at a site: lost) cleans its nodes

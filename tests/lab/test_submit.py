@@ -58,7 +58,7 @@ def test_three_node_job(lab: list[str]) -> None:
 
 @pytest.mark.lab_shared
 @pytest.mark.smoke
-@pytest.mark.smoke_oldest
+@pytest.mark.smoke_versions
 def test_driver_exit_code_is_the_job_exit_code(lab: list[str]) -> None:
     res, data = submit("exit_code.py", "3", nodes=1)
     assert res.returncode == 3, (res.stdout, res.stderr)
