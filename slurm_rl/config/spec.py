@@ -68,6 +68,8 @@ class ClusterSpec(BaseModel):
     ray_client: bool = False  # every job serves Ray Client on its head (--ray-client)
     snapshot: bool = False  # every job runs from a copy of its git repository (--snapshot)
     heal: int = Field(default=0, ge=0)  # every job replaces up to this many lost worker nodes (--heal)
+    stall_timeout: str | None = None  # every job's --stall-timeout (30m), checked as the flag is
+    stall_action: Literal["warn", "fail", "requeue"] | None = None  # and its --stall-action
     mem: SlurmMemory | None = None
     mem_per_cpu: SlurmMemory | None = None
     gres: Gres | None = None

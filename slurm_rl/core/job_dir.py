@@ -15,6 +15,7 @@ from .job_ids import JobId, parse_job_id
 from .manifest import JobManifest, load_manifest
 from .members import joined_nodes, member_history, member_jobs
 from .paths import JobPaths
+from .progress import open_stall
 
 PHASES = [
     "submitted",
@@ -41,6 +42,7 @@ class JobDirView:
     oom: tuple[OomKills, ...]
     healing: tuple[dict[str, Any], ...] = ()  # members: losses, requests, joins, leaves, restores
     members: tuple[dict[str, Any], ...] = ()  # member jobs (core/members.py): --heal's and grow's
+    stall: dict[str, Any] | None = None  # the open ``stalled`` event (core/progress.py), if any
 
 
 def read_job_dir(paths: JobPaths) -> JobDirView:
@@ -67,6 +69,7 @@ def read_job_dir(paths: JobPaths) -> JobDirView:
         tuple(oom_kills(events)),
         tuple(member_history(events)),
         tuple(member_jobs(events)),
+        open_stall(events),
     )
 
 

@@ -78,6 +78,27 @@ def _signal_problem(v: str) -> str | None:
     return None
 
 
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?$")
+MIN_STALL_S = 20
+
+
+def duration_seconds(text: str) -> float:
+    """ "90" or "90s" -> 90, "30m" -> 1800, "1h30m" -> 5400; ValueError for anything else."""
+    m = _DURATION.match(text.strip())
+    if not m or not any(m.groups()):
+        raise ValueError(text)
+    h, mi, s = (int(g or 0) for g in m.groups())
+    return float(h * 3600 + mi * 60 + s)
+
+
+def _stall_problem(v: str) -> str | None:
+    try:
+        seconds = duration_seconds(v)
+    except ValueError:
+        return "use a duration such as 30m, 90s or 1h"
+    return f"must be at least {MIN_STALL_S} s (e.g. 30m)" if seconds < MIN_STALL_S else None
+
+
 def _escape_hatch(unsafe: dict[str, str], has_flag: dict[str, str] | None = None) -> Any:
     def problem(args: tuple[str, ...] | list[str]) -> str | None:
         for arg in args:
@@ -113,6 +134,7 @@ JobName = Annotated[
     str, rule(lambda v: "use up to 64 letters, digits, '.', '_' or '-'" if v and not _NAME.match(v) else None)
 ]
 WarningSignal = Annotated[str, rule(_signal_problem)]
+StallTimeout = Annotated[str, rule(_stall_problem)]
 SbatchArgs = Annotated[tuple[str, ...], _escape_hatch(SBATCH_UNSAFE, SBATCH_HAS_FLAG)]
 SrunArgs = Annotated[tuple[str, ...], _escape_hatch(SRUN_OWNED)]
 SbatchArgList = Annotated[list[str], _escape_hatch(SBATCH_UNSAFE, SBATCH_HAS_FLAG)]  # the spec's (a JSON list)

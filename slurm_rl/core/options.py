@@ -28,7 +28,7 @@ from .fields import (
     SlurmTime,
     time_minutes,
 )
-from .nodelist import expand_hostlist
+from .option_checks import check_combinations
 from .option_rules import (
     DEFAULT_SIGNAL,
     AtLeast0,
@@ -39,6 +39,7 @@ from .option_rules import (
     SbatchArgs,
     Seconds,
     SrunArgs,
+    StallTimeout,
     WarningSignal,
     option,
     signal_seconds,
@@ -118,6 +119,21 @@ class JobOptions(BaseModel):
     )
     heal_timeout_s: Seconds = option(
         600.0, "--heal-timeout", metavar="SECONDS", help="With --heal: fail once a replacement has not joined in this."
+    )
+    stall_timeout: StallTimeout | None = option(
+        None,
+        "--stall-timeout",
+        spec=True,
+        metavar="DURATION",
+        help="No progress (a metrics step, heartbeat() or the driver's own output) for this long after "
+        "the first is a stall: its stacks are taken, then --stall-action. E.g. 30m, 90s, 1h (>= 20 s).",
+    )
+    stall_action: Literal["warn", "fail", "requeue"] | None = option(
+        None,
+        "--stall-action",
+        spec=True,
+        help="On a stall: warn (the job runs on; the default), fail (it ends FAILED, its GPUs go back) "
+        "or requeue (within --requeue's budget).",
     )
     min_nodes: int | None = option(
         None, "--min-nodes", metavar="K", help="Go on once K nodes are up (unset: all); the rest join later."
@@ -232,46 +248,8 @@ class JobOptions(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _site_options_agree(self) -> JobOptions:
-        if self.mem and self.mem_per_cpu:
-            raise FieldProblem("mem_per_cpu", self.mem_per_cpu, "contradicts --mem (SLURM takes one of the two)")
-        if self.exclusive and self.oversubscribe:
-            raise FieldProblem("oversubscribe", True, "contradicts --exclusive")
-        placed = self.nodes if self.head_partition else self.total_nodes
-        if self.segment and placed % self.segment:
-            raise FieldProblem("segment", self.segment, f"must divide the job's {placed} nodes (whole segments)")
-        if self.nodelist:
-            named = set(expand_hostlist(self.nodelist))
-            if len(named) > self.nodes:
-                raise FieldProblem(
-                    "nodelist", repr(self.nodelist), f"names {len(named)} nodes but --nodes is {self.nodes}"
-                )
-            both = sorted(named & set(expand_hostlist(self.exclude or "")))
-            if both:
-                raise FieldProblem("nodelist", repr(self.nodelist), f"and --exclude both name {', '.join(both)}")
-        return self
-
-    @model_validator(mode="after")
-    def _array_or_chain(self) -> JobOptions:
-        if self.array and self.heterogeneous:
-            raise FieldProblem(
-                "head_partition",
-                repr(self.head_partition),
-                "makes a heterogeneous job, which SLURM cannot run as a job array (a sweep); "
-                "drop it (--head-node cpu works in a sweep)",
-            )
-        if self.array and self.chain > 1:
-            raise FieldProblem("chain", self.chain, "does not combine with a sweep; submit the sweep without it")
-        return self
-
-    @model_validator(mode="after")
-    def _min_nodes_and_heal(self) -> JobOptions:
-        if self.min_nodes is not None and not 1 <= self.min_nodes <= self.total_nodes:
-            raise FieldProblem("min_nodes", self.min_nodes, f"must be 1..{self.total_nodes} (the job's Ray nodes)")
-        if self.heal and self.total_nodes < 2:
-            raise FieldProblem("heal", self.heal, "replaces worker nodes: the job needs --nodes 2 or more")
-        if self.heal and self.heterogeneous:
-            raise FieldProblem("heal", self.heal, "does not combine with --head-partition yet; use --head-node cpu")
+    def _combinations(self) -> JobOptions:
+        check_combinations(self)
         return self
 
     def replace(self, **changes: Any) -> JobOptions:

@@ -53,3 +53,39 @@ def last(job_dir: Path) -> Progress | None:
 def own_output(lines: list[str]) -> bool:
     """Whether any of these driver-log lines is the driver's own (not forwarded, not blank)."""
     return any(line.strip() and not FORWARDED.match(line) for line in lines)
+
+
+def stall_text(idle_s: float, last: Progress, stacks: Path | None) -> str:
+    """ "stalled for 31 min (last progress: step 1234 at 14:02:07), stacks: PATH" """
+    at = time.strftime("%H:%M:%S", time.localtime(last.t))
+    where = f", stacks: {stacks}" if stacks else ""
+    return f"stalled for {human(idle_s)} (last progress: {last.what} at {at}){where}"
+
+
+def human(seconds: float) -> str:
+    s = int(seconds)
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        return f"{s // 60} min"
+    return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+def open_stall(events: list[dict]) -> dict | None:
+    """The job's ``stalled`` event while no ``stall_ended`` or new attempt came after it."""
+    found = None
+    for ev in events:
+        name = ev.get("event")
+        if name == "stalled":
+            found = ev
+        elif name == "stall_ended" or (name == "node_start" and found and ev.get("attempt") != found.get("attempt")):
+            found = None
+    return found
+
+
+def stall_line(stall: dict, now: float | None = None) -> str:
+    """What `status`, `--wait` and `logs -f` say of an open stall (its age counts on)."""
+    last_t = float(stall.get("last_t") or 0)
+    idle = (time.time() if now is None else now) - last_t
+    stacks = Path(stall["stacks"]) if stall.get("stacks") else None
+    return stall_text(idle, Progress(last_t, str(stall.get("last", "?"))), stacks)

@@ -14,6 +14,8 @@ import time
 from ..core.events import read_events, write_atomic
 from ..core.exits import STOPPED_RC, OomKills, exit_reason, record_exit, shell_exit_code, with_oom_kills
 from ..core.job_env import MEMBER_RANK_BASE, JobEnvironment
+from ..core.option_rules import duration_seconds
+from ..core.stacks import STACKS_DIR_ENV, nccl_evidence_env
 from .context import POLL_S, NodeContext, NodeFailure, Stopped
 from .end_time import EndTimeWatch
 from .head import run_head
@@ -21,6 +23,8 @@ from .memory import OomWatch, warn_driver
 from .network import socket_ifname_env
 from .node_cleanup import clean_node
 from .progress_watch import OutputWatch
+from .stacks_watch import StacksWatch
+from .stall_watch import StallWatch
 from .worker import PRE_JOIN_FILE_POLL_S, run_worker
 
 DRIVER_GRACE_S = 2.0  # a signalled driver gets this long to exit (checkpoint) before the kill
@@ -41,6 +45,7 @@ class Lifecycle:
         self.ctx = ctx
         self.failed_setup = failed_setup
         self._stop_seen_at: float | None = None
+        self.stalled = ""  # why node 0 ended a stalled job (--stall-action fail or requeue)
 
     def on_signal(self, signum: int, _frame: object) -> None:
         ctx = self.ctx
@@ -68,6 +73,12 @@ class Lifecycle:
             )
         # the batch script forwards SLURM's warning signal once every node has started
         write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "started"), ctx.node + "\n")
+        # every Python process of the job on this node arms its stack dump here (core/stacks.py)
+        os.environ[STACKS_DIR_ENV] = self.stacks_dir
+        for name, value in nccl_evidence_env(ctx.paths.job_dir).items():  # a hung NCCL collective's record
+            os.environ.setdefault(name, value)
+        if ctx.gpus:
+            (ctx.paths.job_dir / "nccl").mkdir(exist_ok=True)
         # NCCL and gloo on the interface the spec chose (Ray, the driver and workers inherit them)
         chosen = socket_ifname_env(ctx.address, dict(os.environ))
         os.environ.update(chosen)
@@ -125,8 +136,13 @@ class Lifecycle:
         slurm_job = JobEnvironment.current().job_id  # its own id (an array task's too)
         ends = EndTimeWatch(slurm_job, ctx.paths) if ctx.rank == 0 and slurm_job else None  # node 0 of the job
         output = OutputWatch(ctx.paths.driver_log, ctx.paths.job_dir) if ctx.rank == 0 else None
+        stacks = StacksWatch(ctx.paths.job_dir, ctx.node, self.stacks_dir)
+        stall = self.stall_watch()
         while not done.wait(POLL_S):
             note_oom()
+            stacks.poll()
+            if stall is not None and not ctx.stop_requested.is_set():
+                self.stop_stalled(stall.poll())
             if ends is not None and not ctx.stop_requested.is_set():
                 ends.poll()
             if output is not None:
@@ -148,11 +164,49 @@ class Lifecycle:
         finally:
             self.cleanup()
 
+    @property
+    def stacks_dir(self) -> str:
+        return os.path.join(self.ctx.temp_dir, "stacks")
+
+    def stall_watch(self) -> StallWatch | None:
+        """Node 0 of a job with --stall-timeout watches its progress."""
+        ctx, opts = self.ctx, self.ctx.manifest
+        if ctx.rank != 0 or not opts.stall_timeout:
+            return None
+        return StallWatch(
+            ctx.paths.job_dir,
+            ctx.paths.job_id,
+            ctx.attempt,
+            duration_seconds(opts.stall_timeout),
+            opts.stall_action or "warn",
+            ctx.event,
+            ctx.say,
+        )
+
+    def stop_stalled(self, reason: str | None) -> None:
+        """A stall that ends the job: the driver is stopped as by scancel, the reason kept."""
+        if not reason:
+            return
+        ctx = self.ctx
+        self.stalled = ctx.stop_reason = reason
+        ctx.stop_requested.set()
+        if ctx.driver is not None and ctx.driver.poll() is None:
+            try:
+                ctx.driver.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
     def conclude(self, outcome: dict[str, object]) -> int:
         """The node's exit code from the role's outcome; node 0 records the job's exit. A member
         job's node never ends the job it joined (the head's watcher sees it leave)."""
         ctx = self.ctx
         member = ctx.rank >= MEMBER_RANK_BASE
+        if self.stalled and "failure" not in outcome:  # FAILED whatever the stopped driver returned
+            rc = outcome.get("rc")
+            killed = isinstance(rc, int) and rc < 0
+            code = shell_exit_code(rc) if killed else 1  # type: ignore[arg-type]
+            self.finish(code, exit_reason(rc, self.stalled) if killed else self.stalled)  # type: ignore[arg-type]
+            return code
         if "failure" in outcome:
             exc = outcome["failure"]
             msg = f"{ctx.node}: {exc}; see {ctx.paths.node_log(ctx.node)}"

@@ -20,7 +20,7 @@ LOCAL = "local"  # --login local: run here even if the spec names a login node
 # what runs on the login node from a laptop; `run` (no SLURM) and `spec` (a local file) stay here
 FORWARDED = (
     "submit", "render", "sweep", "sweep-summary", "status", "list", "logs", "plot", "attach",
-    "teardown", "cancel", "grow", "shrink", "doctor", "fetch", "dashboard",
+    "stacks",    "teardown", "cancel", "grow", "shrink", "doctor", "fetch", "dashboard",
 )  # fmt: skip
 
 

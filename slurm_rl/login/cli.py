@@ -11,7 +11,7 @@ import click
 from .._version import __version__
 from ..config.spec import load_spec, resolve_spec_path
 from ..core.paths import current_user
-from . import cli_images, cli_jobs, cli_members, cli_results, cli_sweep
+from . import cli_images, cli_jobs, cli_members, cli_results, cli_stacks, cli_sweep
 from .cli_common import CONTEXT, Main, _resolve, job_options
 
 
@@ -225,6 +225,7 @@ for _command in (
     cli_jobs.logs,
     cli_jobs.plot,
     cli_jobs.attach,
+    cli_stacks.stacks,
     cli_jobs.teardown,
     cli_jobs.cancel,
     cli_members.grow,

@@ -60,6 +60,7 @@ def logs(job: str, node: str | None, batch: bool, follow: bool, spec_flag: str |
     """Print a job's driver log (or --node NODE, --batch). JOB: a SLURM job id or a local run's id."""
     from ..core.events import read_events
     from ..core.exits import oom_kills, oom_line
+    from ..core.progress import open_stall, stall_line
     from ..slurm import SlurmClient
     from .follow import follow_file
     from .jobs import GentleState, end_line, summarize
@@ -81,8 +82,17 @@ def logs(job: str, node: str | None, batch: bool, follow: bool, spec_flag: str |
             click.echo(f"slurm-rl: job {job_id}: {oom}", err=True)
         return
     gentle = GentleState(paths, job_id, client)
+    said: list[object] = [None]  # the open stall already told (its last progress time)
+
+    def done() -> bool:  # SLURM's final state; on the way, a stall said once on stderr
+        stall = open_stall(read_events(paths.events))
+        if stall and stall.get("last_t") != said[0]:
+            said[0] = stall.get("last_t")
+            click.echo(f"slurm-rl: job {job_id}: {stall_line(stall)}", err=True)
+        return gentle.poll()
+
     try:
-        follow_file(path, gentle.poll)
+        follow_file(path, done)
     except KeyboardInterrupt:
         _still_running(job_id)
     click.echo(end_line(summarize(paths, gentle.state)), err=True)

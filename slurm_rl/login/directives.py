@@ -92,6 +92,7 @@ def member_directives(opts: JobOptions, name_dir: Path) -> list[str]:
         segment=None,
         nodelist=None,
         requeue=0,
+        stall_action=None,  # (requeue needs --requeue) the job's head watches for stalls
         heal=0,
         min_nodes=None,
         head_partition=None,

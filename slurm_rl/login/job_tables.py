@@ -16,6 +16,7 @@ from rich.table import Table
 from ..config.spec import ClusterSpec
 from ..core.exits import oom_line
 from ..core.paths import JobPaths
+from ..core.progress import stall_line
 from ..slurm import JobRecord, SlurmClient
 from .jobs import JobSummary, summarize, with_record
 from .lookup import job_states, status_targets
@@ -92,6 +93,8 @@ def print_table(rows: Iterable[JobSummary]) -> None:
         if r.progress is not None and r.state.split()[0] in ("RUNNING", "COMPLETING"):
             when = time.strftime("%H:%M:%S", time.localtime(r.progress.t))
             print(f"job {r.job_id}: last progress {when} ({r.progress.what}), {human_seconds(r.progress.age())} ago")
+        if r.stall is not None:
+            print(f"job {r.job_id}: {stall_line(r.stall)}")
         if r.time_left_s is not None and not math.isinf(r.time_left_s):
             ends = time.strftime("%H:%M", time.localtime(time.time() + r.time_left_s))
             print(f"job {r.job_id}: {human_seconds(r.time_left_s)} left (SLURM ends it at {ends})", flush=True)

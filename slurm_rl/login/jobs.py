@@ -19,7 +19,7 @@ from ..core.job_dir import read_job_dir
 from ..core.job_ids import JobId, is_local
 from ..core.members import GROW, nodes_now
 from ..core.paths import JobPaths
-from ..core.progress import Progress
+from ..core.progress import Progress, stall_line
 from ..core.progress import last as last_progress
 from ..slurm import JobRecord, JobState, SlurmClient
 from .follow import LogFollower, last_traceback
@@ -42,6 +42,7 @@ class JobSummary:
     members: tuple[dict[str, Any], ...] = ()  # the member jobs (--heal's, grow's)
     time_left_s: float | None = None  # a running job's seconds until SLURM ends it (inf: no limit)
     progress: Progress | None = None  # the newest progress (core/progress.py), None before the first
+    stall: dict[str, Any] | None = None  # a running job's open stall (its ``stalled`` event)
 
     @property
     def shown_state(self) -> str:
@@ -69,6 +70,7 @@ class JobSummary:
             "progress": None
             if self.progress is None
             else {"t": self.progress.t, "what": self.progress.what, "age_s": round(self.progress.age())},
+            "stall": None if self.stall is None else {**self.stall, "line": stall_line(self.stall)},
             **extra,
         }
 
@@ -110,11 +112,12 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
     exit_reason = with_kills(exit_reason, list(v.oom))  # also a node's report after node 0 recorded the exit
     grown = sum(len(nodes_now(m)) for m in v.members if m["kind"] == GROW)
     nodes = (v.manifest.total_nodes if v.manifest else 0) + grown  # `grow`'s members, while in the job
+    stall = v.stall if slurm_state == "RUNNING" else None
     return JobSummary(
         v.job_id,
         paths,
         slurm_state,
-        v.phase,
+        "stalled" if stall else v.phase,
         v.nodes_up,
         nodes,
         exit_code,
@@ -124,6 +127,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         members=v.members,
         time_left_s=read_time_left(paths.end_time) if slurm_state == "RUNNING" else None,
         progress=last_progress(paths.job_dir),
+        stall=stall,
     )
 
 
@@ -187,6 +191,7 @@ def wait_for_job(
     last = None
     gentle = GentleState(paths, job_id, client)
     driver = LogFollower(paths.driver_log)
+    said_stall: float | None = None  # the open stall already printed (its last progress time)
     with console.status(f"job {job_id}: submitted", spinner="dots") as st:
         while True:
             ended = gentle.poll()
@@ -197,6 +202,9 @@ def wait_for_job(
             if not quiet:
                 for line in driver.new_lines():  # the driver's output, above the spinner
                     console.print(line, markup=False, highlight=False, soft_wrap=True)
+                if summary.stall and summary.stall.get("last_t") != said_stall:
+                    said_stall = summary.stall.get("last_t")
+                    console.print(f"slurm-rl: job {job_id}: {stall_line(summary.stall)}", markup=False, highlight=False)
                 if text != last:
                     st.update(text)
                     last = text

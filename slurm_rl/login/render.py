@@ -184,6 +184,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         files=finalize_files(),
         pyxis=spec.container_runtime == "pyxis",  # a requeue first removes the attempt's containers
         requeue=opts.requeue,
+        stall_fails=opts.stall_action == "fail",  # a stall under --stall-action fail is never requeued
         chain=opts.chain > 1 or bool(opts.run_dir),
         run_dir=shlex.quote(opts.run_dir) if opts.run_dir else '"$SLURM_RL_JOB_DIR"',
         requested_limit=REQUESTED_REQUEUE_LIMIT,

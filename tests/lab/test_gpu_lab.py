@@ -89,7 +89,8 @@ def check_workers(report: dict, gpus_per_node: int, nodes: int, scontrol: str = 
     [
         (),
         pytest.param(
-            ("--head-partition", "labcpu", "--partition", "labgpu"), marks=[pytest.mark.smoke, pytest.mark.smoke_versions]
+            ("--head-partition", "labcpu", "--partition", "labgpu"),
+            marks=[pytest.mark.smoke, pytest.mark.smoke_versions],
         ),
     ],
     ids=["gpu-nodes", "cpu-head-hetjob"],

@@ -16,6 +16,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ...core.stacks import arm
+
 LAUNCHER_PREFIXES = ("SLURM_", "SLURMD_", "PMI_", "PMIX_", "OMPI_", "MPI_")
 INHERITED_RAY_VARS = ("RAY_JOB_ID", "RAY_RAYLET_PID")
 # Ray's own record of a previous job's setup hook (set in the driver's os.environ by ray.init):
@@ -40,15 +42,20 @@ def worker_env_vars(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def scrub_launcher_env() -> None:
-    """Worker setup hook: drop launcher variables from this worker process's environment (and
-    so from every process it starts). Self-contained: it runs where slurm_rl may not exist."""
+    """Worker setup hook: arm this worker's stack dump where the job's node asks for it
+    (core/stacks.py: ``slurm-rl stacks`` and stall reports), then drop launcher variables from
+    its environment (and so from every process it starts). Self-contained: it runs where
+    slurm_rl may not exist (``arm_stack_dump`` travels with it, by value)."""
     import os as _os
 
+    arm_stack_dump(_os.environ.get("SLURM_RL_STACKS_DIR", ""), "worker")
     prefixes = ("SLURM_", "SLURMD_", "PMI_", "PMIX_", "OMPI_", "MPI_")
     for name in list(_os.environ):
         if name.startswith(prefixes) or name in ("RAY_JOB_ID", "RAY_RAYLET_PID"):
             del _os.environ[name]
 
+
+arm_stack_dump = arm  # by this name in the hook's globals, by import path and by value alike
 
 # the hook by import path: for Ray Client drivers, whose job config Ray pickles plainly (a
 # by-value function cannot travel); the job's nodes run slurm_rl's Python, so the name resolves
@@ -56,10 +63,13 @@ SETUP_HOOK_NAME = f"{__name__}.scrub_launcher_env"
 
 
 def setup_hook() -> Any:
-    """``scrub_launcher_env`` as a value Ray pickles by value (not by module reference)."""
+    """``scrub_launcher_env`` as a value Ray pickles by value (not by module reference), with
+    ``arm_stack_dump`` by value in its globals."""
     import types
 
-    return types.FunctionType(scrub_launcher_env.__code__, {"__builtins__": __builtins__}, "scrub_launcher_env")
+    plain = {"__builtins__": __builtins__}
+    armed = types.FunctionType(arm.__code__, plain, "arm_stack_dump")
+    return types.FunctionType(scrub_launcher_env.__code__, {**plain, "arm_stack_dump": armed}, "scrub_launcher_env")
 
 
 def merge_runtime_env(*layers: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -1,0 +1,66 @@
+"""The job options' checks across fields (core/options.py calls them after each field's own
+rule): contradictions, and combinations SLURM or slurm-rl cannot run; each names one field."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .fields import FieldProblem
+from .nodelist import expand_hostlist
+
+if TYPE_CHECKING:
+    from .options import JobOptions
+
+
+def check_combinations(opts: JobOptions) -> None:
+    site_options_agree(opts)
+    array_or_chain(opts)
+    min_nodes_and_heal(opts)
+    stall_options(opts)
+
+
+def stall_options(opts: JobOptions) -> None:
+    if opts.stall_action and not opts.stall_timeout:
+        raise FieldProblem(
+            "stall_action", repr(opts.stall_action), "acts on a stall: give --stall-timeout too (e.g. 30m)"
+        )
+    if opts.stall_action == "requeue" and opts.requeue < 1:
+        raise FieldProblem("stall_action", "'requeue'", "requeues within --requeue's budget: add --requeue N (N >= 1)")
+
+
+def site_options_agree(opts: JobOptions) -> None:
+    if opts.mem and opts.mem_per_cpu:
+        raise FieldProblem("mem_per_cpu", opts.mem_per_cpu, "contradicts --mem (SLURM takes one of the two)")
+    if opts.exclusive and opts.oversubscribe:
+        raise FieldProblem("oversubscribe", True, "contradicts --exclusive")
+    placed = opts.nodes if opts.head_partition else opts.total_nodes
+    if opts.segment and placed % opts.segment:
+        raise FieldProblem("segment", opts.segment, f"must divide the job's {placed} nodes (whole segments)")
+    if opts.nodelist:
+        named = set(expand_hostlist(opts.nodelist))
+        if len(named) > opts.nodes:
+            raise FieldProblem("nodelist", repr(opts.nodelist), f"names {len(named)} nodes but --nodes is {opts.nodes}")
+        both = sorted(named & set(expand_hostlist(opts.exclude or "")))
+        if both:
+            raise FieldProblem("nodelist", repr(opts.nodelist), f"and --exclude both name {', '.join(both)}")
+
+
+def array_or_chain(opts: JobOptions) -> None:
+    if opts.array and opts.heterogeneous:
+        raise FieldProblem(
+            "head_partition",
+            repr(opts.head_partition),
+            "makes a heterogeneous job, which SLURM cannot run as a job array (a sweep); "
+            "drop it (--head-node cpu works in a sweep)",
+        )
+    if opts.array and opts.chain > 1:
+        raise FieldProblem("chain", opts.chain, "does not combine with a sweep; submit the sweep without it")
+
+
+def min_nodes_and_heal(opts: JobOptions) -> None:
+    if opts.min_nodes is not None and not 1 <= opts.min_nodes <= opts.total_nodes:
+        raise FieldProblem("min_nodes", opts.min_nodes, f"must be 1..{opts.total_nodes} (the job's Ray nodes)")
+    if opts.heal and opts.total_nodes < 2:
+        raise FieldProblem("heal", opts.heal, "replaces worker nodes: the job needs --nodes 2 or more")
+    if opts.heal and opts.heterogeneous:
+        raise FieldProblem("heal", opts.heal, "does not combine with --head-partition yet; use --head-node cpu")
