@@ -65,6 +65,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     _local_stream_niced = True
 
 
+TIMES_ENV = "SLURM_RL_TEST_TIMES"  # .ci/run: a file each test's phases are appended to (its summary)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With SLURM_RL_TEST_TIMES set, one line per test phase: seconds, phase, node id (written by
+    the process that reports, the controller under pytest-xdist: workers' reports reach it)."""
+    path = os.environ.get(TIMES_ENV)
+    if path and not os.environ.get("PYTEST_XDIST_WORKER"):
+        with open(path, "a") as f:
+            f.write(f"{report.duration:.2f} {report.when} {report.nodeid}\n")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-goldens",

@@ -26,6 +26,7 @@ def cli() -> None:
       slurm-rl submit cluster_specs/lab.json exp.py -N 3 --wait
       slurm-rl status                                   # your jobs, their phase
       slurm-rl logs JOBID [-f]                          # the driver's output
+      slurm-rl stacks JOBID                             # where every process of it is now
       slurm-rl run exp.py                               # no SLURM: embedded local Ray
       slurm-rl doctor cluster_specs/lab.json --probe    # is this site ready for the spec?
 

@@ -199,12 +199,12 @@ def wait_for_job(
             text = f"job {job_id}: {summary.state}, {summary.phase}, {summary.nodes_up}/{summary.nodes} nodes up"
             if gentle.ended_here and not ended:
                 text = f"job {job_id}: exit code {summary.exit_code}; SLURM is completing the job (epilog)"
+            if summary.stall and summary.stall.get("last_t") != said_stall:  # said even under --json
+                said_stall = summary.stall.get("last_t")
+                console.print(f"slurm-rl: job {job_id}: {stall_line(summary.stall)}", markup=False, highlight=False)
             if not quiet:
                 for line in driver.new_lines():  # the driver's output, above the spinner
                     console.print(line, markup=False, highlight=False, soft_wrap=True)
-                if summary.stall and summary.stall.get("last_t") != said_stall:
-                    said_stall = summary.stall.get("last_t")
-                    console.print(f"slurm-rl: job {job_id}: {stall_line(summary.stall)}", markup=False, highlight=False)
                 if text != last:
                     st.update(text)
                     last = text

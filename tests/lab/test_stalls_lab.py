@@ -95,4 +95,5 @@ def test_a_paused_driver_is_stalled_then_running_again_and_stacks_show_every_nod
     assert _status(jid)["state"] == "COMPLETED"  # warn: the stall changed nothing of the job's end
     ended = run_cli("stacks", str(jid))
     assert ended.returncode == 2 and len(ended.stderr.strip().splitlines()) == 1, ended.stderr
-    assert "is not running" in ended.stderr and f"the last stacks it kept: {kept}" in ended.stderr, ended.stderr
+    [stalled] = [e for e in read_events(jd / "events.jsonl") if e["event"] == "stalled"]  # taken after `stacks`'
+    assert "is not running" in ended.stderr and f"the last stacks it kept: {stalled['stacks']}" in ended.stderr

@@ -44,7 +44,7 @@ def main() -> int:
         group = RayWorkerGroup(cluster, RayWorkerBuilder("hang_worker.HangWorker"), name_prefix="hang")
         metrics.log(step=1, loss=1.0)
         print("driver: all_reduce over", len(group.workers), "ranks", flush=True)
-        group.get_all_worker_results(group.run_all_workers_single_data("step", 1))  # never returns
+        ray.get(group.run_all_workers_single_data("step", 1))  # never returns
         return 0
     strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy
     actors = [Resident.options(scheduling_strategy=strategy(n["NodeID"], soft=False)).remote() for n in nodes]
