@@ -75,3 +75,21 @@ def test_the_newest_source_wins(tmp_path: Path) -> None:
     assert progress.last(tmp_path).what == "driver output"
     progress.record(tmp_path, "driver", "step 8", t=now)
     assert progress.last(tmp_path).what == "step 8"
+
+
+def test_fast_steps_are_noted_once_a_second_and_the_last_one_is_never_lost(tmp_path: Path, monkeypatch) -> None:
+    from slurm_rl.driver import progress as driver_progress
+
+    monkeypatch.setitem(driver_progress._steps, "written", 0.0)
+    log = slurm_rl.MetricsLog(tmp_path, tensorboard=False, wandb=False)
+    log.log(step=1, loss=1.0)
+    assert progress.last(tmp_path).what == "step 1"  # the first: at once
+    before_last = time.time()
+    for step in range(2, 50):  # faster than one a second: not a file write each
+        log.log(step=step, loss=1.0)
+    assert progress.last(tmp_path).what == "step 1"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and progress.last(tmp_path).what != "step 49":
+        time.sleep(0.05)
+    noted = progress.last(tmp_path)
+    assert noted.what == "step 49" and before_last <= noted.t <= time.time() - 0.5  # with its own time

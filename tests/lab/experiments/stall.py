@@ -1,10 +1,10 @@
 """Drivers that stall, for slurm-rl's stall watch (issue 58).
 
-argv: MODE.
+argv: MODE [ACTORS_PER_NODE].
 - "collective": a metrics step (the stall clock starts), then a worker group of 2 per node in a
   gloo group whose rank 1 never joins the all_reduce the others wait in: the job makes no more
   progress.
-- "pause": an actor on every node, a metrics step, then nothing until the test's ``go`` file
+- "pause": an actor on every node (or ACTORS_PER_NODE, bench/stacks.py), a metrics step, then nothing until the test's ``go`` file
   in the job dir (a pause long enough to be a stall), a heartbeat (progress again), then exit 0
   once the test's ``done`` file is there. Each phase announced by ``phase-<name>``.
 """
@@ -47,7 +47,12 @@ def main() -> int:
         ray.get(group.run_all_workers_single_data("step", 1))  # never returns
         return 0
     strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy
-    actors = [Resident.options(scheduling_strategy=strategy(n["NodeID"], soft=False)).remote() for n in nodes]
+    per_node = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    actors = [
+        Resident.options(scheduling_strategy=strategy(n["NodeID"], soft=False)).remote()
+        for n in nodes
+        for _ in range(per_node)
+    ]
     calls = [a.serve.remote(300) for a in actors]  # each actor busy in serve(): its stack shows it
     metrics.log(step=1, loss=1.0)
     (job_dir / "phase-paused").touch()
