@@ -5,8 +5,8 @@ argv: MODE [ACTORS_PER_NODE].
   gloo group whose rank 1 never joins the all_reduce the others wait in: the job makes no more
   progress.
 - "pause": an actor on every node (or ACTORS_PER_NODE, bench/stacks.py), a metrics step, then
-  nothing until the test's ``go`` file in the job dir (a pause long enough to be a stall), a heartbeat (progress again), then exit 0
-  once the test's ``done`` file is there. Each phase announced by ``phase-<name>``.
+  nothing until the test's ``go`` file in the job dir (a pause long enough to be a stall), a
+  heartbeat (progress again), then exit 0 once the test's ``done`` file is there. Each phase announced by ``phase-<name>``.
 """
 
 import os
