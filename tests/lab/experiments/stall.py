@@ -6,7 +6,8 @@ argv: MODE [ACTORS_PER_NODE].
   progress.
 - "pause": an actor on every node (or ACTORS_PER_NODE, bench/stacks.py), a metrics step, then
   nothing until the test's ``go`` file in the job dir (a pause long enough to be a stall), a
-  heartbeat (progress again), then exit 0 once the test's ``done`` file is there. Each phase announced by ``phase-<name>``.
+  heartbeat (progress again), then exit 0 once the test's ``done`` file is there. Each phase
+  announced by ``phase-<name>``.
 """
 
 import os
