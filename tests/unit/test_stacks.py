@@ -195,8 +195,20 @@ def test_good_stall_values_reach_the_manifest_and_fail_is_never_requeued(tmp_pat
     res = run_cli("render", "cluster_specs/lab.json", str(exp), "--stall-timeout", "20s", "--stall-action", "fail")
     assert res.returncode == 0, res.stderr
     assert '[[ $reason != "stalled "* ]]' in res.stdout  # --requeue's budget is not spent on a stall
-    plain = run_cli("render", "cluster_specs/lab.json", str(exp), "--stall-timeout", "20s", "--requeue", "1")
-    assert plain.returncode == 0 and '!= "stalled "' not in plain.stdout
+    for action in ("warn", "requeue"):  # a stall under requeue goes through --requeue's budget
+        plain = run_cli(
+            "render",
+            "cluster_specs/lab.json",
+            str(exp),
+            "--stall-timeout",
+            "20s",
+            "--stall-action",
+            action,
+            "--requeue",
+            "1",
+        )
+        assert plain.returncode == 0 and '!= "stalled "' not in plain.stdout, plain.stderr
+        assert '[ "$attempt" -lt 1 ]' in plain.stdout
 
 
 def test_nccl_leaves_its_flight_record_in_the_job_dir(tmp_path: Path) -> None:
