@@ -2,11 +2,13 @@
 2-node job, which `--stall-action fail` ends FAILED, "stalled", with the stacks of every rank in
 the job dir (the odd rank first); a container job whose driver pauses is `stalled` then running
 again under `warn`, and `slurm-rl stacks` shows its driver and an actor on every node; an ended
-job's `stacks` exits 2 pointing to what it kept."""
+job's `stacks` exits 2 pointing to what it kept; `--wait` and `logs -f` say the stall as it happens."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -64,6 +66,8 @@ def test_a_paused_driver_is_stalled_then_running_again_and_stacks_show_every_nod
     data = start("stall.py", "pause", nodes=2, spec=SPEC_PYXIS, extra=("--stall-timeout", f"{STALL_S}s"))
     jd = job_dir(data)
     jid = data["job_id"]
+    argv = [sys.executable, "-m", "slurm_rl", "logs", str(jid), "-f"]
+    follow = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert wait_for(lambda: (jd / "phase-paused").exists(), 180), "the driver never paused"
         stacks = run_cli("stacks", str(jid), timeout=60)
@@ -92,6 +96,8 @@ def test_a_paused_driver_is_stalled_then_running_again_and_stacks_show_every_nod
         (jd / "go").touch()
         (jd / "done").touch()
     wait_gone(jid, 120)
+    _, followed = follow.communicate(timeout=60)  # `logs -f` ends with the job, having said the stall
+    assert f"slurm-rl: job {jid}: stalled for " in followed and "(last progress: step 1 at " in followed, followed
     assert _status(jid)["state"] == "COMPLETED"  # warn: the stall changed nothing of the job's end
     ended = run_cli("stacks", str(jid))
     assert ended.returncode == 2 and len(ended.stderr.strip().splitlines()) == 1, ended.stderr
