@@ -44,6 +44,7 @@ class StallWatch:
         self.reason = ""
         self.reported = False
         self._next = 0.0
+        self.started = time.time()  # a requeued attempt's clock starts at its own first progress
 
     def poll(self, now: float | None = None) -> str | None:
         mono = time.monotonic()
@@ -52,7 +53,7 @@ class StallWatch:
         self._next = mono + CHECK_S
         now = time.time() if now is None else now
         last = progress.last(self.job_dir)
-        if last is None:
+        if last is None or last.t < self.started:
             return None  # the clock starts at the first progress: a long load is no stall
         if self.stalled is None and now - last.t >= self.timeout_s:
             self.stalled, self.rid, self.asked_at, self.reported = last, request(self.job_dir, "stall"), mono, False

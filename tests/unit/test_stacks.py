@@ -135,8 +135,10 @@ def _watch(job_dir: Path, action: str, timeout_s: float = 20) -> StallWatch:
 
 
 def test_no_stall_before_the_first_progress_then_stalled_and_ended_under_warn(tmp_path: Path) -> None:
+    progress.record(tmp_path, "driver", "step 7", t=time.time() - 3600)  # an earlier attempt's
     watch = _watch(tmp_path, "warn")
     assert watch.poll() is None and _events(tmp_path) == []  # a long model load: no clock yet
+    watch.started -= 31 * 60 + 5  # (the attempt began 31 min ago)
     progress.record(tmp_path, "driver", "step 1234", t=time.time() - 31 * 60)
     watch._next = 0.0
     assert watch.poll() is None  # warn: never a reason to stop
@@ -158,6 +160,7 @@ def test_fail_waits_for_the_stacks_then_gives_the_reason(tmp_path: Path) -> None
 
     append_event(tmp_path / "events.jsonl", "node_start", node="node2", rank=1, attempt=0)
     watch = _watch(tmp_path, "fail")
+    watch.started -= 30
     progress.record(tmp_path, "output", "driver output", t=time.time() - 25)
     assert watch.poll() is None  # stalled, the stacks asked for: node2 has not answered
     assert watch.rid is not None and not report_path(tmp_path, watch.rid).exists()
