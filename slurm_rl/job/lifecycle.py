@@ -136,7 +136,7 @@ class Lifecycle:
         slurm_job = JobEnvironment.current().job_id  # its own id (an array task's too)
         ends = EndTimeWatch(slurm_job, ctx.paths) if ctx.rank == 0 and slurm_job else None  # node 0 of the job
         output = OutputWatch(ctx.paths.driver_log, ctx.paths.job_dir) if ctx.rank == 0 else None
-        stacks = StacksWatch(ctx.paths.job_dir, ctx.node, self.stacks_dir)
+        stacks = StacksWatch(ctx, self.stacks_dir)
         stall = self.stall_watch()
         while not done.wait(POLL_S):
             note_oom()

@@ -1,15 +1,20 @@
 """Every node answers the job's stack requests (core/stacks.py): its bootstrap signals the
 processes armed on this node (their dump files in the node's stacks directory) and writes what
-they dumped, one answer per node, in a thread so that the node's loop never waits on it."""
+they dumped, one answer per node, in a thread so that the node's loop never waits on it. Node 0
+finds the requests in the job dir and passes them on through the head's GCS."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from ..core.stacks import DUMP_SIGNAL, HEADER, ProcessStack, header_fields, parse_dump, pending_requests, write_answer
+from .board import BoardUnreachable
+from .context import NodeContext
 
 CHECK_S = 1.0  # how often a node looks for a new request (a listdir of the shared job dir)
 ANSWER_S = 3.0  # how long a process has to dump (faulthandler's handler takes milliseconds)
@@ -96,12 +101,19 @@ def _size(path: str) -> int:
 
 
 class StacksWatch:
-    """Polled from the node's lifecycle loop: answers each request made since this node started."""
+    """Polled from every node's lifecycle loop. Node 0 reads the requests in the job dir and
+    publishes them on the head's GCS board (key ``<attempt>/stacks``, the latest few); the other
+    nodes read that key, never the shared job dir, while the job runs (job/board.py: a job dir on
+    Lustre pays a metadata round trip per stat, on every node, every second). Each node answers
+    the requests made since it started that name it (or every node), once, in a thread."""
 
-    def __init__(self, job_dir: Path, node: str, directory: str) -> None:
-        self.job_dir, self.node, self.directory = job_dir, node, directory
+    KEPT = 8  # requests kept on the board
+
+    def __init__(self, ctx: NodeContext, directory: str) -> None:
+        self.ctx, self.directory = ctx, directory
         self.since = time.time()
         self.answered: set[str] = set()
+        self.published: list[dict[str, Any]] = []
         self._next = 0.0
 
     def poll(self) -> None:
@@ -109,20 +121,36 @@ class StacksWatch:
         if now < self._next:
             return
         self._next = now + CHECK_S
-        for req in pending_requests(self.job_dir, self.since):
-            rid, nodes = req["id"], req.get("nodes")
-            if rid in self.answered or (nodes and self.node not in nodes):
+        for req in self._requests():
+            rid, nodes = str(req["id"]), req.get("nodes")
+            if rid in self.answered or (nodes and self.ctx.node not in nodes):
                 continue
             self.answered.add(rid)
             native = bool(req.get("native"))
             threading.Thread(target=self._answer, args=(rid, native), name=f"stacks-{rid}", daemon=True).start()
 
+    def _requests(self) -> list[dict[str, Any]]:
+        board = self.ctx.board
+        if self.ctx.rank == 0:
+            found = pending_requests(self.ctx.paths.job_dir, self.since)
+            if board is not None and [r["id"] for r in found[-self.KEPT :]] != [r["id"] for r in self.published]:
+                self.published = found[-self.KEPT :]
+                board.put("stacks", json.dumps(self.published))
+            return found
+        if board is None:  # not joined yet: no process of the job here to ask
+            return []
+        try:
+            raw = board.get("stacks")
+        except BoardUnreachable:
+            return []
+        return [r for r in json.loads(raw) if float(r.get("t", 0)) >= self.since] if raw else []
+
     def _answer(self, rid: str, native: bool) -> None:
-        found = capture(self.directory, self.node)
+        found = capture(self.directory, self.ctx.node)
         if native:
             for s in found:
                 s.native = native_stack(s.pid)
-        write_answer(self.job_dir, rid, self.node, found)
+        write_answer(self.ctx.paths.job_dir, rid, self.ctx.node, found)
 
 
 def native_stack(pid: int) -> str:

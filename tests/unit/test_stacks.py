@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import cloudpickle
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from slurm_rl.core import progress
 from slurm_rl.core.events import read_events
 from slurm_rl.core.option_rules import duration_seconds
+from slurm_rl.core.paths import JobPaths
 from slurm_rl.core.stacks import nccl_evidence_env, read_answers, report_path, request
 from slurm_rl.core.stacks_report import render
 from slurm_rl.distributed.worker_env.hygiene import setup_hook
@@ -89,23 +91,43 @@ def test_a_node_answers_with_every_armed_process_and_the_odd_rank_comes_first(ar
     assert all(p.poll() is None for p in procs)
 
 
-def test_a_request_in_the_job_dir_is_answered_once_by_each_node_it_names(armed, tmp_path: Path) -> None:
+class MemoryBoard:
+    """The head's GCS board's two calls, in memory (job/board.py; the lab runs the real one)."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, str] = {}
+
+    def put(self, kind: str, value: str, rank: int | None = None) -> bool:
+        self.keys[kind] = value
+        return True
+
+    def get(self, kind: str) -> str | None:
+        return self.keys.get(kind)
+
+
+def _node(job_dir: Path, name: str, rank: int, board: MemoryBoard | None) -> SimpleNamespace:
+    return SimpleNamespace(node=name, rank=rank, paths=JobPaths(job_dir), board=board)
+
+
+def test_node_0_passes_requests_on_through_the_board_and_each_named_node_answers_once(armed, tmp_path: Path) -> None:
     stacks_dir, procs = armed
     job_dir = tmp_path / "job"
-    watch = StacksWatch(job_dir, "node7", str(stacks_dir))
-    other = StacksWatch(job_dir, "node8", str(stacks_dir))
+    board = MemoryBoard()
+    head = StacksWatch(_node(job_dir, "node7", 0, board), str(stacks_dir))  # type: ignore[arg-type]
+    other = StacksWatch(_node(job_dir, "node8", 1, board), str(stacks_dir))  # type: ignore[arg-type]
+    unjoined = StacksWatch(_node(job_dir, "node9", 2, None), str(stacks_dir))  # type: ignore[arg-type]
     rid = request(job_dir, "test")
-    only_9 = request(job_dir, "test", nodes=["node9"])
+    not_theirs = request(job_dir, "test", nodes=["node6"])
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and len(read_answers(job_dir, rid)) < 2:
-        for w in (watch, other):
+        for w in (head, other, unjoined):
             w._next = 0.0
             w.poll()
         time.sleep(0.1)
-    assert sorted(read_answers(job_dir, rid)) == ["node7", "node8"]
+    assert sorted(read_answers(job_dir, rid)) == ["node7", "node8"]  # node9 has no board yet
     assert len(read_answers(job_dir, rid)["node7"]) == len(procs)
-    assert read_answers(job_dir, only_9) == {}  # not theirs to answer
-    assert watch.answered == {rid}
+    assert [r["id"] for r in json.loads(board.keys["stacks"])] == [rid, not_theirs]
+    assert read_answers(job_dir, not_theirs) == {} and head.answered == other.answered == {rid}
 
 
 def test_a_dead_process_file_is_dropped_and_an_unarmed_one_is_not_signalled(tmp_path: Path) -> None:
