@@ -130,7 +130,7 @@ def pending_requests(job_dir: Path, since: float) -> list[dict[str, Any]]:
             continue
         if t >= since:
             out.append({**req, "id": name})
-    return out
+    return sorted(out, key=lambda r: float(r["t"]))  # two in one second: their ids sort at random
 
 
 def answer_path(job_dir: Path, rid: str, node: str) -> Path:

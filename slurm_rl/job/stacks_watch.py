@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -160,7 +161,8 @@ def native_stack(pid: int) -> str:
     import shutil
     import subprocess
 
-    spy = shutil.which("py-spy")
+    # beside this interpreter (a venv's bin/ need not be on the node step's PATH), else on PATH
+    spy = shutil.which("py-spy", path=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
     if spy is None:
         return "(py-spy is not installed on this node: pip install py-spy)"
     try:

@@ -130,6 +130,20 @@ def test_node_0_passes_requests_on_through_the_board_and_each_named_node_answers
     assert read_answers(job_dir, not_theirs) == {} and head.answered == other.answered == {rid}
 
 
+def test_native_frames_come_from_py_spy_beside_the_interpreter(tmp_path: Path) -> None:
+    from slurm_rl.job.stacks_watch import native_stack
+
+    code = "import time\ndef waiting_here():\n    time.sleep(60)\nwaiting_here()\n"
+    child = subprocess.Popen([sys.executable, "-c", code])  # our child: traceable under ptrace_scope 1 too
+    try:
+        time.sleep(1.0)
+        dump = native_stack(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    assert "waiting_here (<string>:3)" in dump and "time_sleep" in dump, dump
+
+
 def test_a_dead_process_file_is_dropped_and_an_unarmed_one_is_not_signalled(tmp_path: Path) -> None:
     d = tmp_path / "s"
     d.mkdir()
