@@ -66,7 +66,6 @@ def armed(tmp_path: Path):
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and len(list(stacks_dir.glob("*.txt"))) < 4:
         time.sleep(0.05)
-    time.sleep(0.3)  # past the hook: in their waits
     yield stacks_dir, procs
     for p in procs:
         p.kill()
@@ -75,7 +74,16 @@ def armed(tmp_path: Path):
 
 def test_a_node_answers_with_every_armed_process_and_the_odd_rank_comes_first(armed, tmp_path: Path) -> None:
     stacks_dir, procs = armed
-    found = capture(str(stacks_dir), "node7")
+
+    def settled() -> list:  # each process past its start, in the wait it was written to reach
+        found = capture(str(stacks_dir), "node7")
+        inner = {s.rank: (s.main or ["?"])[0].split(" (")[0] for s in found}
+        return found if inner == {"0": "wait", "1": "never_joins", "2": "wait", "3": "wait"} else []
+
+    deadline = time.monotonic() + 20
+    found = settled()
+    while not found and time.monotonic() < deadline:
+        found = settled()
     assert sorted(s.pid for s in found) == sorted(p.pid for p in procs)
     by_rank = {s.rank: s for s in found}
     assert by_rank["1"].main[0].startswith("never_joins (") and "worker.py:" in by_rank["1"].main[0]
