@@ -118,7 +118,7 @@ def pending_requests(job_dir: Path, since: float) -> list[dict[str, Any]]:
     """The requests made at or after ``since`` (epoch seconds), oldest first."""
     folder = stacks_root(job_dir) / "requests"
     try:
-        names = sorted(os.listdir(folder))
+        names = os.listdir(folder)
     except OSError:
         return []
     out = []

@@ -176,7 +176,6 @@ class Lifecycle:
         return StallWatch(
             ctx.paths.job_dir,
             ctx.paths.job_id,
-            ctx.attempt,
             duration_seconds(opts.stall_timeout),
             opts.stall_action or "warn",
             ctx.event,
@@ -203,10 +202,11 @@ class Lifecycle:
         member = ctx.rank >= MEMBER_RANK_BASE
         if self.stalled and "failure" not in outcome:  # FAILED whatever the stopped driver returned
             rc = outcome.get("rc")
-            killed = isinstance(rc, int) and rc < 0
-            code = shell_exit_code(rc) if killed else 1  # type: ignore[arg-type]
-            self.finish(code, exit_reason(rc, self.stalled) if killed else self.stalled)  # type: ignore[arg-type]
-            return code
+            if isinstance(rc, int) and rc < 0:  # killed: the stall, then the signal
+                self.finish(shell_exit_code(rc), exit_reason(rc, self.stalled))
+                return shell_exit_code(rc)
+            self.finish(1, self.stalled)
+            return 1
         if "failure" in outcome:
             exc = outcome["failure"]
             msg = f"{ctx.node}: {exc}; see {ctx.paths.node_log(ctx.node)}"

@@ -17,7 +17,7 @@ from ..core.stacks import DUMP_SIGNAL, HEADER, ProcessStack, header_fields, pars
 from .board import BoardUnreachable
 from .context import NodeContext
 
-CHECK_S = 1.0  # how often a node looks for a new request (a listdir of the shared job dir)
+CHECK_S = 1.0  # how often a node looks for a new request (node 0: the job dir; the others: the GCS)
 ANSWER_S = 3.0  # how long a process has to dump (faulthandler's handler takes milliseconds)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..core import progress
 from ..core.events import read_events
+from ..core.job_dir import lost_nodes
 from ..core.progress import stall_text
 from ..core.stacks import read_answers, report_path, request
 from ..core.stacks_report import render
@@ -29,13 +30,12 @@ class StallWatch:
         self,
         job_dir: Path,
         job_id: str,
-        attempt: int,
         timeout_s: float,
         action: str,
         event: Callable[..., None],
         say: Callable[[str], None],
     ) -> None:
-        self.job_dir, self.job_id, self.attempt = job_dir, job_id, attempt
+        self.job_dir, self.job_id = job_dir, job_id
         self.timeout_s, self.action = timeout_s, action
         self.event, self.say = event, say
         self.stalled: progress.Progress | None = None  # the last progress before the stall
@@ -81,9 +81,8 @@ class StallWatch:
         """Writes the stacks' report once every node answered or the wait is over."""
         assert self.rid is not None
         answers = read_answers(self.job_dir, self.rid)
-        events = read_events(self.job_dir / "events.jsonl")
-        nodes = {e.get("node") for e in events if e.get("event") == "node_start" and e.get("attempt") == self.attempt}
-        missing = sorted(str(n) for n in nodes if n and n not in answers)
+        # the nodes running now, as `slurm-rl stacks` waits for them
+        missing = [n for n in lost_nodes(read_events(self.job_dir / "events.jsonl")) if n not in answers]
         if missing and mono - self.asked_at < STACKS_WAIT_S:
             return False
         path = report_path(self.job_dir, self.rid)

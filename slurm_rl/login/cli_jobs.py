@@ -60,10 +60,10 @@ def logs(job: str, node: str | None, batch: bool, follow: bool, spec_flag: str |
     """Print a job's driver log (or --node NODE, --batch). JOB: a SLURM job id or a local run's id."""
     from ..core.events import read_events
     from ..core.exits import oom_kills, oom_line
-    from ..core.progress import open_stall, stall_line
+    from ..core.progress import open_stall
     from ..slurm import SlurmClient
     from .follow import follow_file
-    from .jobs import GentleState, end_line, summarize
+    from .jobs import GentleState, StallNotice, end_line, summarize
     from .lookup import resolve_job
 
     client = SlurmClient()
@@ -82,13 +82,12 @@ def logs(job: str, node: str | None, batch: bool, follow: bool, spec_flag: str |
             click.echo(f"slurm-rl: job {job_id}: {oom}", err=True)
         return
     gentle = GentleState(paths, job_id, client)
-    said: list[object] = [None]  # the open stall already told (its last progress time)
+    stall = StallNotice()
 
     def done() -> bool:  # SLURM's final state; on the way, a stall said once on stderr
-        stall = open_stall(read_events(paths.events))
-        if stall and stall.get("last_t") != said[0]:
-            said[0] = stall.get("last_t")
-            click.echo(f"slurm-rl: job {job_id}: {stall_line(stall)}", err=True)
+        news = stall.news(open_stall(read_events(paths.events)))
+        if news:
+            click.echo(f"slurm-rl: job {job_id}: {news}", err=True)
         return gentle.poll()
 
     try:

@@ -180,6 +180,20 @@ class GentleState:
         return settled(self.state)
 
 
+class StallNotice:
+    """Says each stall of a followed job once (`--wait`, `logs -f`): a stall is known by the
+    time of its last progress, so a second stall after progress resumed is news again."""
+
+    def __init__(self) -> None:
+        self._said: object = None
+
+    def news(self, stall: dict[str, Any] | None) -> str | None:
+        if not stall or stall.get("last_t") == self._said:
+            return None
+        self._said = stall.get("last_t")
+        return stall_line(stall)
+
+
 def wait_for_job(
     paths: JobPaths, job_id: JobId, client: SlurmClient, quiet: bool = False, poll_s: float = 0.5
 ) -> JobSummary:
@@ -191,7 +205,7 @@ def wait_for_job(
     last = None
     gentle = GentleState(paths, job_id, client)
     driver = LogFollower(paths.driver_log)
-    said_stall: float | None = None  # the open stall already printed (its last progress time)
+    stall = StallNotice()
     with console.status(f"job {job_id}: submitted", spinner="dots") as st:
         while True:
             ended = gentle.poll()
@@ -199,9 +213,9 @@ def wait_for_job(
             text = f"job {job_id}: {summary.state}, {summary.phase}, {summary.nodes_up}/{summary.nodes} nodes up"
             if gentle.ended_here and not ended:
                 text = f"job {job_id}: exit code {summary.exit_code}; SLURM is completing the job (epilog)"
-            if summary.stall and summary.stall.get("last_t") != said_stall:  # said even under --json
-                said_stall = summary.stall.get("last_t")
-                console.print(f"slurm-rl: job {job_id}: {stall_line(summary.stall)}", markup=False, highlight=False)
+            news = stall.news(summary.stall)
+            if news:  # said even under --json
+                console.print(f"slurm-rl: job {job_id}: {news}", markup=False, highlight=False)
             if not quiet:
                 for line in driver.new_lines():  # the driver's output, above the spinner
                     console.print(line, markup=False, highlight=False, soft_wrap=True)

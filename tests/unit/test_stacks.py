@@ -175,7 +175,7 @@ def _watch(job_dir: Path, action: str, timeout_s: float = 20) -> StallWatch:
     def event(name: str, **fields: object) -> None:
         append_event(job_dir / "events.jsonl", name, node="node1", rank=0, attempt=0, **fields)
 
-    return StallWatch(job_dir, "42", 0, timeout_s, action, event, lambda line: None)
+    return StallWatch(job_dir, "42", timeout_s, action, event, lambda line: None)
 
 
 def test_no_stall_before_the_first_progress_then_stalled_and_ended_under_warn(tmp_path: Path) -> None:

@@ -15,18 +15,26 @@ def tcp_local_addresses() -> list[str]:
     return sorted({c.laddr.ip for c in conns if c.status == "ESTABLISHED" and not c.laddr.ip.startswith("127.")})
 
 
+def join_gloo_group() -> int:
+    """Join the worker group's gloo group from the variables RayWorkerGroup sets; this rank."""
+    import torch.distributed as dist
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
+        rank=rank,
+        world_size=world,
+    )
+    return rank
+
+
 class GlooWorker:
     def allreduce(self, value: float) -> dict:
         import torch
         import torch.distributed as dist
 
-        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
-            rank=rank,
-            world_size=world,
-        )
+        rank = join_gloo_group()
         t = torch.tensor([value])
         dist.all_reduce(t)
         links = tcp_local_addresses()  # gloo's connections are still open here

@@ -3,8 +3,9 @@ sleeps instead: its peers wait in the all_reduce for it, as one stuck rank stall
 
 from __future__ import annotations
 
-import os
 import time
+
+from gloo_worker import join_gloo_group
 
 
 class HangWorker:
@@ -12,13 +13,7 @@ class HangWorker:
         import torch
         import torch.distributed as dist
 
-        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
-            rank=rank,
-            world_size=world,
-        )
+        rank = join_gloo_group()
         if rank == hang_rank:
             time.sleep(600)  # never joins the collective below
         t = torch.tensor([float(rank)])
