@@ -1,9 +1,10 @@
-"""What containers cost on the Pyxis lab (`tests/lab/slurm-lab up --nodes 3 --pyxis`), same run:
+"""What containers cost on the lab (`tests/lab/slurm-lab up --nodes 3 --pyxis --apptainer`), same run:
 
-1. a no-op 3-node job (bench/noop.py) with the bare lab spec and with the container spec, and
-   the raw `ray start` recipe (bench/bringup.py's baseline) as the reference;
+1. a no-op 3-node job (bench/noop.py) with the bare lab spec, in Pyxis and in Apptainer (where
+   the lab has it), and the raw `ray start` recipe (bench/bringup.py's baseline) as the reference;
 2. teardown of a running 3-node container job: from `slurm-rl teardown JOBID` to zero processes
-   and zero unpacked containers (`enroot list`) on every node.
+   and zero containers (Pyxis: `enroot list`; Apptainer: loop devices backing the image) on
+   every node.
 
     python bench/containers.py [--repeat 2]
 
@@ -25,10 +26,23 @@ import sys
 import time
 from pathlib import Path
 
-from _lab import HOLD, REPO, SPEC, SPEC_PYXIS, containers, job_pids, submit, submit_json, wait_file
+from _lab import HOLD, LAB, REPO, SPEC, SPEC_PYXIS, containers, job_pids, submit, submit_json, wait_file
 from bringup import run_baseline
 
 NODES = ["node1", "node2", "node3"]
+SPEC_APPTAINER = REPO / "cluster_specs" / "lab-apptainer.json"
+STATE = Path("/var/lib/slurm-lab")
+
+
+def has_apptainer() -> bool:
+    return "--apptainer" in (STATE / "run" / "up-args").read_text().split()
+
+
+def image_loops(node: str, job_id: int) -> list[str]:
+    """Loop devices backing the lab image (Apptainer mounts it through one per container)."""
+    image = json.loads(SPEC_APPTAINER.read_text())["cpu_image"]
+    out = subprocess.run([str(LAB), "exec", node, "--", "losetup", "-j", image], capture_output=True, text=True)
+    return out.stdout.splitlines()
 
 
 def noop_job(spec: Path) -> dict[str, float]:
@@ -55,13 +69,13 @@ def noop_job(spec: Path) -> dict[str, float]:
     }
 
 
-def teardown_to_zero() -> dict[str, float]:
-    data = submit_json(HOLD, 3, "--name", "bench-containers-td", spec=SPEC_PYXIS)
+def teardown_to_zero(spec: Path = SPEC_PYXIS, left=containers) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    data = submit_json(HOLD, 3, "--name", "bench-containers-td", spec=spec)
     wait_file(Path(data["job_dir"]) / "driver_ready", timeout_s=600)
     job_id = data["job_id"]
     t0 = time.monotonic()
     subprocess.run(
-        [sys.executable, "-m", "slurm_rl", "teardown", str(job_id), "--spec", str(SPEC_PYXIS)],
+        [sys.executable, "-m", "slurm_rl", "teardown", str(job_id), "--spec", str(spec)],
         check=True,
         capture_output=True,
         timeout=300,
@@ -71,7 +85,7 @@ def teardown_to_zero() -> dict[str, float]:
     while time.monotonic() - t0 < 120:
         if no_process is None and not any(job_pids(n, job_id) for n in NODES):
             no_process = time.monotonic() - t0
-        if no_process is not None and not any(containers(n, job_id) for n in NODES):
+        if no_process is not None and not any(left(n, job_id) for n in NODES):
             break
         time.sleep(0.1)
     return {"returned": returned, "no_process": no_process or float("nan"), "no_container": time.monotonic() - t0}
@@ -85,11 +99,15 @@ def main() -> None:
     runs: dict[str, list[dict[str, float]]] = {"raw ray start": [], "slurm-rl": [], "slurm-rl + pyxis": []}
     if args.no_baseline:
         del runs["raw ray start"]
+    if has_apptainer():
+        runs["slurm-rl + apptainer"] = []
     for _ in range(args.repeat):  # interleaved, so that a busy moment of the machine hits all three
         if "raw ray start" in runs:
             runs["raw ray start"].append(run_baseline(3))
         runs["slurm-rl"].append(noop_job(SPEC))
         runs["slurm-rl + pyxis"].append(noop_job(SPEC_PYXIS))
+        if "slurm-rl + apptainer" in runs:
+            runs["slurm-rl + apptainer"].append(noop_job(SPEC_APPTAINER))
     med = {name: {k: statistics.median(s[k] for s in rows) for k in rows[0]} for name, rows in runs.items()}
     print(f"{'no-op job, 3 nodes':20s} {'job wall':>9s} {'to bootstrap':>13s} {'all nodes up':>13s}")
     for name, r in med.items():
@@ -100,16 +118,23 @@ def main() -> None:
         )
         print(f"{name:20s} {r['wall']:8.2f}s {extra}")
     bare, boxed = med["slurm-rl"]["wall"], med["slurm-rl + pyxis"]["wall"]
-    print(f"containers / bare slurm-rl, no-op job wall: {boxed / bare:.2f}x (goal <= 1.15x)")
+    print(f"pyxis / bare slurm-rl, no-op job wall: {boxed / bare:.2f}x (goal <= 1.15x)")
+    if "slurm-rl + apptainer" in med:
+        print(f"apptainer / bare slurm-rl, no-op job wall: {med['slurm-rl + apptainer']['wall'] / bare:.2f}x")
     cold = [r["prepare_s_per_gb"] for r in runs["slurm-rl + pyxis"] if r["prepare_s_per_gb"]]
     if cold:
         print(f"a cold node's image preparation (unpack once): {max(cold):.1f} s per GB of image")
     if "raw ray start" in med:
         raw = med["raw ray start"]["wall"]
         print(f"slurm-rl / raw ray start: bare {bare / raw:.2f}x, in containers {boxed / raw:.2f}x")
-    td = [teardown_to_zero() for _ in range(args.repeat)]
-    for k in ("returned", "no_process", "no_container"):
-        print(f"container job teardown, {k.replace('_', ' ')}: median {statistics.median(t[k] for t in td):.2f} s")
+    kinds = {"pyxis": (SPEC_PYXIS, containers)}
+    if has_apptainer():
+        kinds["apptainer"] = (SPEC_APPTAINER, image_loops)
+    for kind, (spec, left) in kinds.items():
+        td = [teardown_to_zero(spec, left) for _ in range(args.repeat)]
+        for k in ("returned", "no_process", "no_container"):
+            took = statistics.median(t[k] for t in td)
+            print(f"{kind} job teardown, {k.replace('_', ' ')}: median {took:.2f} s")
     print("(goal: zero processes and zero containers <= 5 s after teardown starts)")
 
 

@@ -31,6 +31,7 @@ from ..core.fields import (
     first_match,
 )
 from ..core.option_rules import SbatchArgList, SrunArgList
+from ..runtimes import NAMES, runtime_of
 from .spec_errors import one_line
 
 SPEC_ENV_VAR = "CLUSTER_SPEC_PATH"
@@ -82,7 +83,7 @@ class ClusterSpec(BaseModel):
     gpu_type: SlurmName | None = None  # the GPU type to ask for (gpu:TYPE:N), where a partition has several
     gpu_request: Literal["gpus-per-node", "gres"] = "gpus-per-node"  # "gres": sites that want --gres=gpu:N
     cpus_per_node: int | None = Field(default=None, ge=1)
-    container_runtime: Literal["pyxis", "apptainer", "none"] = "none"
+    container_runtime: str = "none"  # a name in slurm_rl/runtimes (NAMES)
     # pyxis and a squashfs image: each node unpacks it once per image version and every container
     # starts from that copy under its own copy-on-write layer; at most this many GB per node (LRU)
     image_cache: bool = True
@@ -111,6 +112,13 @@ class ClusterSpec(BaseModel):
         if not host or not port.isdigit():
             raise ValueError("is not HOST:PORT")
         return v  # ray://HOST:PORT stays: Ray Client
+
+    @field_validator("container_runtime")
+    @classmethod
+    def _runtime(cls, v: str) -> str:
+        if v not in NAMES:
+            raise ValueError("is not a container runtime slurm-rl knows")
+        return v
 
     @field_validator("cluster_name")
     @classmethod
@@ -185,22 +193,16 @@ class ClusterSpec(BaseModel):
 
     @model_validator(mode="after")
     def _images(self) -> ClusterSpec:
-        if self.container_runtime != "none" and self.python is None:
-            raise FieldProblem(
-                "python",
-                None,
-                f"is required with container_runtime {self.container_runtime!r}: the interpreter inside the "
-                f'image (e.g. "python3"), not this machine\'s {sys.executable}',
-            )
-        if self.container_runtime != "none":
-            if not self.cpu_image:
-                raise FieldProblem("cpu_image", None, f"is required with container_runtime {self.container_runtime!r}")
-            if self.gpus_per_node > 0 and not self.gpu_image:
-                raise FieldProblem(
-                    "gpu_image",
-                    None,
-                    f"is required with container_runtime {self.container_runtime!r} and gpus_per_node > 0",
-                )
+        if not runtime_of(self.container_runtime).contained:
+            return self
+        needs = f"is required with container_runtime {self.container_runtime!r}"
+        if self.python is None:
+            why = f'the interpreter inside the image (e.g. "python3"), not this machine\'s {sys.executable}'
+            raise FieldProblem("python", None, f"{needs}: {why}")
+        if not self.cpu_image:
+            raise FieldProblem("cpu_image", None, needs)
+        if self.gpus_per_node > 0 and not self.gpu_image:
+            raise FieldProblem("gpu_image", None, f"{needs} and gpus_per_node > 0")
         return self
 
     # ---- derived views -------------------------------------------------------------------

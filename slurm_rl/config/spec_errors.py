@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..core.fields import FieldProblem
+from ..runtimes import NAMES
 
 # What to tell the user for each field when its value is wrong.
 FIXES: dict[str, str] = {
@@ -29,7 +30,7 @@ FIXES: dict[str, str] = {
     "account": "use an account name from `sacctmgr show assoc user=$USER`, or null",
     "gpus_per_node": "use an integer >= 0",
     "cpus_per_node": "use an integer >= 1, or null to use what SLURM allocates",
-    "container_runtime": 'use "pyxis", "apptainer" or "none"',
+    "container_runtime": "use one of " + ", ".join(f'"{name}"' for name in NAMES),
     "python": 'use the python on the nodes (inside the image with a container runtime), e.g. "python3"',
     "node_local_dir": 'use a short absolute path on node-local disk, e.g. "/tmp" or "/local/scratch"',
     "setup": "use a list of shell lines",

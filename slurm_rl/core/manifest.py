@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -29,54 +28,23 @@ JOB_ID_PLACEHOLDER = "\0JOBID\0"  # stands for the job id where it is not known 
 
 
 class Container(BaseModel):
-    """How every process of the job is started: bare, under Pyxis (srun flags) or Apptainer
-    (a command prefix)."""
+    """How every process of the job is started: the runtime's name (slurm_rl/runtimes: each
+    runtime turns this into its node step's flags), the image and its mounts."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    runtime: Literal["none", "pyxis", "apptainer"] = "none"
+    runtime: str = "none"
     image: str | None = None
     mounts: tuple[str, ...] = ()
     workdir: str = ""  # "": the job dir (on the fileroot, which is always mounted)
     gpus: bool = False
-    cache_mb: int = 0  # pyxis, a squashfs image: the per-node image cache's budget (0: no cache)
+    cache_mb: int = 0  # the runtime's per-node image cache's budget (0: no cache)
 
     @property
     def cached(self) -> bool:
-        """Started from the node's prepared copy of the image (job/image_cache.sh) under a
-        per-container layer, instead of an unpack per job."""
-        return self.runtime == "pyxis" and self.cache_mb > 0
-
-    def launch(self, job_dir: str) -> tuple[list[str], list[str]]:
-        """(extra srun flags, command prefix) of the job's node step, as argv items, unquoted.
-
-        Pyxis: an unnamed container, so pyxis removes it when the step ends however it ends
-        (a named one outlives the job under pyxis' default container_scope=global), unless the
-        image is cached (the batch script then adds --container-name: the prepared copy).
-        Writable: the root filesystem is the job's own (its unpack, or its layer over the
-        cache). Nothing else of the job starts the image again: attach joins the running
-        container (``enroot exec``), and the batch script's finalize and the cleanup after a
-        cancel are plain shell."""
-        workdir = self.workdir or job_dir
-        if self.runtime == "pyxis":
-            return (
-                [
-                    f"--container-image={self.image}",
-                    f"--container-mounts={','.join(self.mounts)}",
-                    "--no-container-mount-home",
-                    f"--container-workdir={workdir}",
-                    "--container-writable",
-                ],
-                [],
-            )
-        if self.runtime == "apptainer":
-            prefix = ["apptainer", "exec", "--containall", f"--pwd={workdir}"]
-            for m in self.mounts:
-                prefix += ["--bind", m]
-            if self.gpus:
-                prefix.append("--nv")
-            return [], [*prefix, str(self.image)]
-        return [], []
+        """Started from the node's prepared copy of the image under a per-container layer,
+        instead of an unpack per job."""
+        return self.cache_mb > 0
 
 
 class JobManifest(JobOptions):

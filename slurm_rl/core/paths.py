@@ -25,7 +25,7 @@ def node_temp_dir(job_id: int | str, root: str = NODE_TMP_ROOT) -> str:
 
 
 def image_cache_dir(root: str = NODE_TMP_ROOT) -> str:
-    """Node-local bookkeeping of the per-node image cache (job/image_cache.sh) under ``root``
+    """Node-local bookkeeping of the per-node image cache (runtimes/pyxis_image_cache.sh) under ``root``
     (the spec's node_local_dir): its lock, and per image its size and last use."""
     return f"{root}/slurm-rl-images"
 
@@ -173,13 +173,13 @@ class JobPaths:
 
     @property
     def image_cache_script(self) -> Path:
-        """The per-node image cache's script (job/image_cache.sh), for the batch script's steps."""
+        """The per-node image cache's script (runtimes/pyxis_image_cache.sh), for the batch script's steps."""
         return self.job_dir / "container" / "image_cache.sh"
 
     @property
     def enroot_config(self) -> Path:
         """ENROOT_CONFIG_PATH of a cached-image container step: the user's enroot config and
-        slurm-rl's overlay hook (job/enroot_overlay_hook.sh)."""
+        slurm-rl's overlay hook (runtimes/pyxis_overlay_hook.sh)."""
         return self.job_dir / "container" / "enroot"
 
     @property

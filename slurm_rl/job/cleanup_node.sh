@@ -1,9 +1,10 @@
-# Stop job J's processes on this node, remove its node-local temp dir and any container root
-# filesystem of its steps that pyxis left, print one JSON line saying what was done. The plain
-# shell twin of `python -m slurm_rl.job.cleanup` for container jobs: it runs on the bare node
-# (which may have no python) and never starts the job's image again.
+# Stop job J's processes on this node, remove its node-local temp dir and what the job's
+# container runtime left of its steps (LEFTOVERS: that runtime's shell, slurm_rl/runtimes, which
+# prints each name it removed), print one JSON line saying what was done. The plain shell twin of
+# `python -m slurm_rl.job.cleanup` for container jobs: it runs on the bare node (which may have
+# no python) and never starts the job's image again.
 #
-#   bash -c "$(cat cleanup_node.sh)" cleanup JOB_ID GRACE_S TEMP_DIR
+#   bash -c "$(cat cleanup_node.sh)" cleanup JOB_ID GRACE_S TEMP_DIR [LEFTOVERS]
 #
 # A process is the job's only on positive evidence, as in core/procs.py: SLURM_RL_JOB_ID=J in
 # its environment, or the job's temp dir in its command line. Containers share the node's PID
@@ -12,7 +13,7 @@ set -u
 # Killing the job's driver ends the job, and SLURM then signals this step too (SIGTERM, then
 # SIGKILL after KillWait): finish the (bounded) work and print the report regardless.
 trap '' TERM HUP INT
-job=$1 grace=$2 temp=$3
+job=$1 grace=$2 temp=$3 leftovers=${4:-}
 t0=$(date +%s.%N)
 node=${SLURMD_NODENAME:-$(hostname)}
 
@@ -74,10 +75,9 @@ removed=false
 if [ -d "$temp" ]; then rm -rf "$temp" 2>/dev/null; [ -d "$temp" ] || removed=true; fi
 
 containers=""
-if command -v enroot >/dev/null 2>&1; then
-  # pyxis names a step's container pyxis_<job>.<step> (scope global) or pyxis_<job>_<job>.<step>
-  for c in $(enroot list 2>/dev/null | grep -E "^pyxis_${job}[._]"); do
-    enroot remove -f "$c" >/dev/null 2>&1 && containers="$containers${containers:+, }\"$c\""
+if [ -n "$leftovers" ]; then
+  for c in $(job=$job bash -c "$leftovers" 2>/dev/null); do
+    containers="$containers${containers:+, }\"$c\""
   done
 fi
 

@@ -1,5 +1,5 @@
 """`slurm-rl attach`, decided without click: what to run (a shell or COMMAND on the job's head
-node, inside its container under Pyxis; or COMMAND here through Ray Client) with which
+node, inside its container when it has one; or COMMAND here through Ray Client) with which
 environment, or what to print (the dashboard's ssh forward, the Ray Client exports). The
 command layer only prints the plan and execs it."""
 
@@ -17,6 +17,7 @@ from ..core.events import read_events, read_json
 from ..core.job_env import RAY_ADDRESS_ENV, ray_token_env
 from ..core.manifest import JobManifest, load_manifest
 from ..core.paths import JobPaths
+from ..runtimes import runtime_of
 from ..slurm import SlurmClient
 from .lookup import JobId
 
@@ -62,18 +63,20 @@ def plan_attach(
     node = node or cluster["head_node"]
     if node not in cluster.get("nodes", [node]):
         raise UsageError(f"job {job_id} has no node {node!r}; its nodes: {', '.join(cluster['nodes'])}")
-    join = None
     manifest = load_manifest(paths.manifest)
     shell = not command  # an interactive shell, with a terminal
     # the job's own environment around the command, as its driver has it: the spec's env and
     # setup lines, and the interpreter's directory first on PATH (an image's `ray`, `python`)
     command = ["bash", "-c", job_prelude(paths, manifest), "slurm-rl-attach", *(command or ["bash", "-i"])]
-    if manifest.container.runtime == "pyxis":  # into the running container
-        pid = bootstrap_pid(paths, node)
-        if pid is None:
-            raise UsageError(f"job {job_id}: no node_start event from {node} yet; try again in a moment")
-        join = (pid, sorted(env))
-    argv = SlurmClient.attach_argv(client.numeric_job_id(job_id), node, command, join, pty=shell)
+    # into the running job's container, as its runtime joins one
+    container = manifest.container
+    try:
+        command = runtime_of(container.runtime).attach(
+            container, container.workdir or str(paths.job_dir), command, sorted(env), bootstrap_pid(paths, node)
+        )
+    except UsageError as exc:
+        raise UsageError(f"job {job_id} on {node}: {exc}") from None
+    argv = SlurmClient.attach_argv(client.numeric_job_id(job_id), node, command, pty=shell)
     note = ""
     if shell:  # a shell: say what it is attached to, and the NeMo Gym override
         note = (

@@ -201,7 +201,7 @@ def run(
 def doctor(spec_path: str | None, probe: bool, as_json: bool) -> None:
     """Check this site against a spec, one line per check (✓ ok, ! works with a caveat, ✗ a job
     would fail, - not checked) with the fix: SLURM's version, the spec's partition, account and
-    QOS, process tracking and cgroups, GPUs, Pyxis; with --probe, from a compute node: the
+    QOS, process tracking and cgroups, GPUs, the container runtime; with --probe, from a compute node: the
     fileroot shared, the network interface, Ray's ports, Python and Ray. Exit 1 if any ✗."""
     from ..slurm import SlurmClient
     from .doctor import site_checks
@@ -210,9 +210,9 @@ def doctor(spec_path: str | None, probe: bool, as_json: bool) -> None:
     s, client = load_spec(spec_path), SlurmClient()
     checks = site_checks(s, client, current_user())
     if any(c.status == "fail" for c in checks):  # the probe job would run with what failed
-        checks += not_probed("not checked: the probe job would use what failed above; fix that first")
+        checks += not_probed(s, "not checked: the probe job would use what failed above; fix that first")
     else:
-        checks += probe_checks(s, client) if probe else not_probed()
+        checks += probe_checks(s, client) if probe else not_probed(s)
     for c in checks:
         click.echo(json.dumps(c.as_dict()) if as_json else c.line())
     sys.exit(1 if any(c.status == "fail" for c in checks) else 0)

@@ -8,29 +8,12 @@ or pend forever), or skip (not checked), with what was found and the fix."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Literal
 
 from ..config.spec import ClusterSpec
+from ..core.checks import Check, Status
+from ..runtimes import runtime_of
 from ..slurm import SlurmClient, supported_text
-from ..slurm.site import associations, pyxis_plugin, pyxis_scope, site_config
-
-Status = Literal["ok", "warn", "fail", "skip"]
-MARK = {"ok": "✓", "warn": "!", "fail": "✗", "skip": "-"}
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: Status
-    found: str
-    fix: str = ""
-
-    def line(self) -> str:
-        return f"{MARK[self.status]} {self.name}: {self.found}" + (f"; fix: {self.fix}" if self.fix else "")
-
-    def as_dict(self) -> dict[str, str]:
-        return asdict(self)
+from ..slurm.site import associations, site_config
 
 
 def site_checks(spec: ClusterSpec, client: SlurmClient, user: str) -> list[Check]:
@@ -46,19 +29,19 @@ def site_checks(spec: ClusterSpec, client: SlurmClient, user: str) -> list[Check
         lambda: check_tracking(config),
         lambda: check_topology(config, spec, client),
         lambda: check_gpus(spec, client),
-        lambda: check_pyxis(spec, config),
+        lambda: runtime_of(spec.container_runtime).site_check(spec, config),
     ):
         _guard(out, "", check)
     return out
 
 
-def _guard(out: list[Check], name: str, make: Callable[[], Check | list[Check]]) -> Check | None:
+def _guard(out: list[Check], name: str, make: Callable[[], Check | list[Check] | None]) -> Check | None:
     """Run one check; a SLURM command that fails is that check's ✗, not doctor's crash."""
     try:
         got = make()
     except Exception as exc:  # noqa: BLE001 - each check reports its own failure
         got = Check(name or "check", "fail", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-    found = got if isinstance(got, list) else [got]
+    found = got if isinstance(got, list) else [got] if got is not None else []
     out.extend(found)
     return found[0] if found else None
 
@@ -212,25 +195,3 @@ def check_gpus(spec: ClusterSpec, client: SlurmClient) -> Check:
     if typed and not spec.gpu_type and len({g.split(":")[1] for p in parts for g in p.gres if g.count(":") >= 2}) > 1:
         return Check("gpus", "warn", text, "several GPU types: set the spec's 'gpu_type' to choose")
     return Check("gpus", "ok", text)
-
-
-def check_pyxis(spec: ClusterSpec, config: dict[str, str]) -> Check:
-    pyxis = pyxis_plugin(config)
-    if pyxis is None:
-        if spec.container_runtime == "pyxis":
-            return Check(
-                "pyxis",
-                "fail",
-                "no Pyxis in plugstack.conf, the spec wants it",
-                "set container_runtime to 'none' or ask for Pyxis",
-            )
-        return Check("pyxis", "ok", "no Pyxis (container_runtime is not pyxis)")
-    scope = pyxis_scope(config)
-    text = f"{pyxis.path}, container_scope={scope}"
-    if pyxis.args.get("use_squashfuse", "0").lower() in ("1", "true", "yes", "y"):
-        text += ", use_squashfuse=1"
-    if spec.container_runtime == "pyxis" and spec.image_cache and scope == "job":
-        return Check("pyxis", "warn", text, 'image cache off under container_scope=job: set "image_cache": false')
-    return Check(
-        "pyxis", "ok", text + (", image cache on" if spec.container_runtime == "pyxis" and spec.image_cache else "")
-    )

@@ -13,15 +13,19 @@ import uuid
 from pathlib import Path
 
 from ..config.spec import ClusterSpec
+from ..core.checks import Check
+from ..runtimes import runtime_of
 from ..slurm import SlurmClient
-from .doctor import Check
 
 PROBE_PREFIX = "SLURM_RL_PROBE "  # slurm_rl.job.probe's line
 NOT_PROBED = ("fileroot", "network", "ports", "python and ray")
 
 
-def not_probed(why: str = "not checked (`doctor --probe` submits one tiny job to check it)") -> list[Check]:
-    return [Check(name, "skip", why) for name in NOT_PROBED]
+def not_probed(
+    spec: ClusterSpec, why: str = "not checked (`doctor --probe` submits one tiny job to check it)"
+) -> list[Check]:
+    names = (*NOT_PROBED, *runtime_of(spec.container_runtime).probed)
+    return [Check(name, "skip", why) for name in names]
 
 
 def probe_checks(spec: ClusterSpec, client: SlurmClient, timeout_s: float = 180.0) -> list[Check]:
@@ -44,17 +48,37 @@ def probe_checks(spec: ClusterSpec, client: SlurmClient, timeout_s: float = 180.
         for k in ("partition", "account", "qos", "reservation")
         if (v := getattr(spec, k))
     ]
-    if spec.container_runtime == "pyxis":  # the image's python, Ray and slurm-rl, as a job's
-        image = spec.cpu_image or spec.gpu_image
-        site += [f"--container-image={image}", f"--container-mounts={spec.fileroot}:{spec.fileroot}"]
+    # in the job's container: the image's python, Ray and slurm-rl, as a job's
+    runtime = runtime_of(spec.container_runtime)
+    flags, probe = runtime.probe(
+        spec,
+        [
+            python,
+            "-m",
+            "slurm_rl.job.probe",
+            "--marker",
+            str(marker),
+            "--network-interface",
+            spec.network_interface or "",
+        ],
+    )
     argv = [
-        "srun", "--nodes=1", "--ntasks=1", "--time=2", "--job-name=slurm-rl-doctor", "--quiet", *site,
-        python, "-m", "slurm_rl.job.probe", "--marker", str(marker),
-        "--network-interface", spec.network_interface or "",
-    ]  # fmt: skip
+        "srun",
+        "--nodes=1",
+        "--ntasks=1",
+        "--time=2",
+        "--job-name=slurm-rl-doctor",
+        "--quiet",
+        *site,
+        *flags,
+        *probe,
+    ]
     try:
         res = client.run(argv, timeout_s=timeout_s, check=False)
         line = next((ln for ln in res.stdout.splitlines() if ln.startswith(PROBE_PREFIX)), None)
+        mine = runtime.probe_checks(res.stdout)
+        if line is None and any(c.status == "fail" for c in mine):  # the runtime said why
+            return [*mine, *not_probed(spec, "not checked: the container did not start")[: len(NOT_PROBED)]]
         if line is None:
             why = (res.stderr.strip().splitlines() or [f"exit {res.returncode}, no answer"])[-1]
             return [
@@ -64,9 +88,10 @@ def probe_checks(spec: ClusterSpec, client: SlurmClient, timeout_s: float = 180.
                     f"the probe did not run: {why}",
                     f"check the spec's partition/account and that {python} exists on the nodes",
                 ),
-                *not_probed()[1:],
+                *not_probed(spec)[1 : len(NOT_PROBED)],
+                *mine,
             ]
-        return judge(spec, json.loads(line[len(PROBE_PREFIX) :]), marker)
+        return [*judge(spec, json.loads(line[len(PROBE_PREFIX) :]), marker), *mine]
     finally:
         marker.unlink(missing_ok=True)
 

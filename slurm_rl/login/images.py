@@ -1,20 +1,17 @@
-"""`slurm-rl images list|prune`: the per-node image cache (job/image_cache.sh) of a partition's
+"""`slurm-rl images list|prune`: the per-node image cache (runtimes/pyxis_image_cache.sh) of a partition's
 nodes, read and cleared through SLURM (one short step on every node), never over ssh."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..config.spec import ClusterSpec
 from ..core.errors import UsageError
-from ..core.paths import image_cache_dir
+from ..runtimes import runtime_of
 from ..slurm import SlurmClient
 from ..slurm.client import step_flags
-
-CACHE_SHELL = Path(__file__).resolve().parent.parent / "job" / "image_cache.sh"
 
 
 @dataclass
@@ -41,12 +38,7 @@ def run_cache_command(
     spec: ClusterSpec, client: SlurmClient, nodes: list[str], action: str, keys: tuple[str, ...] = ()
 ) -> tuple[list[NodeReport], list[str]]:
     """``action`` (list|prune) on every node; (reports, nodes that did not answer)."""
-    if spec.container_runtime != "pyxis":
-        raise UsageError(
-            f"spec {spec.cluster_name!r} has container_runtime {spec.container_runtime!r}: "
-            f"the image cache is for pyxis specs"
-        )
-    argv = ["bash", "-c", CACHE_SHELL.read_text(), "image-cache", action, image_cache_dir(spec.node_local_dir), *keys]
+    argv = runtime_of(spec.container_runtime).image_cache_argv(spec, action, keys)
     res = client.run_on_nodes(None, nodes, argv, timeout_s=120.0, srun_flags=step_flags(spec.account, spec.qos))
     reports = []
     for line in res.stdout.splitlines():

@@ -23,8 +23,8 @@ from ..config.spec import ClusterSpec
 from ..core.errors import UsageError
 from ..core.fields import time_minutes
 from ..core.options import JobOptions
+from ..runtimes import runtime_of
 from ..slurm import SlurmClient
-from ..slurm.site import pyxis_scope, site_config
 from .render import container_for
 
 # Filesystems that every node mounts alike at a site (whatever the fileroot is).
@@ -41,18 +41,10 @@ def preflight(spec: ClusterSpec, opts: JobOptions, client: SlurmClient) -> None:
     check_qos(opts, client)
 
 
-def site_image_cache(spec: ClusterSpec, client: SlurmClient) -> ClusterSpec:
-    """The spec, with its image cache off where the site's Pyxis has container_scope=job: pyxis
-    then names every container after its job, so no job can start from a node's prepared copy
-    (and the job's epilog would remove it). Said once, on stderr."""
-    if spec.container_runtime != "pyxis" or not spec.image_cache or pyxis_scope(site_config(client)) != "job":
-        return spec
-    print(
-        "slurm-rl: pyxis here has container_scope=job (named containers end with their job): the image "
-        'cache is off, every job unpacks its image; set "image_cache": false in the spec to silence this',
-        file=sys.stderr,
-    )
-    return spec.model_copy(update={"image_cache": False})
+def site_runtime(spec: ClusterSpec, client: SlurmClient) -> ClusterSpec:
+    """The spec as this site allows it for its container runtime (Pyxis' container_scope=job
+    turns the image cache off); said once, on stderr, where it changed."""
+    return runtime_of(spec.container_runtime).preflight(spec, client)
 
 
 # ---- SLURM's limits ------------------------------------------------------------------------------
@@ -203,7 +195,7 @@ def check_node_paths(spec: ClusterSpec, opts: JobOptions) -> None:
     """Refuse a path that every node needs and that does not exist where the login node can
     tell: the job would fail on every node after the queue wait."""
     container = container_for(spec, opts)
-    bare = container.runtime == "none"
+    bare = not runtime_of(container.runtime).contained
     if bare and os.path.isabs(opts.python):
         python = Path(opts.python)
         if not os.access(python, os.X_OK) and seen_alike(python, spec):

@@ -18,6 +18,7 @@ from ..core.exits import REQUESTED_REQUEUE_LIMIT
 from ..core.manifest import JOB_ID_PLACEHOLDER, Container, JobManifest
 from ..core.options import JobOptions
 from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, image_cache_dir, warned_marker_name
+from ..runtimes import runtime_of
 from .directives import member_directives, sbatch_directives
 from .snapshot import repository_root
 
@@ -69,15 +70,14 @@ def container_mounts(spec: ClusterSpec) -> tuple[str, ...]:
 
 def container_for(spec: ClusterSpec, opts: JobOptions) -> Container:
     image = opts.container_image or (spec.gpu_image if opts.gpus_per_node > 0 else spec.cpu_image)
-    # pyxis reads an image that starts with "." or "/" as a squashfs file (else: a registry)
-    cacheable = spec.container_runtime == "pyxis" and spec.image_cache and (image or "")[:1] in (".", "/")
+    runtime = runtime_of(spec.container_runtime)
     return Container(
-        runtime=spec.container_runtime,
+        runtime=runtime.name,
         image=image,
         workdir=opts.workdir,
         gpus=opts.gpus_per_node > 0,
-        mounts=container_mounts(spec) if spec.container_runtime != "none" else (),
-        cache_mb=int(spec.image_cache_gb * 1024) if cacheable else 0,
+        mounts=container_mounts(spec) if runtime.contained else (),
+        cache_mb=runtime.cache_mb(spec, image or ""),
     )
 
 
@@ -143,28 +143,16 @@ def finalize_files() -> dict[str, str]:
     return {name: shlex.quote(str(p.relative_to(paths.job_dir))) for name, p in files.items()}
 
 
-def python_hint(container: Container) -> str:
-    """What a job whose interpreter is missing on a node says after the path and the node."""
-    if container.runtime == "none":
-        return (
-            '; set "python" in the spec to an interpreter that every node has, with slurm_rl installed '
-            "(e.g. a venv on the shared filesystem)"
-        )
-    return (
-        f' (in the container image {container.image}); set "python" in the spec to the image\'s own '
-        "interpreter with slurm_rl installed (e.g. python3)"
-    )
-
-
 def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
     """The sbatch script and the manifest of a job. Pure: no I/O besides reading templates."""
     name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir
     container = container_for(spec, opts)
-    srun_flags, prefix = container.launch(f"{name_dir}/{JOB_ID_PLACEHOLDER}")
+    runtime = runtime_of(container.runtime)
+    srun_flags, prefix = runtime.launch(container, container.workdir or f"{name_dir}/{JOB_ID_PLACEHOLDER}")
     srun_flags = [*srun_flags, *opts.srun_args]
     python = shlex.quote(opts.python)
     key = ARRAY_TASK_KEY if opts.array else JOB_KEY
-    image_flags = ['"${slurm_rl_image_flags[@]}"'] if container.cached else []
+    image_flags = runtime.shell_flags(container)
     context = dict(
         version=__version__,
         spec=spec,
@@ -174,7 +162,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         array=bool(opts.array),
         env=sorted(spec.public_env.items()),
         srun_flags=[*shell_words(srun_flags, key), *image_flags],
-        image_cache=container.cached,
+        runtime_prepare=runtime.prepare_template(container),
         image=shlex.quote(container.image or ""),
         image_cache_mb=container.cache_mb,
         image_meta=shlex.quote(image_cache_dir(spec.node_local_dir)),
@@ -182,7 +170,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         secrets_file=SECRETS_FILE,
         launch=" ".join([*shell_words(prefix, key), 'bash -c "$SLURM_RL_NODE_SCRIPT"']),
         files=finalize_files(),
-        pyxis=spec.container_runtime == "pyxis",  # a requeue first removes the attempt's containers
+        runtime_requeue_cleanup=runtime.requeue_cleanup(),  # a requeue first removes the attempt's containers
         requeue=opts.requeue,
         stall_fails=opts.stall_action == "fail",  # a stall under --stall-action fail is never requeued
         chain=opts.chain > 1 or bool(opts.run_dir),
@@ -192,7 +180,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         het_components=[1, opts.nodes] if opts.head_partition else [],
         node_command=f'{python} -m slurm_rl.job.node --job-dir "$SLURM_RL_JOB_DIR"',
         python=python,
-        python_hint=shlex.quote(python_hint(container)),
+        python_hint=shlex.quote(runtime.python_hint(container)),
         warned_marker=shlex.quote(f"{MARKERS_DIR}/") + warned_marker_name('"${SLURM_RESTART_COUNT:-0}"'),
         started_markers=shlex.quote(f"{MARKERS_DIR}/") + '"${SLURM_RESTART_COUNT:-0}"-*.started',
         total_nodes=opts.total_nodes,

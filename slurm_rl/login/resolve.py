@@ -18,6 +18,7 @@ from ..config.spec import ClusterSpec
 from ..core.errors import UsageError
 from ..core.fields import FieldProblem
 from ..core.options import JobOptions
+from ..runtimes import RUNTIMES, runtime_of
 from .flags import flag_of, spec_fields
 from .render import container_mounts
 
@@ -92,8 +93,11 @@ def resolve_options(
     values.setdefault("python", sys.executable)
     values.setdefault("name", exp.stem if exp else "interactive")
     check_before_the_queue(exp)
-    if values.get("container_image") is not None and spec.container_runtime == "none":
-        raise UsageError('--container-image: the spec\'s container_runtime is "none"; set it to pyxis or apptainer')
+    if values.get("container_image") is not None and not runtime_of(spec.container_runtime).contained:
+        raise UsageError(
+            f"--container-image: the spec's container_runtime is {spec.container_runtime!r} (no container); "
+            f"set it to one of {', '.join(n for n, r in RUNTIMES.items() if r.contained)}"
+        )
     workdir = container_workdir(spec, values.pop("workdir", None))
     try:
         return JobOptions(
@@ -111,8 +115,8 @@ def container_workdir(spec: ClusterSpec, asked: str | None) -> str:
     """The driver's working directory. Bare nodes: --workdir, else where you submit from. In a
     container: "" (the job dir, on the always-mounted fileroot) unless --workdir names a
     directory one of the container's mounts provides; anything else is refused here, before
-    the queue (pyxis would fail every node's step with "couldn't chdir")."""
-    if spec.container_runtime == "none":
+    the queue (the runtime would fail every node's step: it cannot chdir there)."""
+    if not runtime_of(spec.container_runtime).contained:
         return str(Path(asked or os.getcwd()).resolve())
     if not asked:
         return ""

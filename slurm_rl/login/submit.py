@@ -20,9 +20,10 @@ from ..core.errors import SlurmCommandError, SlurmRlError, UsageError
 from ..core.events import append_event, write_atomic
 from ..core.options import JobOptions
 from ..core.paths import JobPaths
+from ..runtimes import runtime_of
 from ..slurm import SlurmClient
 from . import index
-from .preflight import preflight, site_image_cache
+from .preflight import preflight, site_runtime
 from .render import RenderedJob, render_job
 from .snapshot import SNAPSHOT_DIR, copy_snapshot
 
@@ -69,28 +70,7 @@ def stage_job_dir(
         shutil.copy2(opts.experiment, stage.experiment)
     if job.manifest.snapshot_root and snapshot:
         copy_snapshot(Path(job.manifest.snapshot_root), stage.job_dir / SNAPSHOT_DIR)
-    if job.manifest.container.cached:
-        stage_image_cache(stage)
-
-
-JOB_DIR_SCRIPTS = Path(__file__).resolve().parent.parent / "job"
-OVERLAY_HOOK = "hooks.d/90-slurm-rl-overlay.sh"
-
-
-def stage_image_cache(stage: JobPaths) -> None:
-    """What the batch script's image cache steps run from the job dir: the per-node script, and
-    an enroot config dir (ENROOT_CONFIG_PATH of the container step) with the user's own enroot
-    config, if any, and slurm-rl's overlay hook."""
-    stage.image_cache_script.parent.mkdir(exist_ok=True)
-    shutil.copyfile(JOB_DIR_SCRIPTS / "image_cache.sh", stage.image_cache_script)
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
-    own = Path(os.environ.get("ENROOT_CONFIG_PATH") or f"{xdg}/enroot")
-    if own.is_dir():
-        shutil.copytree(own, stage.enroot_config, symlinks=True)
-    hook = stage.enroot_config / OVERLAY_HOOK
-    hook.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(JOB_DIR_SCRIPTS / "enroot_overlay_hook.sh", hook)
-    hook.chmod(0o755)
+    runtime_of(job.manifest.container.runtime).stage(job.manifest.container, stage)
 
 
 def sbatch_refusal(exc: SlurmCommandError) -> SlurmRlError:
@@ -130,7 +110,7 @@ def submit(
             f"`slurm-rl run --spec SPEC EXPERIMENT`, or submit with a SLURM spec"
         )
     preflight(spec, opts, client)
-    spec = site_image_cache(spec, client)
+    spec = site_runtime(spec, client)
     job = render_job(spec, opts)
     name_dir = make_name_dir(spec, opts)
     stage = JobPaths(name_dir / f".stage-{uuid.uuid4().hex[:12]}")

@@ -27,7 +27,7 @@ from ..core.job_ids import array_task_id
 from ..core.paths import JobPaths
 from ..slurm import SlurmClient
 from . import index
-from .preflight import preflight, site_image_cache
+from .preflight import preflight, site_runtime
 from .render import RenderedJob, render_job
 from .resolve import JobOptions, changed
 from .snapshot import SNAPSHOT_DIR, copy_snapshot
@@ -190,7 +190,7 @@ def submit_sweep(
         raise UsageError("sweep: no tasks (the grid is empty)")
     opts = changed(opts, array=array_spec(len(points), max_concurrent))
     preflight(spec, opts, client)
-    spec = site_image_cache(spec, client)
+    spec = site_runtime(spec, client)
     task_opts = [task_options(opts, point) for point in points]
     jobs = render_tasks(spec, task_opts, points)
     name_dir = make_name_dir(spec, opts)

@@ -24,6 +24,7 @@ from ..core.manifest import load_manifest
 from ..core.members import lost_to_healing, member_jobs
 from ..core.nodelist import expand_hostlist
 from ..core.paths import JobPaths
+from ..runtimes import runtime_of
 from ..slurm import SlurmClient
 from ..slurm.client import step_flags
 from .lookup import find_job_dir
@@ -92,7 +93,7 @@ def teardown(
         ) from None
     try:
         manifest = load_manifest(paths.manifest)
-        submitter, bare = manifest.user, manifest.container.runtime == "none"
+        submitter, bare = manifest.user, not runtime_of(manifest.container.runtime).contained
     except JobError:
         submitter, bare = user, False  # a job dir from before manifests: found under your own fileroot
     if submitter != user:
@@ -194,7 +195,7 @@ CLEANUP_SHELL = Path(__file__).resolve().parent.parent / "job" / "cleanup_node.s
 def cleanup_command(paths: JobPaths, job_id: int | str, grace_s: float, inside: bool = False) -> list[str]:
     """argv of the cleanup step on the job's nodes. A container job's is plain
     shell on the bare node (job/cleanup_node.sh): no python there, and starting the image again
-    would unpack it on every node; it also removes container filesystems pyxis left. Other jobs
+    would unpack it on every node; it also removes what the runtime left (runtimes/). Other jobs
     run the job's own python; a pre-manifest job the login node's. ``inside``: a pass inside the
     live allocation, which spares the node bootstraps (see job/cleanup.py)."""
     try:
@@ -202,8 +203,10 @@ def cleanup_command(paths: JobPaths, job_id: int | str, grace_s: float, inside: 
     except JobError:
         return [sys.executable, "-m", "slurm_rl.job.cleanup", "--job-id", str(job_id), "--grace-s", str(grace_s)]
     temp_dir = manifest.temp_dir(job_id)
-    if manifest.container.runtime != "none":
-        return ["bash", "-c", CLEANUP_SHELL.read_text(), "cleanup", str(job_id), str(grace_s), temp_dir]
+    runtime = runtime_of(manifest.container.runtime)
+    if runtime.contained:
+        leftovers = runtime.leftovers_shell()
+        return ["bash", "-c", CLEANUP_SHELL.read_text(), "cleanup", str(job_id), str(grace_s), temp_dir, leftovers]
     return [
         manifest.python,
         "-m",

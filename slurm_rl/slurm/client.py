@@ -159,18 +159,13 @@ class SlurmClient:
         job_id: int,
         node: str,
         command: list[str] | None = None,
-        join: tuple[int, list[str]] | None = None,
         pty: bool | None = None,
     ) -> list[str]:
-        """argv for a shell (or ``command``) inside a running job, on ``node``. ``join``:
-        (pid, variables) to run inside the container of process ``pid`` (``enroot exec``: its
-        mounts and environment, plus these variables from ours) instead of on the bare node.
-        ``pty``: a terminal for it (default: when there is no command, a login shell)."""
+        """argv for a shell (or ``command``, which a container runtime may have wrapped to run
+        inside the job's container) inside a running job, on ``node``. ``pty``: a terminal for
+        it (default: when there is no command, a login shell)."""
         base = ["srun", "--overlap", f"--jobid={job_id}", f"--nodelist={node}", "--nodes=1", "--ntasks=1"]
         run = command or ["bash", "-l"]
-        if join is not None:
-            pid, variables = join
-            run = ["enroot", "exec", *(a for v in variables for a in ("--env", v)), str(pid), *run]
         return [*base, "--pty", *run] if (pty if pty is not None else not command) else [*base, *run]
 
     def numeric_job_id(self, job_id: int | str) -> int:

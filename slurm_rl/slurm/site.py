@@ -1,6 +1,7 @@
 """What a site's SLURM is set up to do, read through ``SlurmClient`` for ``slurm-rl doctor``:
 its configuration (``scontrol show config``), the user's associations (``sacctmgr``) and the
-SPANK plugins it loads (Pyxis). GPUs per partition come from ``SlurmClient.partitions``."""
+SPANK plugins it loads (a container runtime may be one). GPUs per partition come from
+``SlurmClient.partitions``."""
 
 from __future__ import annotations
 
@@ -79,15 +80,3 @@ def spank_plugins(config: dict[str, str]) -> list[SpankPlugin]:
                 args = dict(w.split("=", 1) for w in words[2:] if "=" in w)
                 out.append(SpankPlugin(words[1], args))
     return out
-
-
-def pyxis_plugin(config: dict[str, str]) -> SpankPlugin | None:
-    """The site's Pyxis among its SPANK plugins, as this login node's plugstack.conf says."""
-    return next((p for p in spank_plugins(config) if "pyxis" in p.path), None)
-
-
-def pyxis_scope(config: dict[str, str]) -> str | None:
-    """The ``container_scope`` of the site's Pyxis (pyxis' default: global); None where this
-    machine shows no Pyxis."""
-    pyxis = pyxis_plugin(config)
-    return pyxis.args.get("container_scope", "global") if pyxis else None

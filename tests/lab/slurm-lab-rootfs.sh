@@ -187,6 +187,25 @@ install_rootfs_pyxis() {
   echo "$key" >"$r/usr/local/lib/slurm/.pyxis-key"
 }
 
+# Debian's apptainer in the rootfs (sid only: `up --apptainer`), once; its config as the lab needs
+# it: jobs run as root here, and root's default (every capability) is more than the machine grants
+# the lab (no CAP_SYS_RESOURCE), so root's containers get the capability file's set instead.
+install_rootfs_apptainer() {
+  local r=$1 own=
+  [ "$(basename "$r" | cut -d- -f2)" = sid ] || return 1  # rootfs-SUITE-KEY
+  if [ ! -x "$r/usr/bin/apptainer" ]; then
+    log "installing apptainer in $r (Debian sid's, once)"
+    mountpoint -q "$r/proc" || { mount -t proc proc "$r/proc"; own=1; }
+    DEBIAN_FRONTEND=noninteractive chroot "$r" sh -c \
+      "apt-get update -qq && apt-get install -y -qq --no-install-recommends apptainer" >"$CACHE/apptainer.log" 2>&1
+    local rc=$?
+    [ -z "$own" ] || umount "$r/proc"
+    rm -rf "$r"/var/cache/apt/archives/*.deb "$r"/var/lib/apt/lists/*
+    [ "$rc" = 0 ] || return 1
+  fi
+  sed -i 's/^root default capabilities = .*/root default capabilities = file/' "$r/etc/apptainer/apptainer.conf"
+}
+
 # `slurm-lab rootfs [VERSION...]`: build what `up --slurm VERSION` needs ahead of it (CI does it
 # in the background, beside pip): the rootfs, and Pyxis in it where the sources are there. The
 # rootfs builds run side by side (each mostly waits on the mirror), beside the host's enroot and
@@ -213,6 +232,7 @@ cmd_rootfs() {
     [ -s "$out/$v" ] || continue
     r=$(cat "$out/$v")
     [ -z "$pyxis" ] || install_rootfs_pyxis "$r"
+    [ "$(slurm_suite "$v")" != sid ] || install_rootfs_apptainer "$r" || die "installing apptainer in $r failed (see $CACHE/apptainer.log)"
     echo "$v $r"
   done
   rm -rf "$out"

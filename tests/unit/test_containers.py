@@ -9,9 +9,11 @@ import pytest
 
 from slurm_rl.config.spec import parse_spec
 from slurm_rl.core.errors import UsageError
+from slurm_rl.core.manifest import Container
 from slurm_rl.job.ray_start import OBJECT_STORE_MIN, object_store_size
 from slurm_rl.login.render import container_mounts
 from slurm_rl.login.resolve import container_workdir
+from slurm_rl.runtimes import runtime_of
 from slurm_rl.slurm import SlurmClient
 
 pytestmark = pytest.mark.unit
@@ -61,14 +63,26 @@ def test_a_container_runs_in_the_job_dir_or_a_mounted_workdir(tmp_path: Path) ->
 
 
 def test_attach_joins_the_running_container_with_the_jobs_ray_variables() -> None:
-    argv = SlurmClient.attach_argv(7, "node1", ["ray", "status"], (4242, ["RAY_ADDRESS", "RAY_AUTH_MODE"]))
-    assert argv == [
+    pyxis = runtime_of("pyxis")
+    box = Container(runtime="pyxis", image="/i.sqsh", mounts=("/j:/j",))
+    command = pyxis.attach(box, "/j", ["ray", "status"], ["RAY_ADDRESS", "RAY_AUTH_MODE"], 4242)
+    assert SlurmClient.attach_argv(7, "node1", command) == [
         *("srun", "--overlap", "--jobid=7", "--nodelist=node1", "--nodes=1", "--ntasks=1"),
         *("enroot", "exec", "--env", "RAY_ADDRESS", "--env", "RAY_AUTH_MODE", "4242", "ray", "status"),
     ]
-    shell = SlurmClient.attach_argv(7, "node1", [], (4242, []))
+    shell = SlurmClient.attach_argv(7, "node1", pyxis.attach(box, "/j", ["bash", "-l"], [], 4242), pty=True)
     assert shell[-6:] == ["--pty", "enroot", "exec", "4242", "bash", "-l"]
-    assert SlurmClient.attach_argv(7, "node1", ["hostname"])[-1] == "hostname"  # bare jobs: as before
+    with pytest.raises(UsageError, match="no node_start event"):  # the node's bootstrap has not started
+        pyxis.attach(box, "/j", ["ray", "status"], [], None)
+    # Apptainer: one more exec of the job's image with its binds, in its working directory (the
+    # environment passes as it is: the job's Ray variables with it)
+    sif = Container(runtime="apptainer", image="/i.sif", mounts=("/j:/j", "/tmp:/tmp"), gpus=True)
+    assert runtime_of("apptainer").attach(sif, "/j/run", ["ray", "status"], ["RAY_ADDRESS"], None) == [
+        *("apptainer", "exec", "--no-mount", "home,cwd,tmp", "--pwd=/j/run", "--bind", "/j:/j", "--bind"),
+        *("/tmp:/tmp", "--nv", "/i.sif", "ray", "status"),
+    ]
+    bare = runtime_of("none").attach(Container(), "/j", ["hostname"], ["RAY_ADDRESS"], 4242)
+    assert SlurmClient.attach_argv(7, "node1", bare)[-1] == "hostname"  # bare jobs: as before
 
 
 @pytest.mark.parametrize(

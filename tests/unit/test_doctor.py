@@ -48,7 +48,8 @@ def spec(**fields: object):  # type: ignore[no-untyped-def]
 def test_a_site_that_fits_the_spec_is_all_ok() -> None:
     checks = site_checks(spec(), client(), "alice")
     assert [c.name for c in checks] == [
-        "slurm", "partition", "account", "qos", "process tracking", "cgroup", "topology", "gpus", "pyxis",
+        "slurm", "partition", "account", "qos", "process tracking", "cgroup", "topology", "gpus",
+        "container runtime",
     ]  # fmt: skip
     assert {c.status for c in checks} == {"ok"}, [c.line() for c in checks]
     assert (
@@ -118,12 +119,12 @@ def test_the_probe_report_is_judged_check_by_check(tmp_path: Path) -> None:
     other = judge(spec(), _node(python="3.9.1", ray="2.10.0"), marker)
     assert [c.name for c in other if c.status == "fail"] == ["python and ray"]
     assert other[-1].found.startswith("node3: Python 3.9, Ray 2.10.0; here: Python ")
-    assert [c.status for c in not_probed()] == ["skip"] * 4
+    assert [c.status for c in not_probed(spec())] == ["skip"] * 4
 
 
 @pytest.mark.parametrize("scope", ["", " container_scope=global", " container_scope=job"])
 def test_the_image_cache_follows_pyxis_container_scope(tmp_path: Path, scope: str, capsys) -> None:  # type: ignore[no-untyped-def]
-    from slurm_rl.login.preflight import site_image_cache
+    from slurm_rl.login.preflight import site_runtime
 
     (tmp_path / "plugstack.conf").write_text(f"include {tmp_path}/plugstack.conf.d/*\n")
     (tmp_path / "plugstack.conf.d").mkdir()
@@ -133,11 +134,11 @@ def test_the_image_cache_follows_pyxis_container_scope(tmp_path: Path, scope: st
     boxed = spec(container_runtime="pyxis", python="python3", cpu_image="/i.sqsh")
     pyxis = next(c for c in site_checks(boxed, slurm, "alice") if c.name == "pyxis")
     if scope.endswith("job"):  # pyxis names every container after its job: nothing to start from
-        assert site_image_cache(boxed, slurm).image_cache is False
+        assert site_runtime(boxed, slurm).image_cache is False
         assert "image cache is off" in capsys.readouterr().err
         assert pyxis.status == "warn" and "container_scope=job" in pyxis.found
     else:  # global, pyxis' default
-        assert site_image_cache(boxed, slurm) is boxed
+        assert site_runtime(boxed, slurm) is boxed
         assert pyxis.status == "ok" and pyxis.found.endswith("container_scope=global, image cache on")
 
 

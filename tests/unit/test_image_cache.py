@@ -1,4 +1,4 @@
-"""The per-node image cache's script (slurm_rl/job/image_cache.sh) against a stand-in enroot
+"""The per-node image cache's script (slurm_rl/runtimes/pyxis_image_cache.sh) against a stand-in enroot
 whose config section names a temp data path: prepare once, cached after, a changed key prepared
 again, least recently used evicted beyond the budget but never one in use or just used, list and
 prune. (The lab test runs it under real Pyxis and enroot.)"""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_rl.login.images import CACHE_SHELL
+from slurm_rl.runtimes.pyxis import CACHE_SHELL
 
 FAKE_ENROOT = """#!/bin/bash
 # ---- BEGIN CONFIG ----
@@ -160,7 +160,7 @@ def test_images_collects_one_report_per_node_and_names_the_silent_ones() -> None
     assert client.argv[0] == "--account=acct" and client.argv[-3:] == ["prune", "/scratch/slurm-rl-images", "k"]
     with pytest.raises(UsageError, match="Unable to allocate"):
         run_cache_command(spec, FakeClient("", 1), ["n1"], "list")  # type: ignore[arg-type]
-    with pytest.raises(UsageError, match="for pyxis specs"):
+    with pytest.raises(UsageError, match="keeps no per-node image cache"):
         run_cache_command(spec.model_copy(update={"container_runtime": "none"}), client, ["n1"], "list")  # type: ignore[arg-type]
 
 

@@ -16,7 +16,7 @@ PKG = REPO / "slurm_rl"
 # floors, lowest first (docs/architecture.md, "The import rule")
 FLOORS = {
     "_version": 1, "core": 1, "data": 1,
-    "slurm": 2, "config": 2, "distributed": 2, "driver": 2, "models": 2,
+    "slurm": 2, "config": 2, "runtimes": 2, "distributed": 2, "driver": 2, "models": 2,
     "login": 3, "job": 3, "utils": 3, "rollouts": 3,
     "laptop": 4, "__init__": 5, "__main__": 5,
 }  # fmt: skip

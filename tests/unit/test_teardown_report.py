@@ -83,18 +83,31 @@ def test_cleanup_of_a_container_job_is_plain_shell_on_the_bare_node(tmp_path: Pa
     paths = JobPaths(tmp_path)
     _manifest(Container(runtime=runtime, image="/img", mounts=("/a:/a",))).write(paths.manifest)
     argv = cleanup_command(paths, 4242, 1.0)
-    assert argv[:2] == ["bash", "-c"] and argv[3:] == ["cleanup", "4242", "1.0", "/tmp/srl-4242"]
+    assert argv[:2] == ["bash", "-c"] and argv[3:7] == ["cleanup", "4242", "1.0", "/tmp/srl-4242"]
     temp = tmp_path / "srl-4242"
     temp.mkdir()
+    # a stand-in enroot with this job's container and another job's (an id with the same prefix)
+    bin_dir, removed = tmp_path / "bin", tmp_path / "removed"
+    bin_dir.mkdir()
+    (bin_dir / "enroot").write_text(
+        '#!/bin/sh\n[ "$1" = list ] && printf "pyxis_4242.0\\npyxis_42421.0\\n"\n'
+        f'[ "$1" = remove ] && echo "$3" >>{removed}\nexit 0\n'
+    )
+    (bin_dir / "enroot").chmod(0o755)
     marked = subprocess.Popen(["sleep", "60"], env={**os.environ, "SLURM_RL_JOB_ID": "4242"})
     by_path = subprocess.Popen(["bash", "-c", 'trap "" TERM; while :; do sleep 0.1; done', f"{temp}/x"])
     other = subprocess.Popen(["sleep", "60"], env={**os.environ, "SLURM_RL_JOB_ID": "42421"})
     try:
-        out = subprocess.run([*argv[:6], str(temp)], capture_output=True, text=True, timeout=30)
+        env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+        out = subprocess.run([*argv[:6], str(temp), argv[7]], capture_output=True, text=True, timeout=30, env=env)
         report = json.loads(out.stdout)
         killed = {k["pid"]: k["signal"] for k in report["killed"]}
         assert killed == {marked.pid: "TERM", by_path.pid: "KILL"}, out.stderr
         assert report["temp_dir_removed"] is True and not temp.exists()
+        # what the runtime left of this job on the node, and only of this job: Pyxis' container;
+        # Apptainer's exec containers end with their processes, so it has nothing to remove
+        mine = ["pyxis_4242.0"] if runtime == "pyxis" else []
+        assert report["containers_removed"] == mine and (removed.read_text().split() if mine else []) == mine
         assert other.poll() is None  # another job's process (an id with the same prefix) lives
     finally:
         for p in (marked, by_path, other):

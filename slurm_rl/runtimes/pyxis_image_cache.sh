@@ -8,7 +8,7 @@
 # A prepared image is an enroot container filesystem named pyxis_srl-img-KEY in enroot's own
 # data path (where pyxis finds `--container-name=srl-img-KEY`), unpacked once per node per image
 # version (KEY: the image's path, size, mtime, ctime and inode). Jobs never write into it: the
-# enroot hook (enroot_overlay_hook.sh) mounts a per-container overlay over it. META_DIR (node
+# enroot hook (pyxis_overlay_hook.sh) mounts a per-container overlay over it. META_DIR (node
 # local) holds per image KEY.lock (held while it is prepared or removed: jobs with other images
 # never wait for an unpack), KEY.json (image, bytes, when prepared) and KEY.used (its mtime:
 # last use, for LRU eviction beyond BUDGET_MB).

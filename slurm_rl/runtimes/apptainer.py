@@ -1,0 +1,113 @@
+"""Apptainer: each node's step runs under ``apptainer exec`` of the image, which Apptainer mounts
+as it is (a SIF, or the squashfs file Pyxis also takes): nothing is unpacked or copied per job
+or per node, so there is no image cache to keep. ``exec``, not an instance: the container is
+the step's own processes and ends with them however the step ends (an instance is a daemon
+that outlives its step unless stopped). Attach starts one more ``exec`` of the same image with
+the same binds on the node: the job's Ray temp dir, fileroot and network are the node's, so it
+sees the job as its driver does."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ..core.checks import Check
+from .base import PROBE_RUNTIME_PREFIX, Runtime
+
+if TYPE_CHECKING:
+    from ..config.spec import ClusterSpec
+    from ..core.manifest import Container
+
+MIN_VERSION = (1, 1)  # user namespaces by default, --no-mount
+# The node's apptainer, said on one line before the probe runs inside the image (plain shell:
+# the bare node may have no python). $1: the image, $2: the fileroot, then the probe's argv.
+PROBE_SHELL = f"""set -u
+image=$1 fileroot=$2; shift 2
+say() {{ echo "{PROBE_RUNTIME_PREFIX}$1"; }}
+command -v apptainer >/dev/null 2>&1 || {{ say '{{"found": false}}'; exit 0; }}
+version=$(apptainer --version 2>/dev/null | awk '{{print $NF}}')
+userns=false; unshare --user --map-root-user true 2>/dev/null && userns=true
+libexec=$(apptainer buildcfg 2>/dev/null | sed -n 's/^LIBEXECDIR=//p')
+setuid=false; [ -u "$libexec/apptainer/bin/starter-suid" ] && setuid=true
+root=false; [ "$(id -u)" = 0 ] && root=true
+say "{{\\"found\\": true, \\"version\\": \\"$version\\", \\"userns\\": $userns, \\"setuid\\": $setuid, \\
+\\"root\\": $root}}"
+exec apptainer exec --no-mount home,cwd --bind "$fileroot:$fileroot" "$image" "$@"
+"""
+
+
+def exec_prefix(container: Container, workdir: str) -> list[str]:
+    """``apptainer exec`` of the job's image with its mounts (the spec's, the fileroot, the
+    node-local dir), in ``workdir``; the environment passes as it is (SLURM's, the job's)."""
+    prefix = ["apptainer", "exec", "--no-mount", "home,cwd,tmp", f"--pwd={workdir}"]
+    for mount in container.mounts:
+        prefix += ["--bind", mount]
+    if container.gpus:
+        prefix.append("--nv")
+    return [*prefix, str(container.image)]
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    out = []
+    for part in text.split("-")[0].split(".")[:3]:
+        if not part.isdigit():
+            break
+        out.append(int(part))
+    return tuple(out)
+
+
+class Apptainer(Runtime):
+    name = "apptainer"
+    title = "Apptainer"
+
+    def launch(self, container: Container, workdir: str) -> tuple[list[str], list[str]]:
+        return [], exec_prefix(container, workdir)
+
+    def attach(
+        self, container: Container, workdir: str, command: list[str], variables: list[str], pid: int | None
+    ) -> list[str]:
+        return [*exec_prefix(container, workdir), *command]
+
+    def site_check(self, spec: ClusterSpec, config: dict[str, str]) -> Check | None:
+        return None  # it runs on the nodes, not through SLURM: the probe checks it there
+
+    probed = ("apptainer",)
+
+    def probe(self, spec: ClusterSpec, python_argv: list[str]) -> tuple[list[str], list[str]]:
+        image = spec.cpu_image or spec.gpu_image or ""
+        return [], ["bash", "-c", PROBE_SHELL, "probe", image, spec.fileroot, *python_argv]
+
+    def probe_checks(self, stdout: str) -> list[Check]:
+        line = next((ln for ln in stdout.splitlines() if ln.startswith(PROBE_RUNTIME_PREFIX)), None)
+        if line is None:
+            return [Check("apptainer", "fail", "the probe job did not say (see the probe's line)")]
+        return [judge(json.loads(line[len(PROBE_RUNTIME_PREFIX) :]))]
+
+
+def judge(node: dict) -> Check:
+    """The node's apptainer against what a job needs: present, new enough, and able to start a
+    container as the job's user (user namespaces, or a setuid starter, or root)."""
+    if not node.get("found"):
+        return Check(
+            "apptainer", "fail", "no apptainer on the node's PATH",
+            'install Apptainer >= 1.1 on the compute nodes (or `module load apptainer` in the spec\'s "setup")',
+        )  # fmt: skip
+    version = str(node.get("version") or "?")
+    if version_tuple(version) < MIN_VERSION:
+        return Check(
+            "apptainer", "fail", f"apptainer {version} is older than {'.'.join(map(str, MIN_VERSION))}",
+            "ask for Apptainer >= 1.1 (SingularityCE/older Apptainer lack the flags slurm-rl uses)",
+        )  # fmt: skip
+    if node.get("root"):
+        how = "as root"
+    elif node.get("userns"):
+        how = "unprivileged, in a user namespace"
+    elif node.get("setuid"):
+        how = "through its setuid starter"
+    else:
+        return Check(
+            "apptainer", "fail", f"apptainer {version}: no user namespaces for this user, and no setuid starter",
+            "ask the admins for user namespaces (sysctl user.max_user_namespaces > 0; on Ubuntu "
+            "kernel.apparmor_restrict_unprivileged_userns=0) or Apptainer's setuid install",
+        )  # fmt: skip
+    return Check("apptainer", "ok", f"apptainer {version} on the node, starts containers {how}")

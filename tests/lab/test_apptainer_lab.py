@@ -1,0 +1,186 @@
+"""Container jobs on the lab's real Apptainer (`slurm-lab up --apptainer`: Debian sid's 1.4.5 in
+the SLURM 26.05 rootfs), running the lab image Pyxis also runs (a squashfs file: Apptainer
+mounts it as it is), whose interpreter (/opt/slurm-rl/bin/python) the bare nodes lack: anything
+slurm-rl still ran outside the container would fail here. The contract the Pyxis jobs keep
+(test_containers_lab.py), on the other runtime: every way a job ends leaves 0 processes, 0
+Apptainer instances and no mount of the image; attach runs in the job's environment inside the
+container; a requeue, a grown member and GPUs on the fake GPU lab work as in bare jobs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LAB, REPO, run_cli
+from tests.lab import helpers
+from tests.lab.helpers import STATE, in_queue, job_leftovers, last_json, wait_for, wait_gone, wait_ready
+
+SPEC = REPO / "cluster_specs" / "lab-apptainer.json"
+IMAGE = "/var/cache/slurm-lab/images/slurm-rl-lab.sqsh"
+IMAGE_PYTHON = "/opt/slurm-rl/bin/python"
+NOT_PROBED = "not checked (`doctor --probe` submits one tiny job to check it)"
+
+
+def apptainer_missing() -> str:
+    """Why the running lab has no Apptainer ('' when it has): `up --apptainer` records it."""
+    if "--apptainer" in (STATE / "run" / "up-args").read_text(errors="replace").split():
+        return ""
+    missing = STATE / "run" / "apptainer-missing"
+    why = missing.read_text().strip() if missing.exists() else "the lab runs without Apptainer"
+    return f"{why}; bring it up with `tests/lab/slurm-lab up --nodes 3 --apptainer`"
+
+
+@pytest.fixture(scope="module")
+def apptainer_lab(lab: list[str]) -> list[str]:
+    why = apptainer_missing()
+    if why:
+        pytest.skip(why)
+    res = subprocess.run([str(LAB), "image"], capture_output=True, text=True, timeout=600)  # slurm-rl as checked out
+    assert res.returncode == 0, res.stderr
+    return lab
+
+
+def leftovers(nodes: list[str], loops: bool = False) -> dict[str, list[str]]:
+    """What Apptainer holds on the lab's nodes: running instances (any user's); with ``loops``,
+    loop devices backing the image (the kernel's: every node sees the same list, any job's)."""
+    out: dict[str, list[str]] = {}
+    for node in nodes:
+        listed = subprocess.run(
+            [str(LAB), "exec", node, "--", "apptainer", "instance", "list", "--all"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout.splitlines()[1:]  # fmt: skip
+        if listed:
+            out[node] = listed
+    if loops and (found := subprocess.run(["losetup", "-j", IMAGE], capture_output=True, text=True).stdout):
+        out["loop devices"] = found.splitlines()
+    return out
+
+
+def assert_nothing_left(nodes: list[str], job_id: int) -> None:
+    assert wait_for(lambda: not job_leftovers(nodes, job_id) and not leftovers(nodes), 20), (
+        job_leftovers(nodes, job_id),
+        leftovers(nodes),
+    )
+
+
+def start(experiment: str, *args: str, nodes: int, extra: tuple[str, ...] = (), **kw: object) -> dict:
+    spec = str(kw.pop("spec", SPEC))
+    return helpers.start(experiment, *args, nodes=nodes, extra=("--oversubscribe", *extra), spec=spec, **kw)  # type: ignore[arg-type]
+
+
+def ended(job_id: int, timeout_s: float) -> dict:
+    wait_gone(job_id, timeout_s)
+    res = run_cli("status", str(job_id), "--json", timeout=60)
+    return json.loads(res.stdout.splitlines()[-1])
+
+
+def gpu_spec(tmp_path: Path) -> Path:
+    """The Apptainer spec with the GPU lab's GPUs (cluster_specs/lab-gpu.json's)."""
+    spec = json.loads(SPEC.read_text())
+    gpu = json.loads((REPO / "cluster_specs" / "lab-gpu.json").read_text())
+    for key in ("gpus_per_node", "gpu_type_from_node_name", "node_type_from_node_name", "setup"):
+        spec[key] = gpu[key]
+    path = tmp_path / "lab-apptainer-gpu.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+@pytest.mark.lab_shared
+def test_every_way_an_apptainer_job_ends_leaves_nothing(apptainer_lab: list[str], tmp_path: Path) -> None:
+    outside = Path("/srv") / f"srl-submit-apptainer-{os.getpid()}"  # a submit dir the image lacks
+    outside.mkdir(parents=True, exist_ok=True)
+    jobs: list[dict] = []
+    try:
+        timed = start("hold.py", "ok", nodes=1, extra=("--time", "1"))
+        clean = start("container_check.py", "3", nodes=3, cwd=outside)
+        crash = start("hold.py", "raise", nodes=1)
+        attached = start("hold.py", "ok", nodes=1)
+        cancelled = start("hold.py", "ok", nodes=1)
+        requeued = start("flaky.py", nodes=1, extra=("--requeue", "1"))
+        jobs = [timed, clean, crash, attached, cancelled, requeued]
+
+        # attach: inside the container (the image's python and ray, which the bare node lacks),
+        # with the job's environment
+        wait_ready(attached, timeout_s=240)
+        job = str(attached["job_id"])
+        res = run_cli(
+            "attach", job, "--", "python", "-c", "import os, sys; print(sys.executable, os.environ['RAY_ADDRESS'])",
+            timeout=60,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        python, address = res.stdout.split()[-2:]
+        assert python == IMAGE_PYTHON and address.count(":") == 1
+        said: list[str] = []
+
+        def ray_status_active() -> bool:
+            res = run_cli("attach", job, "--", "ray", "status", timeout=90)
+            said[:] = [res.stdout[-1500:] + res.stderr[-1500:]]
+            assert res.returncode == 0, said[0]
+            return "Active:" in res.stdout
+
+        assert wait_for(ray_status_active, 30), said[0]
+        # a member job (grow) starts the same container on another node and joins the job's Ray
+        res = run_cli("grow", job, "--nodes", "1", "--wait", timeout=180)
+        assert res.returncode == 0 and "member 1 joined on node" in res.stdout + res.stderr, res.stdout + res.stderr
+        t0 = time.monotonic()
+        res = run_cli("teardown", job, timeout=120)
+        teardown_s = time.monotonic() - t0
+        assert res.returncode == 0 and "cancelled" in res.stdout, res.stdout + res.stderr
+        assert teardown_s < 30, f"teardown of an Apptainer job took {teardown_s:.1f} s"
+        assert_nothing_left(apptainer_lab, attached["job_id"])
+
+        wait_ready(cancelled, timeout_s=240)
+        subprocess.run(["scancel", str(cancelled["job_id"])], check=True, timeout=30)
+        assert ended(cancelled["job_id"], 120)["state"] in ("CANCELLED", "STOPPED")
+
+        (Path(crash["job_dir"]) / "release").write_text("go\n")
+        assert ended(crash["job_id"], 240)["exit_code"] == 1
+
+        status = ended(clean["job_id"], 300)
+        assert status["exit_code"] == 0, status
+        report = last_json((Path(clean["job_dir"]) / "logs" / "driver.log").read_text(), "nodes")
+        assert report["nodes"] == 3 and report["driver_python"] == IMAGE_PYTHON
+        assert report["driver_cwd"] == clean["job_dir"]  # the job dir (mounted), not the submit dir
+        for node in report["per_node"]:
+            assert node["python"] == IMAGE_PYTHON
+            assert node["temp_fs"] != "tmpfs", node  # Ray's temp dir is the node's local disk, bound in
+            assert node["token"] and node["spec_env"] == "0", node  # the job's token and the spec's env reach it
+
+        # GPUs on the fake GPU lab: SLURM's devices reach each worker inside the container
+        gpu = start("gpu_workers.py", "2", nodes=2, spec=gpu_spec(tmp_path), extra=("--gpus-per-node", "2"))
+        jobs.append(gpu)
+        assert ended(gpu["job_id"], 240)["exit_code"] == 0
+        workers = last_json((Path(gpu["job_dir"]) / "logs" / "driver.log").read_text(), "workers")["workers"]
+        assert len({(w["host"], w["cuda_visible_devices"]) for w in workers}) == 4, workers
+        assert {w["cuda_visible_devices"] for w in workers} == {"0", "1"}, workers
+
+        status = ended(requeued["job_id"], 240)
+        assert status["exit_code"] == 0 and status["state"] == "COMPLETED", status
+        assert "attempt 1" in (Path(requeued["job_dir"]) / "logs" / "driver.log").read_text()
+        assert "time limit" in ended(timed["job_id"], 240)["exit_reason"].lower()
+        for data in jobs:
+            assert_nothing_left(apptainer_lab, data["job_id"])
+        # every job has ended: no mount of the image is left anywhere (a loop device backs each)
+        assert wait_for(lambda: not leftovers(apptainer_lab, loops=True), 30), leftovers(apptainer_lab, loops=True)
+    finally:
+        outside.rmdir()
+        for data in jobs:
+            if in_queue(data["job_id"]):
+                subprocess.run(["scancel", str(data["job_id"])], timeout=30, check=False)
+
+
+@pytest.mark.lab_shared
+def test_the_doctor_checks_apptainer_on_a_node(apptainer_lab: list[str]) -> None:
+    res = run_cli("doctor", str(SPEC), "--probe", "--json", timeout=180)
+    checks = {c["name"]: c for c in map(json.loads, res.stdout.splitlines())}
+    assert res.returncode == 0 and {c["status"] for c in checks.values()} == {"ok"}, checks
+    assert checks["apptainer"]["found"] == "apptainer 1.4.5 on the node, starts containers as root", checks
+    assert checks["python and ray"]["found"].startswith("Python 3.11")  # the image's, probed inside it
+    res = run_cli("doctor", str(SPEC), "--json", timeout=60)  # without --probe: said, not guessed
+    last = json.loads(res.stdout.splitlines()[-1])
+    assert last == {"name": "apptainer", "status": "skip", "found": NOT_PROBED, "fix": ""}, last
