@@ -6,10 +6,13 @@ printed with the seed, the job and the step that reproduces it. The last line:
     tests/lab/slurm-lab up --nodes 3 --pyxis
     python bench/soak.py --seed 7 --jobs 30 --concurrency 3 [--spec cluster_specs/lab.json]
 
-Jobs: 1 to 3 nodes, bare or (with --pyxis-spec and a Pyxis lab) in containers; each driver
-checks an answer computed on every node (tests/lab/experiments/soak_job.py). Faults (chosen by
-the seed, at moments chosen by the seed): driver exception, driver SIGKILL, scancel during
-bring-up and during the run, teardown during bring-up and during the run. Meanwhile a reader
+Jobs: 1 to 3 nodes, bare or in containers (Pyxis with --pyxis-spec, Apptainer with
+--apptainer-spec, on a lab that has them); each driver checks an answer computed on every node
+(tests/lab/experiments/soak_job.py). Faults (chosen by the seed, at moments chosen by the seed):
+driver exception, driver SIGKILL, scancel during bring-up and during the run, teardown during
+bring-up and during the run, a Ray daemon SIGKILLed while the job runs (a worker node's raylet,
+the head's GCS); with --all-faults also the time limit and a node failed and revived
+(bench/soak_faults.py). Meanwhile a reader
 calls `status` and `list` in a loop. Invariants: what `status --json` says agrees with SLURM
 and with the fault (a cancelled job never says COMPLETED; an untouched job completes with its
 own right answer); 0 processes and 0 containers of the job on every node; the job dir complete;
@@ -32,25 +35,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _lab import LAB, REPO, SPEC, containers, job_pids
+from _lab import REPO, SPEC, containers, job_pids
+from soak_faults import (
+    COMMAND_BOUND_S,
+    FAULTS,
+    LONG_FAULTS,
+    NodeFailures,
+    cli,
+    expected,
+    hold_s,
+    inject,
+    submit_flags,
+    wait_until,
+)
 
 JOB = REPO / "tests" / "lab" / "experiments" / "soak_job.py"
-FAULTS = ("exception", "driver_kill", "scancel_bringup", "scancel_run", "teardown_bringup", "teardown_run")
-CANCELS = {"scancel_bringup", "scancel_run", "teardown_bringup", "teardown_run"}
-COMMAND_BOUND_S = 120  # no slurm-rl command may take longer (a hang is a violation)
-JOB_BOUND_S = 300  # from submission to out of the queue
+JOB_BOUND_S = 420  # from submission to out of the queue (a time limit: SLURM's minute, then its grace)
 
 
 @dataclass
 class Plan:
     index: int
     nodes: int
-    container: bool
+    runtime: str  # the spec's container runtime: "none", "pyxis" or "apptainer"
     fault: str  # "none" or one of FAULTS
     delay_s: float  # when a bring-up fault lands after submission
 
+    @property
+    def container(self) -> bool:
+        return self.runtime != "none"
+
     def describe(self, seed: int) -> str:
-        kind = "container" if self.container else "bare"
+        kind = self.runtime if self.container else "bare"
         return f"seed {seed} job #{self.index} ({self.nodes} node(s), {kind}, fault {self.fault})"
 
 
@@ -62,22 +78,16 @@ class Outcome:
     violations: list[str] = field(default_factory=list)
 
 
-def plans(seed: int, jobs: int, containers_ok: bool) -> list[Plan]:
+def plans(seed: int, jobs: int, runtimes: tuple[str, ...] = (), faults: tuple[str, ...] = FAULTS) -> list[Plan]:
+    """The seed's jobs; about 3 in 10 in a container of one of ``runtimes`` (those the lab has)."""
     rng = random.Random(seed)
     out = []
     for i in range(jobs):
-        fault = rng.choice(FAULTS) if rng.random() < 1 / 3 else "none"
-        out.append(Plan(i, rng.choice((1, 2, 3)), containers_ok and rng.random() < 0.3, fault, rng.uniform(0.0, 4.0)))
+        fault = rng.choice(faults) if rng.random() < 1 / 3 else "none"
+        nodes, boxed, delay = rng.choice((1, 2, 3)), rng.random() < 0.3, rng.uniform(0.0, 4.0)
+        runtime = rng.choice(runtimes) if boxed and runtimes else "none"
+        out.append(Plan(i, nodes, runtime, fault, delay))
     return out
-
-
-def cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(
-            [sys.executable, "-m", "slurm_rl", *argv], capture_output=True, text=True, timeout=COMMAND_BOUND_S
-        )
-    except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess(argv, 124, "", f"hung: over {COMMAND_BOUND_S} s")
 
 
 def in_queue(job_id: str) -> bool:
@@ -85,64 +95,13 @@ def in_queue(job_id: str) -> bool:
     return bool(out.stdout.strip())
 
 
-def wait_until(cond, bound_s: float, poll_s: float = 0.3) -> bool:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + bound_s
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(poll_s)
-    return bool(cond())
-
-
-def inject(plan: Plan, job_id: str, job_dir: Path, say) -> None:  # type: ignore[no-untyped-def]
-    """The plan's fault, at its moment."""
-    if plan.fault in ("scancel_bringup", "teardown_bringup"):
-        time.sleep(plan.delay_s)
-    elif plan.fault in ("scancel_run", "teardown_run", "driver_kill") and not wait_until(
-        lambda: (job_dir / "soak_ready").exists(), 180
-    ):
-        say("the driver never said it was running")
-        return
-    if plan.fault.startswith("scancel"):
-        subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
-    elif plan.fault.startswith("teardown"):
-        res = cli("teardown", job_id)
-        if res.returncode not in (0, 2) or "Traceback" in res.stderr:
-            say(f"teardown exited {res.returncode}: {res.stderr.strip()[-300:]}")
-    elif plan.fault == "driver_kill":
-        head = json.loads((job_dir / "cluster.json").read_text())["head_node"]
-        subprocess.run(
-            [str(LAB), "exec", head, "--", "pkill", "-KILL", "-f", str(job_dir / "experiment.py")],
-            capture_output=True,
-            timeout=30,
-        )
-
-
-def expected(plan: Plan, status: dict, job_dir: Path) -> list[str]:
-    """What the job must say for its fault."""
-    state, code, reason = status.get("state"), status.get("exit_code"), status.get("exit_reason") or ""
-    if plan.fault == "none":
-        answer = json.loads((job_dir / "answer.json").read_text()) if (job_dir / "answer.json").exists() else {}
-        if state != "COMPLETED" or code != 0 or not answer.get("ok") or answer.get("nodes") != plan.nodes:
-            return [f"untouched job: {state}, exit {code} ({reason}), answer {answer}"]
-    elif plan.fault == "exception":
-        if state != "FAILED" or code != 1 or "driver exited 1" not in reason:
-            return [f"driver exception: {state}, exit {code} ({reason})"]
-    elif plan.fault == "driver_kill":
-        if state != "FAILED" or "SIGKILL" not in reason:
-            return [f"driver SIGKILL: {state}, exit {code} ({reason})"]
-    elif state == "COMPLETED" or state not in ("CANCELLED", "FAILED"):
-        return [f"{plan.fault}: {state}, exit {code} ({reason}): a cancelled job never says COMPLETED"]
-    return []
-
-
-def run_one(plan: Plan, seed: int, spec: Path, spec_pyxis: Path | None) -> Outcome:
+def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailures) -> Outcome:
     out = Outcome(plan)
     say = out.violations.append
-    hold = "3" if plan.fault in ("none", "exception") else "40"
-    argv = ["submit", str(spec_pyxis if plan.container and spec_pyxis else spec), str(JOB)]
+    argv = ["submit", str(specs[plan.runtime]), str(JOB), *submit_flags(plan.fault)]
     argv += ["--nodes", str(plan.nodes), "--cpus-per-node", "1", "--json", "--name", f"soak{seed}"]
-    argv += ["--", hold, *(["--raise"] if plan.fault == "exception" else [])]
+    argv += ["--", hold_s(plan.fault), *(["--raise"] if plan.fault == "exception" else [])]
+    since = time.time()
     res = cli(*argv)
     if res.returncode != 0:
         say(f"submit exited {res.returncode}: {res.stderr.strip()[-300:]}")
@@ -150,7 +109,7 @@ def run_one(plan: Plan, seed: int, spec: Path, spec_pyxis: Path | None) -> Outco
     data = json.loads(res.stdout.splitlines()[-1])
     out.job_id, job_dir = str(data["job_id"]), Path(data["job_dir"])
     if plan.fault != "none":
-        inject(plan, out.job_id, job_dir, say)
+        inject(plan.fault, plan.delay_s, out.job_id, job_dir, failures, say)
     if not wait_until(lambda: not in_queue(out.job_id), JOB_BOUND_S, 1.0):
         say(f"still in the queue {JOB_BOUND_S} s after submission")
         subprocess.run(["scancel", out.job_id], capture_output=True, timeout=30)
@@ -161,11 +120,12 @@ def run_one(plan: Plan, seed: int, spec: Path, spec_pyxis: Path | None) -> Outco
         return out
     said = json.loads(status.stdout.splitlines()[-1])
     out.state = str(said.get("state"))
-    out.violations += expected(plan, said, job_dir)
+    caught = failures.caught(job_dir, since, time.time())
+    out.violations += expected(plan.fault, plan.nodes, said, job_dir, caught)
     nodes = [f"node{k}" for k in range(1, 4)]
     if not wait_until(lambda: not any(job_pids(n, int(out.job_id)) for n in nodes), 20, 1.0):
         say("processes left: " + json.dumps({n: job_pids(n, int(out.job_id)) for n in nodes}))
-    if plan.container and any(containers(n, int(out.job_id)) for n in nodes):
+    if plan.runtime == "pyxis" and any(containers(n, int(out.job_id)) for n in nodes):
         say("containers left: " + json.dumps({n: containers(n, int(out.job_id)) for n in nodes}))
     for name in ("manifest.json", "events.jsonl"):
         if not (job_dir / name).exists():
@@ -187,9 +147,19 @@ def reader(stop: threading.Event, problems: list[str]) -> None:
 
 
 def soak(
-    seed: int, jobs: int, concurrency: int, spec: Path, spec_pyxis: Path | None
+    seed: int,
+    jobs: int,
+    concurrency: int,
+    spec: Path,
+    spec_pyxis: Path | None,
+    spec_apptainer: Path | None = None,
+    faults: tuple[str, ...] = FAULTS,
 ) -> tuple[list[Outcome], list[str]]:
     """Run the seed's plan; returns every job's outcome and the soak-wide violations."""
+    failures = NodeFailures()
+    specs = {"none": spec, **({"pyxis": spec_pyxis} if spec_pyxis else {})}
+    specs.update({"apptainer": spec_apptainer} if spec_apptainer else {})
+    runtimes = tuple(r for r in specs if r != "none")
     index_before = _index_ids()
     problems: list[str] = []
     stop = threading.Event()
@@ -197,7 +167,8 @@ def soak(
     watcher.start()
     try:
         with ThreadPoolExecutor(concurrency) as pool:
-            outcomes = list(pool.map(lambda p: run_one(p, seed, spec, spec_pyxis), plans(seed, jobs, bool(spec_pyxis))))
+            todo = plans(seed, jobs, runtimes, faults)
+            outcomes = list(pool.map(lambda p: run_one(p, seed, specs, failures), todo))
     finally:
         stop.set()
         watcher.join(timeout=COMMAND_BOUND_S)
@@ -232,9 +203,14 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=3)
     ap.add_argument("--spec", type=Path, default=SPEC)
     ap.add_argument("--pyxis-spec", type=Path, default=None, help="container jobs with this spec (a Pyxis lab)")
+    ap.add_argument("--apptainer-spec", type=Path, default=None, help="and with this one (`up --apptainer`)")
+    ap.add_argument("--all-faults", action="store_true", help="also time limits and node failures (slow, lab-wide)")
     args = ap.parse_args()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    outcomes, problems = soak(args.seed, args.jobs, args.concurrency, args.spec, args.pyxis_spec)
+    faults = (*FAULTS, *LONG_FAULTS) if args.all_faults else FAULTS
+    outcomes, problems = soak(
+        args.seed, args.jobs, args.concurrency, args.spec, args.pyxis_spec, args.apptainer_spec, faults
+    )
     for o in outcomes:
         mark = "ok" if not o.violations else "VIOLATION"
         print(f"{mark}: {o.plan.describe(args.seed)}: job {o.job_id or '-'} {o.state}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import signal
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,3 +123,32 @@ def with_kills(reason: str, kills: list[OomKills]) -> str:
     if not kills or "OOM:" in reason:
         return reason
     return f"{reason}; {oom_line(kills)}" if reason else oom_line(kills)
+
+
+@dataclass(frozen=True)
+class RayDeath:
+    """One of Ray's daemons of the job that died while the job ran (a ``ray_died`` event)."""
+
+    node: str
+    daemon: str  # raylet, gcs_server
+    how: str  # "killed by SIGKILL", "exited 1"
+    t: float
+
+    def text(self) -> str:
+        return f"{self.node}'s {self.daemon} ({self.how}) at {time.strftime('%H:%M:%S', time.localtime(self.t))}"
+
+
+def ray_deaths(events: list[dict[str, Any]]) -> list[RayDeath]:
+    return [
+        RayDeath(str(e.get("node", "?")), str(e.get("daemon", "?")), str(e.get("how", "")), float(e.get("t", 0)))
+        for e in events
+        if e.get("event") == "ray_died"
+    ]
+
+
+def with_ray_deaths(reason: str, deaths: list[RayDeath]) -> str:
+    """``reason`` and, once, the Ray daemons that died under the job (the likely first cause)."""
+    if not deaths or "Ray died:" in reason:
+        return reason
+    line = "Ray died: " + "; ".join(d.text() for d in deaths)
+    return f"{reason}; {line}" if reason else line

@@ -1,6 +1,7 @@
 """What a job dir says about its job, read in one go (for `status`, `list`, `--wait`): its id,
 its phase (the furthest lifecycle event), nodes up, the exit code and reason once known, the
-manifest, the nodes of the last attempt that never reported an end, and the OOM kills."""
+manifest, the nodes of the last attempt that never reported an end, the OOM kills and the Ray
+daemons that died."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from .errors import JobError
 from .events import read_events
-from .exits import OomKills, oom_kills, read_exit
+from .exits import OomKills, RayDeath, oom_kills, ray_deaths, read_exit
 from .job_env import MEMBER_RANK_BASE
 from .job_ids import JobId, parse_job_id
 from .manifest import JobManifest, load_manifest
@@ -43,6 +44,7 @@ class JobDirView:
     healing: tuple[dict[str, Any], ...] = ()  # members: losses, requests, joins, leaves, restores
     members: tuple[dict[str, Any], ...] = ()  # member jobs (core/members.py): --heal's and grow's
     stall: dict[str, Any] | None = None  # the open ``stalled`` event (core/progress.py), if any
+    ray_deaths: tuple[RayDeath, ...] = ()  # Ray daemons that died under the job (job/ray_watch.py)
 
 
 def read_job_dir(paths: JobPaths) -> JobDirView:
@@ -70,6 +72,7 @@ def read_job_dir(paths: JobPaths) -> JobDirView:
         tuple(member_history(events)),
         tuple(member_jobs(events)),
         open_stall(events),
+        tuple(ray_deaths(events)),
     )
 
 

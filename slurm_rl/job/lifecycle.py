@@ -12,17 +12,28 @@ import threading
 import time
 
 from ..core.events import read_events, write_atomic
-from ..core.exits import STOPPED_RC, OomKills, exit_reason, record_exit, shell_exit_code, with_oom_kills
+from ..core.exits import (
+    STOPPED_RC,
+    OomKills,
+    RayDeath,
+    exit_reason,
+    ray_deaths,
+    record_exit,
+    shell_exit_code,
+    with_oom_kills,
+    with_ray_deaths,
+)
 from ..core.job_env import MEMBER_RANK_BASE, JobEnvironment
 from ..core.option_rules import duration_seconds
 from ..core.stacks import STACKS_DIR_ENV, nccl_evidence_env
 from .context import POLL_S, NodeContext, NodeFailure, Stopped
 from .end_time import EndTimeWatch
 from .head import run_head
-from .memory import OomWatch, warn_driver
+from .memory import OomWatch, warn_driver, warn_driver_line
 from .network import socket_ifname_env
 from .node_cleanup import clean_node
 from .progress_watch import OutputWatch
+from .ray_watch import RayWatch
 from .stacks_watch import StacksWatch
 from .stall_watch import StallWatch
 from .worker import PRE_JOIN_FILE_POLL_S, run_worker
@@ -45,7 +56,7 @@ class Lifecycle:
         self.ctx = ctx
         self.failed_setup = failed_setup
         self._stop_seen_at: float | None = None
-        self.stalled = ""  # why node 0 ended a stalled job (--stall-action fail or requeue)
+        self.failed_by = ""  # why node 0 ended the job as failed: a stall (--stall-action fail), Ray's death
 
     def on_signal(self, signum: int, _frame: object) -> None:
         ctx = self.ctx
@@ -138,15 +149,17 @@ class Lifecycle:
         output = OutputWatch(ctx.paths.driver_log, ctx.paths.job_dir) if ctx.rank == 0 else None
         stacks = StacksWatch(ctx, self.stacks_dir)
         stall = self.stall_watch()
+        ray = RayWatch()
         while not done.wait(POLL_S):
             note_oom()
             stacks.poll()
             if stall is not None and not ctx.stop_requested.is_set():
-                self.stop_stalled(stall.poll())
+                self.stop_failed(stall.poll())
             if ends is not None and not ctx.stop_requested.is_set():
                 ends.poll()
             if output is not None:
                 output.poll()
+            self.note_ray_deaths(ray)
             if ctx.rank != 0 and ctx.board is None and not ctx.stop_requested.is_set():
                 # node 0 may be done before this node joined, while `ray start` is still blocked
                 # retrying a head that is gone; once joined, the role asks the head's GCS instead
@@ -182,12 +195,31 @@ class Lifecycle:
             ctx.say,
         )
 
-    def stop_stalled(self, reason: str | None) -> None:
-        """A stall that ends the job: the driver is stopped as by scancel, the reason kept."""
+    def note_ray_deaths(self, watch: RayWatch) -> None:
+        """A Ray daemon of this node that died while the job runs (job/ray_watch.py): named in
+        the node log, the events and the driver's log; on node 0 (the GCS, the driver's own
+        raylet) the job's Ray cluster is gone, so the job ends as failed, naming it."""
+        ctx = self.ctx
+        if ctx.stop_requested.is_set() or ctx.board is None:  # stopping, or Ray not up here yet
+            return
+        if not watch.armed:
+            watch.arm()
+        for died in watch.due(time.monotonic()):
+            text = f"Ray's {died.daemon} on {ctx.node} died ({died.how})"
+            ctx.say(text)
+            ctx.event("ray_died", daemon=died.daemon, pid=died.pid, how=died.how)
+            warn_driver_line(ctx.paths.driver_log, f"slurm-rl: WARNING: {text}; Ray's work there is lost")
+            if ctx.rank == 0:
+                death = RayDeath(ctx.node, died.daemon, died.how, time.time())
+                self.stop_failed(f"Ray died: {death.text()}: the job's Ray cluster is gone")
+
+    def stop_failed(self, reason: str | None) -> None:
+        """A cause that ends the job as failed (a stall, Ray's death): the driver is stopped as by
+        scancel, the reason kept."""
         if not reason:
             return
         ctx = self.ctx
-        self.stalled = ctx.stop_reason = reason
+        self.failed_by = ctx.stop_reason = reason
         ctx.stop_requested.set()
         if ctx.driver is not None and ctx.driver.poll() is None:
             try:
@@ -200,12 +232,12 @@ class Lifecycle:
         job's node never ends the job it joined (the head's watcher sees it leave)."""
         ctx = self.ctx
         member = ctx.rank >= MEMBER_RANK_BASE
-        if self.stalled and "failure" not in outcome:  # FAILED whatever the stopped driver returned
+        if self.failed_by and "failure" not in outcome:  # FAILED whatever the stopped driver returned
             rc = outcome.get("rc")
             if isinstance(rc, int) and rc < 0:  # killed: the stall, then the signal
-                self.finish(shell_exit_code(rc), exit_reason(rc, self.stalled))
+                self.finish(shell_exit_code(rc), exit_reason(rc, self.failed_by))
                 return shell_exit_code(rc)
-            self.finish(1, self.stalled)
+            self.finish(1, self.failed_by)
             return 1
         if "failure" in outcome:
             exc = outcome["failure"]
@@ -249,7 +281,8 @@ class Lifecycle:
     def finish(self, rc: int, reason: str) -> None:
         # a process the OOM killer took (a Ray worker over the job's memory) is the likely cause
         ctx = self.ctx
-        record_exit(ctx.paths, rc, with_oom_kills(reason, read_events(ctx.paths.events)))
+        events = read_events(ctx.paths.events)
+        record_exit(ctx.paths, rc, with_ray_deaths(with_oom_kills(reason, events), ray_deaths(events)))
         ctx.stop_flag.touch()  # first: a node that finds the GCS gone reads it
         if ctx.board is not None:  # the other nodes ask the head's GCS, not the job dir
             ctx.board.put("stop", reason)

@@ -170,12 +170,17 @@ def warn_driver(driver_log: Path, kills: OomKills) -> None:
     the error Ray gives the driver for a worker the kernel killed (``WorkerCrashedError``,
     ``SYSTEM_ERROR``, ``ActorDiedError``), which does not say memory. Nothing before the driver
     started (its log does not exist yet: the kill is in the node log and events)."""
-    if not driver_log.exists():
-        return
-    line = (
+    warn_driver_line(
+        driver_log,
         f"slurm-rl: WARNING: OOM kill on {kills.node}: the kernel's OOM killer killed {kills.kills} process(es) "
         f"of the job at the node's limit of {kills.limit}; a Ray worker killed so surfaces as a crashed worker "
-        f"or actor (WorkerCrashedError, SYSTEM_ERROR). Ask for more memory (--mem) or use less per node.\n"
+        f"or actor (WorkerCrashedError, SYSTEM_ERROR). Ask for more memory (--mem) or use less per node.",
     )
+
+
+def warn_driver_line(driver_log: Path, line: str) -> None:
+    """One line in the driver's log, once it exists (any node may write it: the job dir is shared)."""
+    if not driver_log.exists():
+        return
     with open(driver_log, "a") as f:  # one short append: whole lines among the driver's own
-        f.write(line)
+        f.write(line + "\n")

@@ -88,6 +88,9 @@ def print_table(rows: Iterable[JobSummary]) -> None:
     for r in rows:  # what the table has no room for: where and at which limit memory ran out, healing
         if r.oom:
             Console().print(f"job {r.job_id}: {oom_line(list(r.oom))}", markup=False, highlight=False, soft_wrap=True)
+        if r.ray_deaths:
+            said = "Ray died: " + "; ".join(d.text() for d in r.ray_deaths)
+            Console().print(f"job {r.job_id}: {said}", markup=False, highlight=False, soft_wrap=True)
         for line in healing_lines(r.healing):
             Console().print(f"job {r.job_id}: {line}", markup=False, highlight=False, soft_wrap=True)
         if r.progress is not None and r.state.split()[0] in ("RUNNING", "COMPLETING"):

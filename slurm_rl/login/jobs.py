@@ -13,7 +13,7 @@ from rich.console import Console
 
 from ..core.end_time import read_time_left
 from ..core.events import read_events
-from ..core.exits import OomKills, with_kills
+from ..core.exits import OomKills, RayDeath, with_kills, with_ray_deaths
 from ..core.fields import time_minutes
 from ..core.job_dir import read_job_dir
 from ..core.job_ids import JobId, is_local
@@ -43,6 +43,7 @@ class JobSummary:
     time_left_s: float | None = None  # a running job's seconds until SLURM ends it (inf: no limit)
     progress: Progress | None = None  # the newest progress (core/progress.py), None before the first
     stall: dict[str, Any] | None = None  # a running job's open stall (its ``stalled`` event)
+    ray_deaths: tuple[RayDeath, ...] = ()  # Ray daemons that died under the job
 
     @property
     def shown_state(self) -> str:
@@ -53,6 +54,7 @@ class JobSummary:
     def as_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {"accounting": self.record.as_dict()} if self.record else {}
         extra["oom_kills"] = [{"node": k.node, "kills": k.kills, "limit": k.limit} for k in self.oom]
+        extra["ray_deaths"] = [{"node": d.node, "daemon": d.daemon, "how": d.how, "t": d.t} for d in self.ray_deaths]
         if self.healing or self.members:
             extra.update(healing=list(self.healing), members=list(self.members))
         return {
@@ -110,6 +112,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
             f"lost it; `sinfo -N` shows its state); then: {exit_reason or slurm_state}"
         )
     exit_reason = with_kills(exit_reason, list(v.oom))  # also a node's report after node 0 recorded the exit
+    exit_reason = with_ray_deaths(exit_reason, list(v.ray_deaths)) if exit_code is not None else exit_reason
     grown = sum(len(nodes_now(m)) for m in v.members if m["kind"] == GROW)
     nodes = (v.manifest.total_nodes if v.manifest else 0) + grown  # `grow`'s members, while in the job
     stall = v.stall if slurm_state == "RUNNING" else None
@@ -128,6 +131,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         time_left_s=read_time_left(paths.end_time) if slurm_state == "RUNNING" else None,
         progress=last_progress(paths.job_dir),
         stall=stall,
+        ray_deaths=v.ray_deaths,
     )
 
 

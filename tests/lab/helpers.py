@@ -13,6 +13,7 @@ from tests.conftest import LAB, REPO, run_cli
 
 SPEC = str(REPO / "cluster_specs" / "lab.json")
 SPEC_PYXIS = str(REPO / "cluster_specs" / "lab-pyxis.json")  # the same lab, every step in a container
+SPEC_APPTAINER = str(REPO / "cluster_specs" / "lab-apptainer.json")  # the same, under Apptainer
 STATE = Path(os.environ.get("SLURM_LAB_STATE", "/var/lib/slurm-lab"))
 EXPERIMENTS = REPO / "tests" / "lab" / "experiments"
 # Processes every lab node always has (PID 1 and the slurmd), plus transient SLURM helpers.
@@ -186,6 +187,15 @@ def exit_reason(data: dict) -> str:
     path = job_dir(data) / "exit_reason"
     wait_for(path.exists, 10)
     return path.read_text().strip()
+
+
+def apptainer_missing() -> str:
+    """Why the running lab has no Apptainer ('' when it has): `up --apptainer` records it."""
+    if "--apptainer" in (STATE / "run" / "up-args").read_text(errors="replace").split():
+        return ""
+    missing = STATE / "run" / "apptainer-missing"
+    why = missing.read_text().strip() if missing.exists() else "the lab runs without Apptainer"
+    return f"{why}; bring it up with `tests/lab/slurm-lab up --nodes 3 --apptainer`"
 
 
 def pyxis_missing() -> str:

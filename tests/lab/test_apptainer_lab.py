@@ -18,21 +18,21 @@ import pytest
 
 from tests.conftest import LAB, REPO, run_cli
 from tests.lab import helpers
-from tests.lab.helpers import STATE, in_queue, job_leftovers, last_json, wait_for, wait_gone, wait_ready
+from tests.lab.helpers import (
+    SPEC_APPTAINER,
+    apptainer_missing,
+    in_queue,
+    job_leftovers,
+    last_json,
+    wait_for,
+    wait_gone,
+    wait_ready,
+)
 
-SPEC = REPO / "cluster_specs" / "lab-apptainer.json"
+SPEC = Path(SPEC_APPTAINER)
 IMAGE = "/var/cache/slurm-lab/images/slurm-rl-lab.sqsh"
 IMAGE_PYTHON = "/opt/slurm-rl/bin/python"
 NOT_PROBED = "not checked (`doctor --probe` submits one tiny job to check it)"
-
-
-def apptainer_missing() -> str:
-    """Why the running lab has no Apptainer ('' when it has): `up --apptainer` records it."""
-    if "--apptainer" in (STATE / "run" / "up-args").read_text(errors="replace").split():
-        return ""
-    missing = STATE / "run" / "apptainer-missing"
-    why = missing.read_text().strip() if missing.exists() else "the lab runs without Apptainer"
-    return f"{why}; bring it up with `tests/lab/slurm-lab up --nodes 3 --apptainer`"
 
 
 @pytest.fixture(scope="module")
