@@ -73,10 +73,22 @@ class NodeFailures:
                 say(f"slurm-lab revive {node}: {res.stderr.strip()[-200:]}")
 
     def caught(self, job_dir: Path, since: float, until: float) -> str | None:
-        """The failed node a job ran on while it was in the queue, if any."""
+        """The failed node a job ran on before its end was known (its exit written), if any."""
+        try:
+            until = min(until, (job_dir / "exit_code").stat().st_mtime)
+        except OSError:
+            pass
         cluster = _read(job_dir / "cluster.json")
-        nodes = set(cluster.get("nodes") or [cluster.get("head_node")])
+        nodes = set(cluster.get("nodes") or [cluster.get("head_node")]) | _slurm_nodes(job_dir.name)
         return next((n for n, t in self.failed if n in nodes and since <= t <= until), None)
+
+
+def _slurm_nodes(job_id: str) -> set[str]:
+    """The nodes SLURM gave the job (a job caught while coming up has no cluster.json yet)."""
+    from slurm_rl.core.nodelist import expand_hostlist
+
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "NodeList", "-j", job_id], capture_output=True, text=True)
+    return {n for line in out.stdout.split() if line and line != "None" for n in expand_hostlist(line)}
 
 
 def _in_queue(job_id: str) -> bool:

@@ -102,6 +102,13 @@ def lost_nodes(events: list[dict[str, Any]]) -> list[str]:
     return sorted(str(n) for n in started - ended if n)
 
 
+def ended_nodes(events: list[dict[str, Any]]) -> set[str]:
+    """Nodes of the last attempt whose bootstrap said how it ended (one of NODE_ENDS)."""
+    last = last_attempt(events) or 0
+    ends = (e for e in events if e.get("event") in NODE_ENDS and e.get("attempt", 0) == last)
+    return {str(e["node"]) for e in ends if e.get("node")}
+
+
 def cleaned_nodes(events: list[dict[str, Any]]) -> set[str]:
     """Nodes of the last attempt whose bootstrap cleaned up at the job's end (``node_cleaned``:
     it stopped every process of the job there and removed its node-local files)."""

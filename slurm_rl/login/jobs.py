@@ -13,11 +13,12 @@ from rich.console import Console
 
 from ..core.end_time import read_time_left
 from ..core.events import read_events
-from ..core.exits import OomKills, RayDeath, with_kills, with_ray_deaths
+from ..core.exits import OomKills, RayDeath, read_exit, record_exit, with_kills, with_ray_deaths
 from ..core.fields import time_minutes
-from ..core.job_dir import read_job_dir
+from ..core.job_dir import ended_nodes, read_job_dir
 from ..core.job_ids import JobId, is_local
 from ..core.members import GROW, nodes_now
+from ..core.nodelist import expand_hostlist
 from ..core.paths import JobPaths
 from ..core.progress import Progress, stall_line
 from ..core.progress import last as last_progress
@@ -77,6 +78,16 @@ class JobSummary:
         }
 
 
+def keep_exit(paths: JobPaths, reason: str) -> int | None:
+    """The exit of a job whose head died with everything on it, written into its job dir by the
+    first `status` that knows it (the job dir stays complete); None where it cannot be written."""
+    try:
+        record_exit(paths, 1, reason)
+    except OSError:
+        return None
+    return read_exit(paths)[0]
+
+
 def human_time_limit(time_limit: str | None) -> str:
     """A SLURM time as people say it: ``1`` -> ``1 min``, ``2:00:00`` -> ``2 h``; seconds as
     SLURM applies them (``0:30`` is 1 min)."""
@@ -107,10 +118,22 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
     if slurm_state == "TIMEOUT":  # SLURM's SIGTERM/SIGKILL at the limit is no crash, whatever killed the driver
         exit_reason = f"hit the time limit ({human_time_limit(v.manifest.time if v.manifest else None)})"
     elif lost:  # the other nodes only saw the consequence (a SIGTERM, a dead actor)
-        exit_reason = (
-            f"{', '.join(lost)} lost: its node bootstrap never reported an end (the node died or SLURM "
-            f"lost it; `sinfo -N` shows its state); then: {exit_reason or slurm_state}"
-        )
+        if not exit_reason.startswith(f"{', '.join(lost)} lost:"):  # (said once: it may be written)
+            exit_reason = (
+                f"{', '.join(lost)} lost: its node bootstrap never reported an end (the node died or SLURM "
+                f"lost it; `sinfo -N` shows its state); then: {exit_reason or slurm_state}"
+            )
+        if exit_code is None and state is not None and state.finished:  # nothing on the nodes could write it
+            exit_code = keep_exit(paths, exit_reason)
+    elif slurm_state == "NODE_FAIL" and state is not None and " failed (SLURM: NODE_FAIL" not in exit_reason:
+        # a node that failed before its bootstrap started (or said anything): SLURM's nodes of the
+        # job that never said how they ended, not the SIGTERM the others got
+        ended = ended_nodes(read_events(paths.events))
+        silent = [n for n in expand_hostlist(state.nodelist) if n not in ended] if state.nodelist else []
+        which = ", ".join(silent) if silent else "a node of the job"
+        exit_reason = f"{which} failed (SLURM: NODE_FAIL; `sinfo -N` shows its state); then: {exit_reason or 'stopped'}"
+        if exit_code is None:
+            exit_code = keep_exit(paths, exit_reason)
     exit_reason = with_kills(exit_reason, list(v.oom))  # also a node's report after node 0 recorded the exit
     exit_reason = with_ray_deaths(exit_reason, list(v.ray_deaths)) if exit_code is not None else exit_reason
     grown = sum(len(nodes_now(m)) for m in v.members if m["kind"] == GROW)

@@ -249,6 +249,35 @@ def test_a_node_that_died_is_named_not_the_signal_the_others_got(
     assert summary.exit_reason.startswith(expected), summary.exit_reason
 
 
+def test_a_job_whose_head_died_with_everything_gets_its_exit_written_by_status(tmp_path: Path) -> None:
+    """The head node failed: its batch script and bootstrap died before either could write the
+    exit. The first `status` after SLURM ended the job writes it, so the job dir is complete;
+    the reason is said once, however often it is read."""
+    paths = _job(tmp_path)
+    append_event(paths.events, "node_start", node="node1", rank=0, attempt=0)
+    running = summarize(paths, JobState(4242, "RUNNING"))
+    assert running.exit_code is None and not paths.exit_code.exists()  # in the queue: not known yet
+    first = summarize(paths, JobState(4242, "NODE_FAIL"))
+    assert first.exit_code == 1 and paths.exit_code.read_text() == "1\n"
+    assert first.exit_reason.startswith("node1 lost: its node bootstrap never reported an end")
+    assert first.exit_reason.endswith("then: NODE_FAIL") and first.exit_reason.count("lost:") == 1
+    again = summarize(paths, JobState(4242, "NODE_FAIL"))
+    assert (again.exit_code, again.exit_reason) == (first.exit_code, first.exit_reason)
+
+
+def test_a_node_that_failed_before_its_bootstrap_said_anything_is_named(tmp_path: Path) -> None:
+    """SLURM's NODE_FAIL while node2 was still coming up: node1 and node3 got SLURM's SIGTERM and
+    said so; the job's reason names node2, not the signal (and is written once)."""
+    paths = _job(tmp_path)
+    for node in ("node1", "node3"):
+        append_event(paths.events, "node_start", node=node, rank=0, attempt=0)
+        append_event(paths.events, "node_stopped", node=node, attempt=0)
+    record_exit(paths, 143, "SIGTERM received on node3 (scancel, time limit or preemption)")
+    said = summarize(paths, JobState(4242, "NODE_FAIL", nodelist="node[1-3]"))
+    assert said.exit_reason.startswith("node2 failed (SLURM: NODE_FAIL; `sinfo -N` shows its state); then: SIGTERM")
+    assert summarize(paths, JobState(4242, "NODE_FAIL", nodelist="node[1-3]")).exit_reason == said.exit_reason
+
+
 def test_an_oom_kill_a_node_reported_late_is_in_the_exit_reason_once(tmp_path: Path) -> None:
     paths = _job(tmp_path)
     record_exit(paths, 1, "driver exited 1")
