@@ -172,6 +172,8 @@ class Lifecycle:
             if ctx.stop_requested.is_set() and not self._driver_running(DRIVER_GRACE_S):
                 break
         note_oom(now=True)  # a kill in the last moments (the driver may have died of it)
+        if stall is not None:
+            stall.flush()
         try:
             return self.conclude(outcome)
         finally:

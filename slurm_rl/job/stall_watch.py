@@ -77,6 +77,12 @@ class StallWatch:
                 return self.reason
         return None
 
+    def flush(self) -> None:
+        """The job ends: a stall's report still waiting for a node's answer is written now, with
+        what came (its ``stalled`` event names the file: it must exist)."""
+        if self.rid is not None and not self.reported:
+            self.reported = self._report(time.monotonic() + STACKS_WAIT_S)
+
     def _report(self, mono: float) -> bool:
         """Writes the stacks' report once every node answered or the wait is over."""
         assert self.rid is not None

@@ -216,6 +216,22 @@ def test_fail_waits_for_the_stacks_then_gives_the_reason(tmp_path: Path) -> None
     assert report_path(tmp_path, watch.rid).read_text().startswith("stacks of job 42: 0 processes on 1 node(s)")
 
 
+def test_a_report_still_waiting_for_a_node_is_written_when_the_job_ends(tmp_path: Path) -> None:
+    """A warn stall that ended, then the job, before node2 answered (a busy machine): the report
+    its ``stalled`` event names is written anyway, saying which node did not answer."""
+    from slurm_rl.core.events import append_event
+
+    append_event(tmp_path / "events.jsonl", "node_start", node="node2", rank=1, attempt=0)
+    watch = _watch(tmp_path, "warn")
+    watch.started -= 30
+    progress.record(tmp_path, "output", "driver output", t=time.time() - 25)
+    assert watch.poll() is None and watch.rid is not None and not report_path(tmp_path, watch.rid).exists()
+    watch.flush()
+    [stalled] = [e for e in read_events(tmp_path / "events.jsonl") if e["event"] == "stalled"]
+    assert Path(stalled["stacks"]) == report_path(tmp_path, watch.rid) and Path(stalled["stacks"]).exists()
+    assert "node2" in Path(stalled["stacks"]).read_text()
+
+
 @pytest.mark.parametrize(
     "args, says",
     [
