@@ -44,6 +44,7 @@ from soak_faults import (
     cli,
     expected,
     hold_s,
+    in_queue,
     inject,
     submit_flags,
     wait_until,
@@ -88,11 +89,6 @@ def plans(seed: int, jobs: int, runtimes: tuple[str, ...] = (), faults: tuple[st
         runtime = rng.choice(runtimes) if boxed and runtimes else "none"
         out.append(Plan(i, nodes, runtime, fault, delay))
     return out
-
-
-def in_queue(job_id: str) -> bool:
-    out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=30)
-    return bool(out.stdout.strip())
 
 
 def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailures) -> Outcome:

@@ -67,7 +67,7 @@ class NodeFailures:
             if res.returncode != 0:
                 say(f"slurm-lab fail {node}: {res.stderr.strip()[-200:]}")
                 return
-            wait_until(lambda: not _in_queue(job_id), 180, 1.0)
+            wait_until(lambda: not in_queue(job_id), 180, 1.0)
             res = subprocess.run([str(LAB), "revive", node], capture_output=True, text=True, timeout=120)
             if res.returncode != 0:
                 say(f"slurm-lab revive {node}: {res.stderr.strip()[-200:]}")
@@ -91,7 +91,7 @@ def _slurm_nodes(job_id: str) -> set[str]:
     return {n for line in out.stdout.split() if line and line != "None" for n in expand_hostlist(line)}
 
 
-def _in_queue(job_id: str) -> bool:
+def in_queue(job_id: str) -> bool:
     out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=30)
     return bool(out.stdout.strip())
 

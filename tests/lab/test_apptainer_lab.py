@@ -18,6 +18,11 @@ import pytest
 
 from tests.conftest import LAB, REPO, run_cli
 from tests.lab import helpers
+from tests.lab.container_contract import (
+    assert_attach_runs_in_the_container,
+    assert_cancelled_crashed_and_clean_end_right,
+    ended,
+)
 from tests.lab.helpers import (
     SPEC_APPTAINER,
     apptainer_missing,
@@ -25,13 +30,11 @@ from tests.lab.helpers import (
     job_leftovers,
     last_json,
     wait_for,
-    wait_gone,
     wait_ready,
 )
 
 SPEC = Path(SPEC_APPTAINER)
 IMAGE = "/var/cache/slurm-lab/images/slurm-rl-lab.sqsh"
-IMAGE_PYTHON = "/opt/slurm-rl/bin/python"
 NOT_PROBED = "not checked (`doctor --probe` submits one tiny job to check it)"
 
 
@@ -73,12 +76,6 @@ def start(experiment: str, *args: str, nodes: int, extra: tuple[str, ...] = (), 
     return helpers.start(experiment, *args, nodes=nodes, extra=("--oversubscribe", *extra), spec=spec, **kw)  # type: ignore[arg-type]
 
 
-def ended(job_id: int, timeout_s: float) -> dict:
-    wait_gone(job_id, timeout_s)
-    res = run_cli("status", str(job_id), "--json", timeout=60)
-    return json.loads(res.stdout.splitlines()[-1])
-
-
 def gpu_spec(tmp_path: Path) -> Path:
     """The Apptainer spec with the GPU lab's GPUs (cluster_specs/lab-gpu.json's)."""
     spec = json.loads(SPEC.read_text())
@@ -104,26 +101,10 @@ def test_every_way_an_apptainer_job_ends_leaves_nothing(apptainer_lab: list[str]
         requeued = start("flaky.py", nodes=1, extra=("--requeue", "1"))
         jobs = [timed, clean, crash, attached, cancelled, requeued]
 
-        # attach: inside the container (the image's python and ray, which the bare node lacks),
-        # with the job's environment
+        # attach: inside the container, with the job's environment
         wait_ready(attached, timeout_s=240)
         job = str(attached["job_id"])
-        res = run_cli(
-            "attach", job, "--", "python", "-c", "import os, sys; print(sys.executable, os.environ['RAY_ADDRESS'])",
-            timeout=60,
-        )  # fmt: skip
-        assert res.returncode == 0, res.stderr
-        python, address = res.stdout.split()[-2:]
-        assert python == IMAGE_PYTHON and address.count(":") == 1
-        said: list[str] = []
-
-        def ray_status_active() -> bool:
-            res = run_cli("attach", job, "--", "ray", "status", timeout=90)
-            said[:] = [res.stdout[-1500:] + res.stderr[-1500:]]
-            assert res.returncode == 0, said[0]
-            return "Active:" in res.stdout
-
-        assert wait_for(ray_status_active, 30), said[0]
+        assert_attach_runs_in_the_container(attached["job_id"])
         # a member job (grow) starts the same container on another node and joins the job's Ray
         res = run_cli("grow", job, "--nodes", "1", "--wait", timeout=180)
         assert res.returncode == 0 and "member 1 joined on node" in res.stdout + res.stderr, res.stdout + res.stderr
@@ -134,22 +115,7 @@ def test_every_way_an_apptainer_job_ends_leaves_nothing(apptainer_lab: list[str]
         assert teardown_s < 30, f"teardown of an Apptainer job took {teardown_s:.1f} s"
         assert_nothing_left(apptainer_lab, attached["job_id"])
 
-        wait_ready(cancelled, timeout_s=240)
-        subprocess.run(["scancel", str(cancelled["job_id"])], check=True, timeout=30)
-        assert ended(cancelled["job_id"], 120)["state"] in ("CANCELLED", "STOPPED")
-
-        (Path(crash["job_dir"]) / "release").write_text("go\n")
-        assert ended(crash["job_id"], 240)["exit_code"] == 1
-
-        status = ended(clean["job_id"], 300)
-        assert status["exit_code"] == 0, status
-        report = last_json((Path(clean["job_dir"]) / "logs" / "driver.log").read_text(), "nodes")
-        assert report["nodes"] == 3 and report["driver_python"] == IMAGE_PYTHON
-        assert report["driver_cwd"] == clean["job_dir"]  # the job dir (mounted), not the submit dir
-        for node in report["per_node"]:
-            assert node["python"] == IMAGE_PYTHON
-            assert node["temp_fs"] != "tmpfs", node  # Ray's temp dir is the node's local disk, bound in
-            assert node["token"] and node["spec_env"] == "0", node  # the job's token and the spec's env reach it
+        assert_cancelled_crashed_and_clean_end_right(cancelled, crash, clean)
 
         # GPUs on the fake GPU lab: SLURM's devices reach each worker inside the container
         gpu = start("gpu_workers.py", "2", nodes=2, spec=gpu_spec(tmp_path), extra=("--gpus-per-node", "2"))

@@ -10,7 +10,6 @@ scancelled, one that hits its time limit.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -21,6 +20,11 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.lab import helpers
+from tests.lab.container_contract import (
+    assert_attach_runs_in_the_container,
+    assert_cancelled_crashed_and_clean_end_right,
+    ended,
+)
 from tests.lab.helpers import (
     CLIENT_DRIVER,
     STATE,
@@ -29,24 +33,14 @@ from tests.lab.helpers import (
     job_leftovers,
     last_json,
     wait_for,
-    wait_gone,
     wait_ready,
 )
 from tests.lab.helpers import SPEC_PYXIS as SPEC
-
-IMAGE_PYTHON = "/opt/slurm-rl/bin/python"
 
 
 def start(experiment: str, *args: str, nodes: int, extra: tuple[str, ...] = (), cwd: Path | None = None) -> dict:
     """A container job, sharing the lab's nodes with the others running beside it."""
     return helpers.start(experiment, *args, nodes=nodes, extra=("--oversubscribe", *extra), spec=SPEC, cwd=cwd)
-
-
-def ended(job_id: int, timeout_s: float) -> dict:
-    """`slurm-rl status --json` once the job has left the queue."""
-    wait_gone(job_id, timeout_s)
-    res = run_cli("status", str(job_id), "--json", timeout=60)
-    return json.loads(res.stdout.splitlines()[-1])
 
 
 def unpacks(job_id: int) -> int:
@@ -76,29 +70,9 @@ def test_every_way_a_container_job_ends_leaves_no_process_and_no_container(pyxis
         cancelled = start("hold.py", "ok", nodes=1)
         jobs = [timed, clean, crash, attached, cancelled]
 
-        # attach runs inside the running container, with the job's environment: bare `python`
-        # and `ray` are the image's (they exist there only), as for the job's driver
+        # attach runs inside the running container, with the job's environment
         wait_ready(attached, timeout_s=240)
-        res = run_cli(
-            "attach", str(attached["job_id"]), "--", "python", "-c",
-            "import os, sys; print(sys.executable, os.environ['RAY_ADDRESS'])",
-            timeout=60,
-        )  # fmt: skip
-        assert res.returncode == 0, res.stderr
-        python, address = res.stdout.split()[-2:]
-        assert python == IMAGE_PYTHON and address.count(":") == 1
-        # Ray's own `ray status` says "No cluster status" until its monitor's first report, a few
-        # seconds after every node joined (seen once here, when the job started late and attach
-        # came at once): a user retries, so does the test
-        said: list[str] = []
-
-        def ray_status_active() -> bool:
-            res = run_cli("attach", str(attached["job_id"]), "--", "ray", "status", timeout=90)
-            said[:] = [res.stdout[-1500:] + res.stderr[-1500:]]
-            assert res.returncode == 0, said[0]
-            return "Active:" in res.stdout
-
-        assert wait_for(ray_status_active, 30), said[0]
+        assert_attach_runs_in_the_container(attached["job_id"])
         # Ray Client from the login node into the container's Ray (its proxy runs in there)
         res = run_cli(
             "attach", str(attached["job_id"]), "--client", "--", sys.executable, "-c", CLIENT_DRIVER, "init_ray",
@@ -117,24 +91,7 @@ def test_every_way_a_container_job_ends_leaves_no_process_and_no_container(pyxis
         assert teardown_s < 30, f"teardown of a container job took {teardown_s:.1f} s"
         assert_nothing_left(pyxis_lab, attached["job_id"])
 
-        wait_ready(cancelled, timeout_s=240)
-        subprocess.run(["scancel", str(cancelled["job_id"])], check=True, timeout=30)
-        assert ended(cancelled["job_id"], 120)["state"] in ("CANCELLED", "STOPPED")
-
-        (Path(crash["job_dir"]) / "release").write_text("go\n")
-        assert ended(crash["job_id"], 240)["exit_code"] == 1
-
-        status = ended(clean["job_id"], 300)
-        assert status["exit_code"] == 0, status
-        driver = Path(clean["job_dir"]) / "logs" / "driver.log"
-        report = last_json(driver.read_text(), "nodes")
-        assert report["nodes"] == 3 and report["driver_python"] == IMAGE_PYTHON
-        assert report["driver_cwd"] == clean["job_dir"]  # the job dir, not the submit dir
-        assert report["ray_address"]
-        for node in report["per_node"]:
-            assert node["python"] == IMAGE_PYTHON
-            assert node["temp_fs"] != "tmpfs", node  # Ray's temp dir is on node-local disk, not RAM
-            assert node["token"] and node["spec_env"] == "0", node  # the job's token and the spec's env reach it
+        assert_cancelled_crashed_and_clean_end_right(cancelled, crash, clean)
 
         assert "time limit" in ended(timed["job_id"], 240)["exit_reason"].lower()
         for job in (clean, crash, attached, cancelled, timed):
