@@ -3,17 +3,20 @@ about one job in three, invariants checked after every job and at the end; each 
 printed with the seed, the job and the step that reproduces it. The last line:
 ``soak: N jobs, F faults (class: count, ...), V violations``.
 
-    tests/lab/slurm-lab up --nodes 3 --pyxis
+    tests/lab/slurm-lab up --nodes 3 --pyxis --gpus 4
     python bench/soak.py --seed 7 --jobs 30 --concurrency 3 [--spec cluster_specs/lab.json]
+        [--pyxis-spec cluster_specs/lab-pyxis.json] [--gpu-spec cluster_specs/lab-gpu.json]
+        [--all-faults] [--oom (on `up --cgroup`)]
 
 Jobs: 1 to 3 nodes, bare or in containers (Pyxis with --pyxis-spec, Apptainer with
---apptainer-spec, on a lab that has them); each driver checks an answer computed on every node
+--apptainer-spec, on a lab that has them), about one in four with a GPU per node (--gpu-spec, on
+the GPU lab); each driver checks an answer computed on every node
 (tests/lab/experiments/soak_job.py). Faults (chosen by the seed, at moments chosen by the seed):
 driver exception, driver SIGKILL, scancel during bring-up and during the run, teardown during
 bring-up and during the run, a Ray daemon SIGKILLed while the job runs (a worker node's raylet,
-the head's GCS); with --all-faults also the time limit and a node failed and revived
-(bench/soak_faults.py). Meanwhile a reader
-calls `status` and `list` in a loop. Invariants: what `status --json` says agrees with SLURM
+the head's GCS); with --all-faults also the time limit, a node failed and revived, a preemption
+and a held port; with --oom an OOM kill (bench/soak_faults.py). Meanwhile two readers call
+`status`, `list` and `logs` of the newest job in a loop. Invariants: what `status --json` says agrees with SLURM
 and with the fault (a cancelled job never says COMPLETED; an untouched job completes with its
 own right answer); 0 processes and 0 containers of the job on every node; the job dir complete;
 the job index lists every job once; no command hung or printed a traceback.
@@ -42,6 +45,7 @@ from soak_faults import (
     LONG_FAULTS,
     NodeFailures,
     cli,
+    driver_args,
     expected,
     hold_s,
     in_queue,
@@ -61,13 +65,14 @@ class Plan:
     runtime: str  # the spec's container runtime: "none", "pyxis" or "apptainer"
     fault: str  # "none" or one of FAULTS
     delay_s: float  # when a bring-up fault lands after submission
+    gpus: bool = False  # one GPU per node (the GPU lab's spec)
 
     @property
     def container(self) -> bool:
         return self.runtime != "none"
 
     def describe(self, seed: int) -> str:
-        kind = self.runtime if self.container else "bare"
+        kind = (self.runtime if self.container else "bare") + (", 1 GPU per node" if self.gpus else "")
         return f"seed {seed} job #{self.index} ({self.nodes} node(s), {kind}, fault {self.fault})"
 
 
@@ -79,24 +84,30 @@ class Outcome:
     violations: list[str] = field(default_factory=list)
 
 
-def plans(seed: int, jobs: int, runtimes: tuple[str, ...] = (), faults: tuple[str, ...] = FAULTS) -> list[Plan]:
-    """The seed's jobs; about 3 in 10 in a container of one of ``runtimes`` (those the lab has)."""
-    rng = random.Random(seed)
+def plans(
+    seed: int, jobs: int, runtimes: tuple[str, ...] = (), faults: tuple[str, ...] = FAULTS, gpus: bool = False
+) -> list[Plan]:
+    """The seed's jobs; about 3 in 10 in a container of one of ``runtimes`` (those the lab has),
+    with ``gpus`` about 1 in 4 bare ones on GPUs (drawn apart: a seed's other draws stay)."""
+    rng, gpu_rng = random.Random(seed), random.Random(f"{seed}-gpus")
     out = []
     for i in range(jobs):
         fault = rng.choice(faults) if rng.random() < 1 / 3 else "none"
         nodes, boxed, delay = rng.choice((1, 2, 3)), rng.random() < 0.3, rng.uniform(0.0, 4.0)
         runtime = rng.choice(runtimes) if boxed and runtimes else "none"
-        out.append(Plan(i, nodes, runtime, fault, delay))
+        # a GPU job: bare, not preempted (labspot is not the GPU spec's partition)
+        on_gpus = gpus and gpu_rng.random() < 0.25 and runtime == "none" and fault != "preempt"
+        out.append(Plan(i, nodes, runtime, fault, delay, on_gpus))
     return out
 
 
 def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailures) -> Outcome:
     out = Outcome(plan)
     say = out.violations.append
-    argv = ["submit", str(specs[plan.runtime]), str(JOB), *submit_flags(plan.fault)]
+    spec = specs["gpu" if plan.gpus else plan.runtime]
+    argv = ["submit", str(spec), str(JOB), *submit_flags(plan.fault), *(["--gpus-per-node", "1"] if plan.gpus else [])]
     argv += ["--nodes", str(plan.nodes), "--cpus-per-node", "1", "--json", "--name", f"soak{seed}"]
-    argv += ["--", hold_s(plan.fault), *(["--raise"] if plan.fault == "exception" else [])]
+    argv += ["--", hold_s(plan.fault), *driver_args(plan.fault)]
     since = time.time()
     res = cli(*argv)
     if res.returncode != 0:
@@ -104,8 +115,10 @@ def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailure
         return out
     data = json.loads(res.stdout.splitlines()[-1])
     out.job_id, job_dir = str(data["job_id"]), Path(data["job_dir"])
+    submitted.append(out.job_id)
+    missed: list[str] = []  # a fault that could not land: a violation unless another fault caught the job first
     if plan.fault != "none":
-        inject(plan.fault, plan.delay_s, out.job_id, job_dir, failures, say)
+        inject(plan.fault, plan.delay_s, out.job_id, job_dir, failures, missed.append)
     if not wait_until(lambda: not in_queue(out.job_id), JOB_BOUND_S, 1.0):
         say(f"still in the queue {JOB_BOUND_S} s after submission")
         subprocess.run(["scancel", out.job_id], capture_output=True, timeout=30)
@@ -117,7 +130,7 @@ def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailure
     said = json.loads(status.stdout.splitlines()[-1])
     out.state = str(said.get("state"))
     caught = failures.caught(job_dir, since, time.time())
-    out.violations += expected(plan.fault, plan.nodes, said, job_dir, caught)
+    out.violations += expected(plan.fault, plan.nodes, said, job_dir, caught) + ([] if caught else missed)
     nodes = [f"node{k}" for k in range(1, 4)]
     if not wait_until(lambda: not any(job_pids(n, int(out.job_id)) for n in nodes), 20, 1.0):
         say("processes left: " + json.dumps({n: job_pids(n, int(out.job_id)) for n in nodes}))
@@ -132,12 +145,19 @@ def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailure
     return out
 
 
-def reader(stop: threading.Event, problems: list[str]) -> None:
-    """A user running `status` and `list` in a loop while the soak goes on."""
+submitted: list[str] = []  # the soak's jobs, newest last (the readers' `logs` follows the newest)
+
+
+def reader(stop: threading.Event, problems: list[str], commands: str) -> None:
+    """A user running `status` and `list` (or `logs` of the newest job) in a loop meanwhile."""
     while not stop.is_set():
-        for argv in (("status",), ("list",)):
+        newest = submitted[-1:]
+        todo = [("status",), ("list",)] if commands == "status" else [("logs", *newest)] if newest else []
+        for argv in todo:
             res = cli(*argv)
-            if res.returncode != 0 or "Traceback" in res.stderr + res.stdout:
+            not_yet = argv[0] == "logs" and res.returncode == 2 and "does not exist yet" in res.stderr  # one line
+            ours = res.stderr if argv[0] == "logs" else res.stderr + res.stdout  # a driver's log may hold one
+            if (res.returncode != 0 and not not_yet) or "Traceback" in ours:
                 problems.append(f"`slurm-rl {' '.join(argv)}` exited {res.returncode}: {res.stderr.strip()[-300:]}")
         stop.wait(1.0)
 
@@ -150,24 +170,28 @@ def soak(
     spec_pyxis: Path | None,
     spec_apptainer: Path | None = None,
     faults: tuple[str, ...] = FAULTS,
+    spec_gpu: Path | None = None,
 ) -> tuple[list[Outcome], list[str]]:
     """Run the seed's plan; returns every job's outcome and the soak-wide violations."""
     failures = NodeFailures()
     specs = {"none": spec, **({"pyxis": spec_pyxis} if spec_pyxis else {})}
     specs.update({"apptainer": spec_apptainer} if spec_apptainer else {})
     runtimes = tuple(r for r in specs if r != "none")
+    specs.update({"gpu": spec_gpu} if spec_gpu else {})
     index_before = _index_ids()
     problems: list[str] = []
     stop = threading.Event()
-    watcher = threading.Thread(target=reader, args=(stop, problems), daemon=True)
-    watcher.start()
+    watchers = [threading.Thread(target=reader, args=(stop, problems, c), daemon=True) for c in ("status", "logs")]
+    for w in watchers:
+        w.start()
     try:
         with ThreadPoolExecutor(concurrency) as pool:
-            todo = plans(seed, jobs, runtimes, faults)
+            todo = plans(seed, jobs, runtimes, faults, gpus=spec_gpu is not None)
             outcomes = list(pool.map(lambda p: run_one(p, seed, specs, failures), todo))
     finally:
         stop.set()
-        watcher.join(timeout=COMMAND_BOUND_S)
+        for w in watchers:
+            w.join(timeout=COMMAND_BOUND_S)
     listed = Counter(i for i in _index_ids() if i not in index_before)
     for o in outcomes:
         if o.job_id and listed[o.job_id] != 1:
@@ -200,12 +224,17 @@ def main() -> None:
     ap.add_argument("--spec", type=Path, default=SPEC)
     ap.add_argument("--pyxis-spec", type=Path, default=None, help="container jobs with this spec (a Pyxis lab)")
     ap.add_argument("--apptainer-spec", type=Path, default=None, help="and with this one (`up --apptainer`)")
-    ap.add_argument("--all-faults", action="store_true", help="also time limits and node failures (slow, lab-wide)")
+    ap.add_argument("--gpu-spec", type=Path, default=None, help="GPU jobs with this spec (`up --gpus N`)")
+    ap.add_argument(
+        "--all-faults", action="store_true", help="also time limits, node failures, preemptions, held ports (slow)"
+    )
+    ap.add_argument("--oom", action="store_true", help="also OOM kills (the cgroup lab: `up --cgroup`)")
     args = ap.parse_args()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     faults = (*FAULTS, *LONG_FAULTS) if args.all_faults else FAULTS
+    faults = (*faults, "oom") if args.oom else faults
     outcomes, problems = soak(
-        args.seed, args.jobs, args.concurrency, args.spec, args.pyxis_spec, args.apptainer_spec, faults
+        args.seed, args.jobs, args.concurrency, args.spec, args.pyxis_spec, args.apptainer_spec, faults, args.gpu_spec
     )
     for o in outcomes:
         mark = "ok" if not o.violations else "VIOLATION"

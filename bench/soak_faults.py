@@ -1,8 +1,11 @@
 """The soak's faults (bench/soak.py): what each does to a job, at which moment, and what the job
 must say after it. FAULTS are the ones a short soak draws from (each ends within a minute);
-``--all-faults`` adds the slow and lab-wide ones: the time limit (SLURM's floor is a minute)
-and a node failed and revived (``slurm-lab fail``/``revive``: every job on it is caught, not
-only the one aimed at, so a neighbour's end is judged by the node it names)."""
+``--all-faults`` adds the slow and lab-wide ones: the time limit (SLURM's floor is a minute),
+a node failed and revived (``slurm-lab fail``/``revive``), a preemption (a higher-tier job that
+wants the job's last node whole: SLURM cancels every lower-tier job there) and a held port (the
+job's preferred GCS port taken on every node before it starts). A node failure or a preemption
+catches every job on that node, not only the one aimed at: a neighbour's end is judged by the
+fault it names. ``--oom`` (the cgroup lab) adds an OOM kill inside the job's memory limit."""
 
 from __future__ import annotations
 
@@ -20,9 +23,10 @@ FAULTS = (
     "exception", "driver_kill", "scancel_bringup", "scancel_run", "teardown_bringup", "teardown_run",
     "raylet_kill", "gcs_kill",
 )  # fmt: skip
-LONG_FAULTS = ("time_limit", "node_fail")
+LONG_FAULTS = ("time_limit", "node_fail", "preempt", "held_port")
+OOM_MIB, OOM_LIMIT = "2000", "1500M"  # the oom fault: a task allocates more than the job's --mem
 RAY_KILLS = {"raylet_kill": "raylet", "gcs_kill": "gcs_server"}  # the fault: the daemon it SIGKILLs
-AFTER_READY = ("scancel_run", "teardown_run", "driver_kill", "node_fail", *RAY_KILLS)
+AFTER_READY = ("scancel_run", "teardown_run", "driver_kill", "node_fail", "preempt", *RAY_KILLS)
 COMMAND_BOUND_S = 120  # no slurm-rl command may take longer (a hang is a violation)
 
 
@@ -46,19 +50,43 @@ def wait_until(cond, bound_s: float, poll_s: float = 0.3) -> bool:  # type: igno
 
 def hold_s(fault: str) -> str:
     """How long the driver holds after its answer: a fault must find it running."""
-    return {"none": "3", "exception": "3", "time_limit": "300"}.get(fault, "40")
+    return {"none": "3", "exception": "3", "held_port": "3", "oom": "3", "time_limit": "300"}.get(fault, "40")
 
 
 def submit_flags(fault: str) -> list[str]:
-    return ["--time", "1"] if fault == "time_limit" else []
+    return {
+        "time_limit": ["--time", "1"],
+        "held_port": ["--hold"],  # released once the port is held on every node
+        "preempt": ["--partition", "labspot"],
+        "oom": ["--mem", OOM_LIMIT],
+    }.get(fault, [])
+
+
+def driver_args(fault: str) -> list[str]:
+    return {"exception": ["--raise"], "oom": ["--oom", OOM_MIB]}.get(fault, [])
 
 
 @dataclass
 class NodeFailures:
-    """Node failures of the soak, one at a time (the lab has three nodes): (node, when)."""
+    """The soak's faults that catch every job on a node, one at a time (the lab has three nodes):
+    node failures (node, when) and preemptions (node, when the preempting job started)."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     failed: list[tuple[str, float]] = field(default_factory=list)
+    preempted: list[tuple[str, float]] = field(default_factory=list)  # (node, when the preemptor was submitted)
+
+    def preempt(self, node: str, say) -> None:  # type: ignore[no-untyped-def]
+        """A job of the higher tier that wants ``node`` whole, for two seconds."""
+        with self.lock:
+            argv = ["sbatch", "--parsable", "-p", "laburgent", "--exclusive", "-w", node, "-o", "/dev/null"]
+            self.preempted.append((node, time.time()))  # now: a neighbour may end before this returns
+            res = subprocess.run([*argv, "--wrap", "sleep 2"], capture_output=True, text=True, timeout=30)
+            if res.returncode != 0:
+                say(f"the preempting job was refused: {res.stderr.strip()[-200:]}")
+                return
+            urgent = res.stdout.strip().split(";")[0]
+            if not wait_until(lambda: not in_queue(urgent), 120, 0.5):
+                say(f"the preempting job {urgent} never ran")
 
     def fail_and_revive(self, node: str, job_id: str, say) -> None:  # type: ignore[no-untyped-def]
         with self.lock:
@@ -72,15 +100,33 @@ class NodeFailures:
             if res.returncode != 0:
                 say(f"slurm-lab revive {node}: {res.stderr.strip()[-200:]}")
 
-    def caught(self, job_dir: Path, since: float, until: float) -> str | None:
-        """The failed node a job ran on before its end was known (its exit written), if any."""
+    def caught(self, job_dir: Path, since: float, until: float) -> tuple[str, str] | None:
+        """(node, "failure" or "preemption"): what caught a job on one of its nodes before its
+        end was known (its exit written), if anything did."""
         try:
             until = min(until, (job_dir / "exit_code").stat().st_mtime)
         except OSError:
             pass
         cluster = _read(job_dir / "cluster.json")
         nodes = set(cluster.get("nodes") or [cluster.get("head_node")]) | _slurm_nodes(job_dir.name)
-        return next((n for n, t in self.failed if n in nodes and since <= t <= until), None)
+        failed = next((n for n, t in self.failed if n in nodes and since <= t <= until), None)
+        if failed:
+            return failed, "failure"
+        # running on the node when the preempting job came (its end comes before that job starts)
+        began = _slurm_start(job_dir.name) or until
+        preempted = next((n for n, t in self.preempted if n in nodes and began <= t + 1 and t <= until + 1), None)
+        return (preempted, "preemption") if preempted else None
+
+
+def _slurm_start(job_id: str) -> float | None:
+    """When SLURM started the job (its allocation), as a timestamp; None before it starts."""
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-o", "Start", "-j", job_id], capture_output=True, text=True, timeout=30
+    )
+    try:
+        return time.mktime(time.strptime(out.stdout.split()[0], "%Y-%m-%dT%H:%M:%S"))
+    except (IndexError, ValueError):
+        return None
 
 
 def _slurm_nodes(job_id: str) -> set[str]:
@@ -128,19 +174,68 @@ def inject(fault: str, delay_s: float, job_id: str, job_dir: Path, nodes: NodeFa
         subprocess.run(argv, capture_output=True, timeout=30)
     elif fault == "node_fail":
         nodes.fail_and_revive(last, job_id, say)
+    elif fault == "preempt":
+        nodes.preempt(last, say)
+    elif fault == "held_port":
+        hold_the_port(job_id, say)
 
 
-def expected(fault: str, n_nodes: int, status: dict, job_dir: Path, caught: str | None) -> list[str]:
-    """What the job must say for its fault (``caught``: a node that failed under it)."""
+def hold_the_port(job_id: str, say) -> None:  # type: ignore[no-untyped-def]
+    """The held job's preferred GCS port taken on every node (another program's), the job
+    released, the holders kept until it ends: it must start on other ports and finish."""
+    from slurm_rl.core.ports import preferred_gcs_port
+
+    port = preferred_gcs_port(int(job_id))
+    hold = (
+        f"import socket,time; s=socket.socket(); s.bind(('', {port})); s.listen(); "
+        "print(1, flush=True); time.sleep(600)"
+    )
+    holders = [
+        subprocess.Popen([str(LAB), "exec", f"node{k}", "--", "python3", "-c", hold], stdout=subprocess.PIPE, text=True)
+        for k in range(1, 4)
+    ]
+    try:
+        # each says once it holds it; a node failed by another fault meanwhile holds nothing (and runs no job)
+        bound = [h.stdout.readline().strip() == "1" for h in holders if h.stdout]
+        if not any(bound):
+            say(f"port {port} could not be held on any node (another soak job's?)")
+        subprocess.run(["scontrol", "release", job_id], capture_output=True, timeout=30)
+        wait_until(lambda: not in_queue(job_id), 300, 1.0)
+    finally:
+        for h in holders:
+            h.kill()
+            h.wait(timeout=30)
+
+
+def expected(fault: str, n_nodes: int, status: dict, job_dir: Path, caught: tuple[str, str] | None) -> list[str]:
+    """What the job must say for its fault (``caught``: a node failure or a preemption under it)."""
     state, code, reason = status.get("state"), status.get("exit_code"), status.get("exit_reason") or ""
     answer = _read(job_dir / "answer.json")
-    if caught:  # the node failure it was aimed at, or a neighbour's
-        if state == "COMPLETED" or caught not in reason:
-            return [f"caught by {caught}'s failure: {state}, exit {code} ({reason}): the node is not named"]
+    if caught and caught[1] == "failure":  # the node failure it was aimed at, or a neighbour's
+        if state == "CANCELLED" and fault.startswith(("scancel", "teardown")):  # its own cancel came too
+            return []
+        if state == "COMPLETED" or caught[0] not in reason:
+            return [f"caught by {caught[0]}'s failure: {state}, exit {code} ({reason}): the node is not named"]
         return []
-    if fault == "none":
+    if caught:  # preempted (a neighbour's preemption may also miss it: then it completes right)
+        if state == "COMPLETED" and answer.get("ok"):
+            return []
+        if state == "COMPLETED" or "preempt" not in f"{state} {reason}".lower():
+            return [f"caught by a preemption on {caught[0]}: {state}, exit {code} ({reason}): not named"]
+        return []
+    if fault in ("none", "held_port"):
         if state != "COMPLETED" or code != 0 or not answer.get("ok") or answer.get("nodes") != n_nodes:
-            return [f"untouched job: {state}, exit {code} ({reason}), answer {answer}"]
+            what = "untouched" if fault == "none" else "held-port"
+            return [f"{what} job: {state}, exit {code} ({reason}), answer {answer}"]
+        if fault == "held_port":
+            from slurm_rl.core.ports import preferred_gcs_port
+
+            gcs = _read(job_dir / "cluster.json").get("ports", {}).get("gcs")
+            if gcs == preferred_gcs_port(int(job_dir.name)):
+                return [f"held port: the job says it runs its GCS on {gcs}, a port another program held"]
+    elif fault == "oom":
+        if state == "COMPLETED" or "OOM: " not in reason:
+            return [f"OOM: {state}, exit {code} ({reason}): the OOM kill is not named"]
     elif fault == "exception":
         if state != "FAILED" or code != 1 or "driver exited 1" not in reason:
             return [f"driver exception: {state}, exit {code} ({reason})"]
@@ -162,6 +257,8 @@ def expected(fault: str, n_nodes: int, status: dict, job_dir: Path, caught: str 
             return [f"gcs_kill: {state}, exit {code} ({reason!r}): a job whose GCS died cannot complete"]
     elif fault == "node_fail":
         return [f"node failure: {state}, exit {code} ({reason}): no failed node found among the job's"]
+    elif fault == "preempt":
+        return [f"preemption: {state}, exit {code} ({reason}): the preempted node is not among the job's"]
     elif state == "COMPLETED" or state not in ("CANCELLED", "FAILED"):
         return [f"{fault}: {state}, exit {code} ({reason}): a cancelled job never says COMPLETED"]
     return []

@@ -16,6 +16,8 @@ import signal
 import sys
 from pathlib import Path
 
+from ..core.errors import JobError
+from ..core.exits import record_exit
 from ..core.job_env import JobEnvironment
 from ..core.manifest import load_manifest
 from ..core.paths import JobPaths
@@ -47,7 +49,19 @@ def main(argv: list[str] | None = None) -> int:
     paths = JobPaths(Path(args.job_dir))
     paths.logs.mkdir(parents=True, exist_ok=True)
     paths.markers.mkdir(parents=True, exist_ok=True)
-    manifest = load_manifest(paths.manifest)
+    try:
+        manifest = load_manifest(paths.manifest)
+    except JobError as exc:  # e.g. an image whose slurm-rl is not the one that submitted the job
+        from .._version import __version__
+
+        node = JobEnvironment.current().node
+        why = (
+            f"{node}: the slurm-rl on this node ({__version__}, {Path(__file__).parent.parent}) cannot read the "
+            f"job's manifest ({exc}); the nodes (the container image) need the slurm-rl that submitted the job"
+        )
+        print(f"slurm-rl: {why}", file=sys.stderr)
+        record_exit(paths, 1, why)
+        return 1
     set_job_environment(paths, manifest)
     node = JobEnvironment.current().node
     log = open(paths.node_log(node), "a", buffering=1)  # noqa: SIM115 - lives as long as the process

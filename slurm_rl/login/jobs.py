@@ -22,6 +22,7 @@ from ..core.nodelist import expand_hostlist
 from ..core.paths import JobPaths
 from ..core.progress import Progress, stall_line
 from ..core.progress import last as last_progress
+from ..core.service_states import status_fields
 from ..slurm import JobRecord, JobState, SlurmClient
 from .follow import LogFollower, last_traceback
 from .lookup import job_state_for
@@ -45,6 +46,8 @@ class JobSummary:
     progress: Progress | None = None  # the newest progress (core/progress.py), None before the first
     stall: dict[str, Any] | None = None  # a running job's open stall (its ``stalled`` event)
     ray_deaths: tuple[RayDeath, ...] = ()  # Ray daemons that died under the job
+    parts: dict[str, Any] = field(default_factory=dict)  # a job of parts: each part's nodes and state
+    services: dict[str, Any] = field(default_factory=dict)  # ... and each service's instances
 
     @property
     def shown_state(self) -> str:
@@ -58,6 +61,8 @@ class JobSummary:
         extra["ray_deaths"] = [{"node": d.node, "daemon": d.daemon, "how": d.how, "t": d.t} for d in self.ray_deaths]
         if self.healing or self.members:
             extra.update(healing=list(self.healing), members=list(self.members))
+        if self.parts:
+            extra.update(parts=self.parts, services=self.services)
         return {
             "job_id": self.job_id,
             "job_dir": str(self.paths.job_dir),
@@ -117,6 +122,10 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
     lost = v.lost if state is not None and not state.in_queue and exit_code != 0 else []
     if slurm_state == "TIMEOUT":  # SLURM's SIGTERM/SIGKILL at the limit is no crash, whatever killed the driver
         exit_reason = f"hit the time limit ({human_time_limit(v.manifest.time if v.manifest else None)})"
+    elif slurm_state == "PREEMPTED" and exit_code == 0:  # the driver was done: SLURM took the job's last seconds
+        slurm_state = "COMPLETED"
+    elif slurm_state == "PREEMPTED" and not exit_reason.startswith("preempted"):  # the cause, not the SIGTERM
+        exit_reason = f"preempted by SLURM (a higher-priority job took its nodes); then: {exit_reason or 'stopped'}"
     elif lost:  # the other nodes only saw the consequence (a SIGTERM, a dead actor)
         if not exit_reason.startswith(f"{', '.join(lost)} lost:"):  # (said once: it may be written)
             exit_reason = (
@@ -155,6 +164,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         progress=last_progress(paths.job_dir),
         stall=stall,
         ray_deaths=v.ray_deaths,
+        **(status_fields(paths.job_dir, v.manifest.parts, v.phase) if v.manifest and v.manifest.parts else {}),  # type: ignore[arg-type]
     )
 
 

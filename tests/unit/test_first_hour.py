@@ -303,3 +303,43 @@ def test_oom_kills_beside_a_job_that_survived_them(tmp_path: Path, capsys: pytes
     print_jobs([summary])
     out = capsys.readouterr().out
     assert "COMPLETED (4 OOM kills)" in out and "job 4242: OOM: node3: " in out and "1500 MiB (--mem)" in out
+
+
+def test_a_preempted_job_says_it_was_preempted_not_only_the_signal(tmp_path: Path) -> None:
+    """The soak (seed 113): a job on a node a higher-tier job took said only "SIGTERM received
+    on node1 (scancel, time limit or preemption)"; SLURM knows it was preempted (PREEMPTED)."""
+    paths = _job(tmp_path)
+    record_exit(paths, 143, "SIGTERM received on node1 (scancel, time limit or preemption)")
+    said = summarize(paths, JobState(4242, "PREEMPTED"))
+    assert said.exit_reason.startswith("preempted by SLURM (a higher-priority job took its nodes); then: SIGTERM")
+    assert summarize(paths, JobState(4242, "PREEMPTED")).exit_reason == said.exit_reason
+
+
+def test_a_node_whose_slurm_rl_cannot_read_the_manifest_says_so_as_the_jobs_exit(tmp_path: Path) -> None:
+    """The soak (an image whose slurm-rl was older than the submitter's): every node's bootstrap
+    died on the manifest with a traceback in batch.log, and the job said only "the job step ended
+    with exit 1". Now the first node writes the job's exit: its slurm-rl, and the fix."""
+    import subprocess
+    import sys
+
+    paths = _job(tmp_path)
+    data = json.loads(paths.manifest.read_text())
+    paths.manifest.write_text(json.dumps({**data, "from_a_newer_slurm_rl": 1}))
+    env = {**os.environ, "SLURM_JOB_ID": "4242", "SLURMD_NODENAME": "node1"}
+    res = subprocess.run(
+        [sys.executable, "-m", "slurm_rl.job.node", "--job-dir", str(paths.job_dir)],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    reason = paths.exit_reason.read_text()
+    assert reason.startswith("node1: the slurm-rl on this node (") and "cannot read the job's manifest" in reason
+    assert reason.strip().endswith("the nodes (the container image) need the slurm-rl that submitted the job")
+    assert paths.exit_code.read_text() == "1\n"
+
+
+def test_a_job_preempted_after_its_driver_exited_0_completed(tmp_path: Path) -> None:
+    """The soak (seed 113, job #28): the driver had exited 0 and the batch script was ending when
+    a higher-tier job took the node; SLURM says PREEMPTED, the work was done: COMPLETED, exit 0."""
+    paths = _job(tmp_path, exit_code=0)
+    said = summarize(paths, JobState(4242, "PREEMPTED"))
+    assert (said.state, said.exit_code, said.exit_reason) == ("COMPLETED", 0, "driver exited 0")
