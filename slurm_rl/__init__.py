@@ -50,6 +50,14 @@ def on_member_change(callback, poll_s: float = 1.0) -> Any:
     return _on_member_change(callback, poll_s)
 
 
+def services() -> Any:
+    """A job of parts' services: ``{NAME: {"url", "instances", "here", "ready", "total"}}``
+    (slurm_rl.driver.services; docs/parts.md)."""
+    from .driver.services import services as _services
+
+    return _services()
+
+
 def heartbeat(note: str = "") -> None:
     """Tell slurm-rl the run is making progress (besides metrics steps and the driver's own
     output): `status` shows it, and it keeps a job from counting as stalled (slurm_rl.driver.progress)."""

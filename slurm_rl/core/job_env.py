@@ -57,6 +57,7 @@ class JobEnvironment:
     temp_dir: str | None  # SLURM_RL_TEMP_DIR: the job's node-local dir (the bootstrap exports it)
     topology_addr: str  # SLURM_TOPOLOGY_ADDR: switches from the top down to this node (topology/tree)
     topology_pattern: str  # SLURM_TOPOLOGY_ADDR_PATTERN: what each part of it is ("switch.switch.node")
+    task_rank: int  # SLURM_PROCID: the task's rank in its step (across a heterogeneous step's components)
     environ: Mapping[str, str]  # the variables read, for what only a few callers need
 
     @classmethod
@@ -82,6 +83,7 @@ class JobEnvironment:
             temp_dir=env.get(TEMP_DIR_ENV) or None,
             topology_addr=env.get("SLURM_TOPOLOGY_ADDR", ""),
             topology_pattern=env.get("SLURM_TOPOLOGY_ADDR_PATTERN", ""),
+            task_rank=_int(env.get("SLURM_PROCID")),
             environ=dict(env),
         )
 
@@ -133,6 +135,15 @@ class JobEnvironment:
             nodes = [n for _, hostlist in groups for n in expand_hostlist(hostlist)]
             return nodes, nodes.index(self.node) if self.node in nodes else self.node_rank
         return expand_hostlist(self.nodelist or self.node), self.node_rank
+
+    def component_nodes(self) -> list[list[str]]:
+        """The nodes of each component of a heterogeneous job, in SLURM's order."""
+        groups = sorted(
+            (int(k.rsplit("_", 1)[1]), v)
+            for k, v in self.environ.items()
+            if k.startswith("SLURM_JOB_NODELIST_HET_GROUP_") and k.rsplit("_", 1)[1].isdigit()
+        )
+        return [expand_hostlist(hostlist) for _, hostlist in groups]
 
     def gpu_count(self) -> int:
         """GPUs SLURM gave this node's task: the visible-device list, else SLURM_GPUS_ON_NODE."""

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import JobError
 from .events import write_atomic
@@ -83,8 +84,16 @@ class JobManifest(JobOptions):
         """The job's node-local dir on every node: Ray's temp dir, uv environments."""
         return node_temp_dir(job_id, self.node_local_dir)
 
+    @field_validator("parts", mode="before")
+    @classmethod
+    def _parts_in_order(cls, value: Any) -> Any:
+        """The file's order of the parts (the first Ray part holds the head): kept as pairs."""
+        return dict(value) if isinstance(value, list) else value
+
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+        data = self.model_dump(mode="json")
+        data["parts"] = [[name, part] for name, part in data["parts"].items()]  # sort_keys keeps lists
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     def write(self, path: Path) -> None:
         write_atomic(path, self.to_json())

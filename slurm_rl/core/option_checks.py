@@ -17,6 +17,37 @@ def check_combinations(opts: JobOptions) -> None:
     array_or_chain(opts)
     min_nodes_and_heal(opts)
     stall_options(opts)
+    parts_combinations(opts)
+
+
+def parts_combinations(opts: JobOptions) -> None:
+    """What a job of parts cannot do (yet): each refused naming the flag and why."""
+    if not opts.parts:
+        return
+    why = {
+        "array": "a job of parts is a heterogeneous job, which SLURM cannot run as a job array; "
+        "submit one job per point",
+        "heal": "replacing lost nodes of a part is not supported yet; drop --heal",
+        "min_nodes": "a job of parts starts when every part's nodes are up; drop --min-nodes",
+        "head_partition": "the Ray head runs on the first Ray part's first node; drop --head-partition",
+        "segment": "give each part its nodes in the parts file; drop --segment",
+        "nodelist": "give each part its nodes in the parts file; drop --nodelist",
+    }
+    given = {
+        "array": opts.array,
+        "heal": opts.heal,
+        "min_nodes": opts.min_nodes,
+        "head_partition": opts.head_partition,
+        "segment": opts.segment,
+        "nodelist": opts.nodelist,
+    }
+    for name, value in given.items():
+        if value:
+            raise FieldProblem(name, repr(value), f"with --parts: {why[name]}")
+    if opts.head_node == "cpu":
+        raise FieldProblem(
+            "head_node", "'cpu'", "with --parts: the Ray head runs on the first Ray part's first node; drop it"
+        )
 
 
 def stall_options(opts: JobOptions) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .fields import (
     Constraint,
@@ -46,6 +46,7 @@ from .option_rules import (
     spec_default,
     warning_for,
 )
+from .parts import Part
 
 
 class JobOptions(BaseModel):
@@ -186,6 +187,14 @@ class JobOptions(BaseModel):
         spec=True,
         help="The CPU head's partition: one heterogeneous job, head + --nodes workers.",
     )
+    parts_file: str | None = option(
+        None,
+        "--parts",
+        metavar="FILE",
+        help="A job of parts (YAML or JSON, docs/parts.md): Ray parts (trainer, generation) and services "
+        "(judges, sandboxes), each with its own nodes, partition and GPUs, in one heterogeneous job.",
+    )
+    parts: dict[str, Part] = Field(default_factory=dict)  # --parts' file, read once at submit
 
     # ---- what sites require, spelled as sbatch spells it (the spec may set site defaults) --------
     qos: SlurmName | None = option(None, "-q", "--qos", spec=True, help="Quality of service.")

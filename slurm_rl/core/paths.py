@@ -214,6 +214,18 @@ class JobPaths:
     def ray_logs(self, node: str) -> Path:
         return self.logs / "ray" / node
 
+    @property
+    def services(self) -> Path:
+        """A job of parts' service instances: ``<part>/<node>-<i>.json`` each (job/services.py)."""
+        return self.job_dir / "services"
+
+    def service_state(self, part: str, node: str, instance: int) -> Path:
+        return self.services / part / f"{node}-{instance}.json"
+
+    def service_log(self, part: str, node: str, instance: int) -> Path:
+        """What a service instance prints (`slurm-rl logs JOB --service PART --instance I`)."""
+        return self.logs / "services" / part / f"{node}-{instance}.log"
+
 
 def current_user() -> str:
     import getpass

@@ -1,9 +1,8 @@
-"""RayVirtualCluster: one Ray placement group per logical node (NeMo RL's
-``nemo_rl.distributed.virtual_cluster``, name for name). A facade: the class keeps NeMo RL's
-surface (its private method names too, which NeMo RL's tests patch) and delegates to the
-engine (``_engine/placement.py``, ``master_ports.py``, ``topology.py``). The module-level names
-NeMo RL's code imports from here (``_get_node_ip_and_free_port``, the port ranges, ...) are
-here too; the cluster's probes read them from this module, so patching them here works."""
+"""RayVirtualCluster: one Ray placement group per logical node (NeMo RL's ``virtual_cluster``,
+name for name). A facade: the class keeps NeMo RL's surface (its private method names too, which
+NeMo RL's tests patch) and delegates to the engine (``_engine/placement.py``, ``master_ports.py``,
+``topology.py``). The module-level names NeMo RL's code imports from here are here too; the
+cluster's probes read them from this module, so patching them here works."""
 
 from __future__ import annotations
 
@@ -45,8 +44,7 @@ from ._engine.topology import *  # noqa: F403 - NeMo RL 2026 imports these from 
 logger = logging.getLogger(__name__)
 LAZY_ENV = "SLURM_RL_LAZY_PLACEMENT"  # "1": every RayVirtualCluster places its groups on first use
 
-# The driver's uv project and the worker environments over its extras, computed here (NeMo RL's
-# tests reload this module to see them recomputed for another root)
+# The driver's uv project and its extras' worker environments (NeMo RL's tests reload this module)
 git_root = project_root()
 PY_EXECUTABLES: Any = make_py_executables(git_root)
 
@@ -79,7 +77,8 @@ class RayVirtualCluster(ClusterAddresses):
     or "gloo": what ``slurm_rl.distributed.collective.init_process_group`` uses in workers),
     ``lazy`` (place the groups on first use, as NeMo RL 2026 does; default: the constructor
     places them, as NeMo RL 2025 did; ``SLURM_RL_LAZY_PLACEMENT=1`` or the class attribute
-    ``RayVirtualCluster.lazy_placement = True`` switches every cluster)."""
+    ``RayVirtualCluster.lazy_placement = True`` switches every cluster), ``part`` (a job of parts:
+    every bundle on that part's nodes, docs/parts.md)."""
 
     lazy_placement = False  # True: every cluster is lazy unless lazy=False is passed
 
@@ -102,9 +101,11 @@ class RayVirtualCluster(ClusterAddresses):
         monitor_memory: bool = False,
         communication_backend: str | None = None,
         lazy: bool | None = None,
+        part: str | None = None,
     ) -> None:
         if max_colocated_worker_groups is None:
             max_colocated_worker_groups = 2 if enable_colocation else 1
+        node_resource_constraints = on_part(part, bundle_ct_per_node_list, node_resource_constraints)
         placement.check_args(
             bundle_ct_per_node_list, use_gpus, max_colocated_worker_groups, num_gpus_per_node,
             node_resource_constraints, use_unified_pg, gpu_ids, communication_backend,
@@ -171,16 +172,10 @@ class RayVirtualCluster(ClusterAddresses):
     def _create_placement_groups_internal(self, strategy: str | None = None, use_unified_pg: bool = False) -> list[Any]:
         """One attempt: check the resources, create the placement groups, wait for them."""
         pgs = placement.attempt(
-            self._bundle_ct_per_node_list,
-            self.max_colocated_worker_groups,
-            self.use_gpus,
-            self.node_resource_constraints,
-            strategy or self.placement_group_strategy,
-            bool(use_unified_pg) and not strategy,
-            bool(use_unified_pg),
-            self.name,
-            PLACEMENT_GROUP_TIMEOUT_S,
-        )
+            self._bundle_ct_per_node_list, self.max_colocated_worker_groups, self.use_gpus,
+            self.node_resource_constraints, strategy or self.placement_group_strategy,
+            bool(use_unified_pg) and not strategy, bool(use_unified_pg), self.name, PLACEMENT_GROUP_TIMEOUT_S,
+        )  # fmt: skip
         self._unified = bool(use_unified_pg)
         return pgs
 

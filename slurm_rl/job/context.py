@@ -21,8 +21,10 @@ from ..core.events import append_event, read_json
 from ..core.job_env import MEMBER_RANK_BASE, JobEnvironment
 from ..core.job_ids import is_array_task, job_number
 from ..core.manifest import JobManifest
+from ..core.parts import PART_RESOURCE_PREFIX, place
 from ..core.paths import JobPaths
 from ..core.ports import PortsBusy, RayPorts, choose_ports
+from ..core.service_states import write_job_dir_pointer
 from .board import Board
 from .memory import MemoryLimit, node_memory_limit
 from .network import AddressProblem, NodeAddress, choose_address, ipv4_addresses
@@ -61,6 +63,7 @@ class NodeContext:
     paths: JobPaths
     manifest: JobManifest
     log: IO[str]
+    part: str = ""  # a job of parts: this task's part (core/parts.py)
     stop_requested: threading.Event = field(default_factory=threading.Event)
     ready: threading.Event = field(default_factory=threading.Event)  # node 0: the nodes the job needs are up
     stop_reason: str = ""
@@ -68,6 +71,7 @@ class NodeContext:
     failure: str | None = None  # another node failed (seen by node 0): the job's exit reason
     memory_limit: MemoryLimit | None = None  # what SLURM gave the job here (Ray's sizes, OOM reports)
     board: Board | None = None  # the job's signals in the head's GCS, once this node's Ray is up
+    service_urls: dict[str, str] = field(default_factory=dict)  # node 0 of a job of parts: each service's URL
     _ports: RayPorts | None = None
     _address: NodeAddress | None = None
 
@@ -84,6 +88,10 @@ class NodeContext:
         env = JobEnvironment.current(environ)
         node = env.node
         nodes, rank = env.nodes_and_rank()
+        part = ""
+        if manifest.parts and not env.member:  # the step's task rank: its component, its part
+            rank = env.task_rank
+            part, nodes = place(manifest.parts, rank, env.component_nodes())
         if env.member:  # a member job's node (--heal): a worker of the job it joins, after its nodes
             nodes = list((read_json(paths.cluster) or {}).get("nodes") or nodes)
             rank = MEMBER_RANK_BASE * env.member + env.node_rank
@@ -93,6 +101,7 @@ class NodeContext:
             rank=rank,
             node=node,
             nodes=nodes,
+            part=part,
             cpus=0 if head_only else env.cpus_on_node,
             gpus=0 if head_only else env.gpu_count(),
             # SLURM counts requeues; every marker file is per attempt: a requeued job starts fresh
@@ -113,6 +122,11 @@ class NodeContext:
             except PortsBusy as exc:
                 raise NodeFailure(f"{exc} ({self.node})") from None
         return self._ports
+
+    @property
+    def is_service(self) -> bool:
+        """A service part's task (no Ray node of its own)."""
+        return bool(self.part) and self.manifest.parts[self.part].is_service
 
     @property
     def temp_dir(self) -> str:
@@ -175,6 +189,7 @@ class NodeContext:
             "slurm_managed_ray_cluster": 1,
             f"slurm_job_{self.job_id}": 1,
             **self.manifest.type_resources(self.node, self.gpus),
+            **({f"{PART_RESOURCE_PREFIX}{self.part}": 1} if self.part else {}),  # RayVirtualCluster(part=...)
         }
         env = JobEnvironment.current()
         # a sweep's task (1234_5) is also SLURM job <own id> (a member job's own id is not the task's)
@@ -190,6 +205,7 @@ class NodeContext:
         if warning:
             self.say(f"warning: {warning}")
             self.event("node_warning", warning=warning)
+        write_job_dir_pointer(self.temp_dir, self.paths.job_dir)  # slurm_rl.services() in a worker
         argv = [
             f"--node-ip-address={self.ip}",
             *([f"--memory={budget.memory}"] if budget.memory is not None else []),

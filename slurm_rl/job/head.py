@@ -21,6 +21,7 @@ from ..core.paths import JobPaths
 from .board import Board, BoardUnreachable
 from .context import NodeContext, NodeFailure
 from .members import MemberWatch
+from .service_watch import ServiceWatch
 
 FILE_POLL_S = 1.0  # failed markers of nodes that could not reach the GCS: a slow fallback
 HEAD_ANNOUNCE_TIMEOUT_S = 60.0
@@ -126,6 +127,7 @@ def run_head(ctx: NodeContext) -> int:
     # members come and go (grow, shrink), lost worker nodes are replaced with --heal (members.py)
     threading.Thread(target=MemberWatch(ctx, address).run, name="members", daemon=True).start()
     write_gym_env(ctx.paths, address)
+    start_services_view(ctx, head_ip)
     if ctx.manifest.interactive:  # no driver: up until teardown, scancel or the time limit
         off_nodes = f"; off its nodes: `slurm-rl attach {ctx.job_id} --client` ({cluster['client_address']})"
         ctx.say(
@@ -178,12 +180,32 @@ def driver_env(ctx: NodeContext, address: str, environ: dict[str, str]) -> dict[
     return env
 
 
+def start_services_view(ctx: NodeContext, head_ip: str) -> None:
+    """A job of parts with services: a balancer per service on the head, then the wait for the
+    required ones (Ray's nodes join meanwhile); the driver's ``{NAME.url}`` become their URLs."""
+    watch = ServiceWatch(ctx)
+    if not watch.expected:
+        return
+    from .balancer import start_balancers
+
+    try:
+        ctx.service_urls = start_balancers(ctx.paths.services, sorted(watch.expected), ctx.attempt, head_ip)
+    except RuntimeError as exc:
+        raise NodeFailure(str(exc)) from None
+    ctx.say(f"service balancers: {ctx.service_urls}")
+    watch.wait_ready()
+
+
 def driver_argv(ctx: NodeContext) -> list[str]:
-    """The experiment's copy in the job dir, or in its snapshot (where its neighbours are too)."""
+    """The experiment's copy in the job dir, or in its snapshot (where its neighbours are too);
+    ``{NAME.url}`` in its arguments is service NAME's URL (as NeMo RL's launchers substitute)."""
     experiment = str(ctx.paths.experiment)
     if ctx.manifest.snapshot_root:
         experiment = ctx.manifest.in_snapshot(ctx.manifest.experiment, ctx.paths.job_dir)
-    return [sys.executable, experiment, *ctx.manifest.experiment_args]
+    args = list(ctx.manifest.experiment_args)
+    for name, url in ctx.service_urls.items():
+        args = [a.replace(f"{{{name}.url}}", url) for a in args]
+    return [sys.executable, experiment, *args]
 
 
 def run_driver(ctx: NodeContext, address: str) -> int:

@@ -28,15 +28,16 @@ from ..core.option_rules import duration_seconds
 from ..core.stacks import STACKS_DIR_ENV, nccl_evidence_env
 from .context import POLL_S, NodeContext, NodeFailure, Stopped
 from .end_time import EndTimeWatch
-from .head import run_head
 from .memory import OomWatch, warn_driver, warn_driver_line
 from .network import socket_ifname_env
 from .node_cleanup import clean_node
+from .parts_role import run_node_role
 from .progress_watch import OutputWatch
 from .ray_watch import RayWatch
+from .service_watch import ServiceWatch
 from .stacks_watch import StacksWatch
 from .stall_watch import StallWatch
-from .worker import PRE_JOIN_FILE_POLL_S, run_worker
+from .worker import PRE_JOIN_FILE_POLL_S
 
 DRIVER_GRACE_S = 2.0  # a signalled driver gets this long to exit (checkpoint) before the kill
 
@@ -113,7 +114,7 @@ class Lifecycle:
             pid=os.getpid(),
             open_files=resource.getrlimit(resource.RLIMIT_NOFILE)[0],
         )
-        return run_head(ctx) if ctx.rank == 0 else run_worker(ctx)
+        return run_node_role(ctx)
 
     def run(self) -> int:
         ctx = self.ctx
@@ -149,12 +150,15 @@ class Lifecycle:
         output = OutputWatch(ctx.paths.driver_log, ctx.paths.job_dir) if ctx.rank == 0 else None
         stacks = StacksWatch(ctx, self.stacks_dir)
         stall = self.stall_watch()
+        services = ServiceWatch(ctx) if ctx.rank == 0 else None  # a required service past its restarts
         ray = RayWatch()
         while not done.wait(POLL_S):
             note_oom()
             stacks.poll()
             if stall is not None and not ctx.stop_requested.is_set():
                 self.stop_failed(stall.poll())
+            if services is not None and not ctx.stop_requested.is_set():
+                self.stop_failed(services.poll())
             if ends is not None and not ctx.stop_requested.is_set():
                 ends.poll()
             if output is not None:

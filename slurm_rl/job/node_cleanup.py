@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from ..core.procs import stop_job_processes
+from ..core.procs import stop_job_processes, stop_processes
 from .context import NodeContext
 
 
@@ -33,9 +33,14 @@ def clean_node(ctx: NodeContext) -> None:
             ctx.driver.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
             ctx.driver.kill()
-    copy_ray_logs(ctx)
-    killed = stop_job_processes(ctx.job_id, ctx.temp_dir, grace_s=0.5, also=descendants)
-    shutil.rmtree(ctx.temp_dir, ignore_errors=True)
+    if ctx.is_service:  # a service part's task: its own instances only (a Ray node may share the node)
+        killed = stop_processes(_processes(descendants), grace_s=0.5)
+        if ctx.node not in ctx.nodes:  # no Ray node of the job here: the node-local dir is this task's
+            shutil.rmtree(ctx.temp_dir, ignore_errors=True)
+    else:
+        copy_ray_logs(ctx)
+        killed = stop_job_processes(ctx.job_id, ctx.temp_dir, grace_s=0.5, also=descendants)
+        shutil.rmtree(ctx.temp_dir, ignore_errors=True)
     ctx.say(
         f"cleanup: stopped {len(killed)} processes in {time.monotonic() - t0:.2f} s: "
         + ", ".join(f"{k.name}({k.pid},{k.signal})" for k in killed)
@@ -55,3 +60,13 @@ def copy_ray_logs(ctx: NodeContext) -> None:
             )
         except (OSError, shutil.Error) as exc:
             ctx.say(f"could not copy Ray logs: {exc}")
+
+
+def _processes(pids: list[int]) -> list[psutil.Process]:
+    out = []
+    for pid in pids:
+        try:
+            out.append(psutil.Process(pid))
+        except psutil.Error:
+            pass
+    return out

@@ -7,12 +7,13 @@ import functools
 import json
 import os
 import typing
+from pathlib import Path
 
 import click
 
 from ..config.spec import load_spec
 from ..core.errors import UsageError
-from ..core.paths import current_user
+from ..core.paths import JobPaths, current_user
 from .cli_common import CONTEXT, _with, spec_option, stopped_following
 
 
@@ -55,9 +56,14 @@ def list_jobs(spec_flag: str | None) -> None:
 @click.option("--node", default=None, help="A node's bootstrap log instead of the driver's.")
 @click.option("--batch", is_flag=True, help="SLURM's batch log (sbatch output) instead of the driver's.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends, then say how it ended.")
+@click.option("--service", default=None, help="A job of parts: a service's instance log (with --instance I).")
+@click.option("--instance", default=0, show_default=True, help="With --service: which instance (0, 1, ...).")
 @spec_option()
-def logs(job: str, node: str | None, batch: bool, follow: bool, spec_flag: str | None) -> None:
-    """Print a job's driver log (or --node NODE, --batch). JOB: a SLURM job id or a local run's id."""
+def logs(
+    job: str, node: str | None, batch: bool, follow: bool, service: str | None, instance: int, spec_flag: str | None
+) -> None:
+    """Print a job's driver log (or --node NODE, --batch, --service NAME). JOB: a SLURM job id or a
+    local run's id."""
     from ..core.events import read_events
     from ..core.exits import oom_kills, oom_line
     from ..core.progress import open_stall
@@ -69,6 +75,8 @@ def logs(job: str, node: str | None, batch: bool, follow: bool, spec_flag: str |
     client = SlurmClient()
     job_id, paths = resolve_job(job, current_user(), client, load_spec(spec_flag))
     path = paths.node_log(node) if node else paths.batch_log if batch else paths.driver_log
+    if service:
+        path = service_log(paths, job_id, service, instance, node)
     if node and not path.exists():
         have = sorted(p.name.removeprefix("node-").removesuffix(".log") for p in paths.logs.glob("node-*.log"))
         if have:
@@ -95,6 +103,23 @@ def logs(job: str, node: str | None, batch: bool, follow: bool, spec_flag: str |
     except KeyboardInterrupt:
         _still_running(job_id)
     click.echo(end_line(summarize(paths, gentle.state)), err=True)
+
+
+def service_log(paths: JobPaths, job_id: object, service: str, instance: int, node: str | None) -> Path:
+    """A service instance's log: instance I of the service, on NODE when given (a service runs
+    its instances on several nodes: numbered per node), else the first node that has one."""
+    logs_dir = paths.logs / "services" / service
+    found = sorted(logs_dir.glob(f"{node or '*'}-{instance}.log"))
+    if not found:
+        have = sorted(
+            p.relative_to(paths.logs / "services").with_suffix("").as_posix()
+            for p in (paths.logs / "services").glob("*/*.log")
+        )
+        raise UsageError(
+            f"job {job_id} has no log of service {service!r} instance {instance}"
+            + (f"{' on ' + node if node else ''}; it has: {', '.join(have)}" if have else " (no service has started)")
+        )
+    return found[0]
 
 
 @click.command(context_settings=CONTEXT)
@@ -131,6 +156,7 @@ def plot(job: str, spec_flag: str | None) -> None:
 @click.option(
     "--node", default=None, metavar="NODE", help="Another node of the job than the head (inside its container too)."
 )
+@click.option("--part", default=None, metavar="PART", help="A job of parts: the first node of this part.")
 @click.option("--dashboard", is_flag=True, help="Print the ssh port-forward that reaches the job's Ray dashboard.")
 @click.option(
     "--client",
@@ -141,7 +167,13 @@ def plot(job: str, spec_flag: str | None) -> None:
 )
 @spec_option()
 def attach(
-    job: str, command: tuple[str, ...], node: str | None, dashboard: bool, via_client: bool, spec_flag: str | None
+    job: str,
+    command: tuple[str, ...],
+    node: str | None,
+    part: str | None,
+    dashboard: bool,
+    via_client: bool,
+    spec_flag: str | None,
 ) -> None:
     """A shell (or COMMAND) on the job's head node, inside the job (and inside its container
     under pyxis), attached to its Ray; with --client, COMMAND runs where you are (a login
@@ -163,6 +195,7 @@ def attach(
 
     client = SlurmClient()
     job_id, paths = resolve_job(job, current_user(), client, load_spec(spec_flag))
+    node = part_node(paths, job_id, part) if part else node
     plan = plan_attach(job_id, paths, client, list(command), dashboard, via_client, node)
     for line in plan.out:
         click.echo(line)
@@ -232,3 +265,18 @@ def teardown(job: str, force: bool, as_json: bool, spec_flag: str | None) -> Non
 def cancel(job: str, force: bool, as_json: bool, spec_flag: str | None) -> None:
     """Alias of `teardown`."""
     _teardown(job, force, as_json, spec_flag)
+
+
+def part_node(paths: JobPaths, job_id: object, part: str) -> str:
+    """The first node of a part of a job of parts (`attach --part NAME`)."""
+    from ..core.manifest import load_manifest
+    from ..core.service_states import status_fields
+
+    parts = load_manifest(paths.manifest).parts
+    if part not in parts:
+        have = ", ".join(parts) or "none: it is not a job of parts"
+        raise UsageError(f"job {job_id} has no part {part!r} (its parts: {have})")
+    nodes = status_fields(paths.job_dir, parts, "")["parts"].get(part, {}).get("nodes") or []
+    if not nodes:
+        raise UsageError(f"job {job_id}: part {part!r} has no node up yet; try again once it runs")
+    return str(nodes[0])

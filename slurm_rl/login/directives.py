@@ -13,12 +13,8 @@ def _quoted(d: dict[str, str | None]) -> list[str]:
     return [f"{k}={shlex.quote(v)}" for k, v in d.items() if v is not None]
 
 
-def sbatch_directives(opts: JobOptions, name_dir: Path) -> list[str]:
-    """``#SBATCH`` values, sorted within each component so the script is stable, shell-quoted,
-    then the escape-hatch arguments as given. With a head partition: one heterogeneous job, the
-    head's component, ``hetjob``, the workers' component (job-level options go with the first
-    component, as SLURM wants; node options such as --constraint, --gres and --mem with the
-    workers, whose nodes they describe)."""
+def _job_level(opts: JobOptions, name_dir: Path) -> tuple[dict[str, str | None], list[str], list[str]]:
+    """(the job's own #SBATCH values, its flags, the escape hatch's arguments as given)."""
     job: dict[str, str | None] = {
         "--job-name": opts.name,
         # a sweep's task is named as SLURM names it (<array>_<task>): its job dir, its log
@@ -36,7 +32,60 @@ def sbatch_directives(opts: JobOptions, name_dir: Path) -> list[str]:
     }
     flags = (["--oversubscribe"] if opts.oversubscribe else []) + ["--requeue" if opts.requeue > 0 else "--no-requeue"]
     flags += ["--no-kill"] if opts.heal else []  # a failed node leaves the job, which goes on (healing)
-    extra = [shlex.join([a]) for a in opts.sbatch_args]
+    return job, flags, [shlex.join([a]) for a in opts.sbatch_args]
+
+
+def _gpus(opts: JobOptions, count: int) -> dict[str, str | None]:
+    """GPUs per node as SLURM takes them: "[TYPE:]N" for --gpus-per-node, "gpu[:TYPE]:N" in --gres."""
+    gpus = f"{opts.gpu_type}:{count}" if opts.gpu_type else str(count or "")
+    if not count:
+        return {}
+    if opts.gpu_request == "gres":
+        return {"--gres": ",".join(g for g in (opts.gres, f"gpu:{gpus}") if g)}
+    return {"--gpus-per-node": gpus}
+
+
+def parts_directives(opts: JobOptions, name_dir: Path) -> list[str]:
+    """A job of parts (--parts): one heterogeneous component per part with nodes of its own, in
+    core/parts.py's order (the head's part first, with the job's own options, as SLURM wants);
+    each with its partition, GPUs, CPUs, memory and --exclusive; the site's node options (features,
+    GRES, excluded nodes) with every component."""
+    from ..core.parts import component_parts
+
+    job, flags, extra = _job_level(opts, name_dir)
+    out: list[str] = []
+    for i, name in enumerate(component_parts(opts.parts)):
+        part = opts.parts[name]
+        values: dict[str, str | None] = {
+            "--nodes": str(part.nodes),
+            "--ntasks-per-node": "1",
+            "--partition": part.partition,
+            "--time": opts.time,
+            "--cpus-per-task": str(part.cpus_per_node) if part.cpus_per_node else None,
+            "--mem": part.mem,
+            "--mem-per-cpu": opts.mem_per_cpu if not part.mem else None,
+            "--constraint": opts.constraint,
+            "--gres": opts.gres,
+            "--exclude": opts.exclude,
+            **_gpus(opts, part.gpus_per_node),
+        }
+        own = (["--exclusive"] if part.exclusive or opts.exclusive else []) + (flags if i == 0 else [])
+        if i:
+            out.append("hetjob")
+        out += sorted(_quoted({**(job if i == 0 else {}), **values}) + own)
+        out += extra if i == 0 else []
+    return out
+
+
+def sbatch_directives(opts: JobOptions, name_dir: Path) -> list[str]:
+    """``#SBATCH`` values, sorted within each component so the script is stable, shell-quoted,
+    then the escape-hatch arguments as given. With a head partition: one heterogeneous job, the
+    head's component, ``hetjob``, the workers' component (job-level options go with the first
+    component, as SLURM wants; node options such as --constraint, --gres and --mem with the
+    workers, whose nodes they describe)."""
+    if opts.parts:
+        return parts_directives(opts, name_dir)
+    job, flags, extra = _job_level(opts, name_dir)
 
     # GPUs per node as SLURM takes them: "[TYPE:]N" for --gpus-per-node, "gpu[:TYPE]:N" in --gres
     gpus = f"{opts.gpu_type}:{opts.gpus_per_node}" if opts.gpu_type else str(opts.gpus_per_node or "")

@@ -73,7 +73,8 @@ def grow(
     if not paths.member_script.exists():
         raise UsageError(
             f"job {job_id} has no member script ({paths.member_script}): a job with a CPU head "
-            "(--head-partition) cannot grow, nor one submitted by an older slurm-rl"
+            "(--head-partition) or of parts (--parts: grow a part in its parts file) cannot grow, nor one "
+            "submitted by an older slurm-rl"
         )
     cluster, name, left = _running(job_id, paths, client, "grow")
     when = left

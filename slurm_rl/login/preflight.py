@@ -35,9 +35,15 @@ def preflight(spec: ClusterSpec, opts: JobOptions, client: SlurmClient) -> None:
     """Every check below, cheapest first."""
     check_node_paths(spec, opts)
     check_slurm_version(opts, client)
-    check_partition_size(opts, client)
-    check_node_capacity(opts, client)
-    check_time_limit(opts, client)
+    if opts.parts:  # each part its partition, its size, its image
+        from .parts_preflight import check_part_images, check_parts_fit
+
+        check_part_images(spec, opts)
+        check_parts_fit(opts, client)
+    else:
+        check_partition_size(opts, client)
+        check_node_capacity(opts, client)
+        check_time_limit(opts, client)
     check_qos(opts, client)
 
 

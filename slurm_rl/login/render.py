@@ -143,16 +143,46 @@ def finalize_files() -> dict[str, str]:
     return {name: shlex.quote(str(p.relative_to(paths.job_dir))) for name, p in files.items()}
 
 
+def parts_step(
+    opts: JobOptions, job_container: Container, workdir: str, job_flags: list[str], job_launch: str, key: str
+) -> list[dict]:
+    """The node step's components of a job of parts, in core/parts.py's order (a task's rank
+    tells its part): each part's nodes and its container: the job's (the image cache's flags
+    included), or a service part's own image, started by the same runtime without the cache."""
+    from ..core.parts import component_parts
+
+    runtime = runtime_of(job_container.runtime)
+    out = []
+    for name in component_parts(opts.parts):
+        part = opts.parts[name]
+        flags, launch = list(job_flags), job_launch
+        if part.image and part.image != job_container.image:
+            own = job_container.model_copy(update={"image": part.image, "gpus": part.gpus_per_node > 0, "cache_mb": 0})
+            srun_flags, prefix = runtime.launch(own, workdir)
+            flags = [*shell_words([*srun_flags, *opts.srun_args], key)]
+            launch = " ".join([*shell_words(prefix, key), 'bash -c "$SLURM_RL_NODE_SCRIPT"'])
+        out.append({"nodes": part.nodes, "flags": flags, "command": launch})
+    return out
+
+
 def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
     """The sbatch script and the manifest of a job. Pure: no I/O besides reading templates."""
     name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir
     container = container_for(spec, opts)
     runtime = runtime_of(container.runtime)
-    srun_flags, prefix = runtime.launch(container, container.workdir or f"{name_dir}/{JOB_ID_PLACEHOLDER}")
+    workdir = container.workdir or f"{name_dir}/{JOB_ID_PLACEHOLDER}"
+    srun_flags, prefix = runtime.launch(container, workdir)
     srun_flags = [*srun_flags, *opts.srun_args]
     python = shlex.quote(opts.python)
     key = ARRAY_TASK_KEY if opts.array else JOB_KEY
     image_flags = runtime.shell_flags(container)
+    launch = " ".join([*shell_words(prefix, key), 'bash -c "$SLURM_RL_NODE_SCRIPT"'])
+    het_components = [1, opts.nodes] if opts.head_partition else []
+    step_flags = [*shell_words(srun_flags, key), *image_flags]
+    step_components: list = het_components
+    if opts.parts:  # one component per part with nodes, its container
+        step_components = parts_step(opts, container, workdir, step_flags, launch, key)
+        het_components, step_flags = [c["nodes"] for c in step_components], []
     context = dict(
         version=__version__,
         spec=spec,
@@ -162,13 +192,15 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         array=bool(opts.array),
         env=sorted(spec.public_env.items()),
         srun_flags=[*shell_words(srun_flags, key), *image_flags],
+        step_flags=step_flags,
+        step_components=step_components,
         runtime_prepare=runtime.prepare_template(container),
         image=shlex.quote(container.image or ""),
         image_cache_mb=container.cache_mb,
         image_meta=shlex.quote(image_cache_dir(spec.node_local_dir)),
         secrets=sorted(spec.secret_env),
         secrets_file=SECRETS_FILE,
-        launch=" ".join([*shell_words(prefix, key), 'bash -c "$SLURM_RL_NODE_SCRIPT"']),
+        launch=launch,
         files=finalize_files(),
         runtime_requeue_cleanup=runtime.requeue_cleanup(),  # a requeue first removes the attempt's containers
         requeue=opts.requeue,
@@ -177,13 +209,13 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         run_dir=shlex.quote(opts.run_dir) if opts.run_dir else '"$SLURM_RL_JOB_DIR"',
         requested_limit=REQUESTED_REQUEUE_LIMIT,
         setup=spec.setup,
-        het_components=[1, opts.nodes] if opts.head_partition else [],
+        het_components=het_components,
         node_command=f'{python} -m slurm_rl.job.node --job-dir "$SLURM_RL_JOB_DIR"',
         python=python,
         python_hint=shlex.quote(runtime.python_hint(container)),
         warned_marker=shlex.quote(f"{MARKERS_DIR}/") + warned_marker_name('"${SLURM_RESTART_COUNT:-0}"'),
         started_markers=shlex.quote(f"{MARKERS_DIR}/") + '"${SLURM_RESTART_COUNT:-0}"-*.started',
-        total_nodes=opts.total_nodes,
+        total_nodes=sum(het_components) if opts.parts else opts.total_nodes,  # every task's bootstrap
         heal=opts.heal,
         member=False,
     )
@@ -194,7 +226,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
     member = ""
     # a member job's script (--heal's replacements, `slurm-rl grow`), staged for every job but a
     # heterogeneous one; the member's steps name the job dir it joins, never their own job id
-    if not opts.head_partition:
+    if not opts.head_partition and not opts.parts:
         member = env.get_template(TEMPLATE_NAME).render(
             **{
                 **context,

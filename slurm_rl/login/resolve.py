@@ -18,6 +18,7 @@ from ..config.spec import ClusterSpec
 from ..core.errors import UsageError
 from ..core.fields import FieldProblem
 from ..core.options import JobOptions
+from ..core.parts import load_parts, ray_node_count, with_job_defaults
 from ..runtimes import RUNTIMES, runtime_of
 from .flags import flag_of, spec_fields
 from .render import container_mounts
@@ -84,6 +85,7 @@ def resolve_options(
             f"experiment {experiment!r} does not exist or is not a file; pass the path of your driver script"
         )
     values = {k: v for k, v in flags.items() if v is not None and v != ()}
+    parts = _parts(values)
     for name in spec_fields():
         site = getattr(spec, name, None)
         if name in ADDITIVE:  # the spec's escape-hatch arguments, then the command line's
@@ -99,6 +101,12 @@ def resolve_options(
             f"set it to one of {', '.join(n for n, r in RUNTIMES.items() if r.contained)}"
         )
     workdir = container_workdir(spec, values.pop("workdir", None))
+    if parts:
+        for name in NOT_FOR_PARTS:
+            if name not in flags or flags[name] is None:
+                values.pop(name, None)
+        parts = with_job_defaults(parts, values.get("partition"), values.get("cpus_per_node"), values.get("mem"))
+        values.update(parts=parts, nodes=ray_node_count(parts))
     try:
         return JobOptions(
             experiment=str(exp.resolve()) if exp else "",
@@ -109,6 +117,28 @@ def resolve_options(
         )
     except ValidationError as exc:
         raise _usage_error(exc) from None
+
+
+# what a parts file says per part: refused beside --parts
+PER_PART = {
+    "nodes": "the parts file gives each part its nodes",
+    "partition": "the parts file gives each part its partition (the spec's is the default)",
+    "gpus_per_node": "the parts file gives each part its GPUs per node",
+    "head_partition": "the Ray head runs on the first Ray part's first node",
+}
+# site defaults a job of parts does not take from the spec (they shape one homogeneous cluster)
+NOT_FOR_PARTS = ("head_partition", "heal", "segment")
+
+
+def _parts(values: dict[str, Any]) -> dict:
+    """--parts' file, read and checked; the flags it replaces refused beside it."""
+    path = values.get("parts_file")
+    if not path:
+        return {}
+    for name, why in PER_PART.items():
+        if name in values:
+            raise UsageError(f"{flag_of(name)} with --parts {path}: {why}; drop {flag_of(name)}")
+    return load_parts(path)
 
 
 def container_workdir(spec: ClusterSpec, asked: str | None) -> str:

@@ -194,6 +194,20 @@ __all__ = [
     "_sort_bundle_indices_by_topology",
     "get_ray_cluster_topology",
     "get_reordered_bundle",
+    "on_part",
     "prepare_segment_topology",
     "select_segment_nodes",
 ]
+
+
+def on_part(
+    part: str | None, counts: list[int], constraints: list[dict[str, float]] | None
+) -> list[dict[str, float]] | None:
+    """``RayVirtualCluster(part=NAME)``: every bundle also asks for a sliver of the resource
+    ``part:NAME``, which only that part's nodes carry (a job of parts, core/parts.py)."""
+    if part is None:
+        return constraints
+    from ...core.parts import PART_RESOURCE_PREFIX
+
+    sliver = {f"{PART_RESOURCE_PREFIX}{part}": 0.001}
+    return [{**(constraints[i] if constraints else {}), **sliver} for i in range(len(counts))]

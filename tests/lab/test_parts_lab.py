@@ -1,0 +1,107 @@
+"""A job of parts on the GPU lab (issue 57): NeMo RL's non-colocated shape in one heterogeneous
+job. A trainer and a rollout part (their own GPU nodes, a worker group placed on each), a judge
+pool (two instances on the CPU partition's node, one URL that the driver's {judge.url} becomes)
+and a code sandbox beside every rollout node. One judge instance is killed midway: it is started
+again and no call fails. Then a job whose required service keeps failing ends FAILED, naming
+the service, its node and its last lines. Every end leaves nothing on any node."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from slurm_rl.core.events import read_events
+from tests.conftest import LAB, REPO, run_cli
+from tests.lab.helpers import EXPERIMENTS, assert_no_leftovers, job_dir, wait_for, wait_gone
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
+SPEC_GPU = str(REPO / "cluster_specs" / "lab-gpu.json")
+PARTS = EXPERIMENTS / "parts"
+
+
+def gpu_lab(lab: list[str]) -> list[str]:
+    out = subprocess.run(["sinfo", "-h", "-p", "labgpu", "-o", "%G"], capture_output=True, text=True, timeout=10)
+    if "gpu" not in out.stdout:
+        pytest.skip("the lab has no GPUs (`slurm-lab up --gpus 4`)")
+    return lab
+
+
+def submit_parts(parts_yaml: Path, *args: str) -> dict:
+    res = run_cli(
+        "submit", SPEC_GPU, str(PARTS / "driver.py"), "--parts", str(parts_yaml), "--json", "--", *args,
+        cwd=PARTS, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.splitlines()[-1])
+
+
+def logs_of(jd: Path) -> str:
+    return "\n".join(
+        f"== {p.name}\n{p.read_text(errors='replace')[-1500:]}" for p in sorted((jd / "logs").glob("*.log"))
+    )
+
+
+def status(job: dict) -> dict:
+    return json.loads(run_cli("status", str(job["job_id"]), "--json").stdout.splitlines()[-1])
+
+
+def test_trainer_rollout_judges_and_sandboxes_in_one_job(lab: list[str]) -> None:
+    nodes = gpu_lab(lab)
+    job = submit_parts(PARTS / "parts.yaml", "{judge.url}", "--kill-judge")
+    jd = job_dir(job)
+    try:
+        asked = wait_for(lambda: (jd / "kill_judge_now").exists() or (jd / "exit_code").exists(), 240)
+        assert asked and (jd / "kill_judge_now").exists(), (status(job), logs_of(jd))
+        victim = json.loads((jd / "kill_judge_now").read_text())
+        subprocess.run(
+            [str(LAB), "exec", victim["node"], "--", "kill", "-9", str(victim["pid"])], check=True, timeout=30
+        )
+        (jd / "judge_killed").touch()
+        wait_gone(job["job_id"], 240)
+        said = status(job)
+        driver_log = (jd / "logs" / "driver.log").read_text()
+        assert (said["state"], said["exit_code"]) == ("COMPLETED", 0), (said, driver_log[-3000:])
+        out = json.loads((jd / "parts.json").read_text())
+        workers = out["workers"]
+        trainer = {w["host"] for w in workers["trainer"]}
+        rollout = {w["host"] for w in workers["rollout"]}
+        assert len(trainer) == 1 and len(rollout) == 1 and trainer != rollout, workers  # each part its own node
+        assert trainer | rollout == {"node2", "node3"}  # labgpu's nodes
+        assert all(len(w["gpus"].split(",")) == 1 for w in workers["trainer"] + workers["rollout"]), workers
+        # every rollout worker ran code in its own node's sandbox
+        assert out["sandbox"] == [f"{next(iter(rollout))}|42"] * 2, out["sandbox"]
+        # the judge pool: both instances answered through the one URL, the {judge.url} placeholder
+        assert out["judge_url_arg"] == out["services"]["judge"]["url"] and out["judge_url_arg"].startswith("http://")
+        first = out["answers"][:8]
+        assert len({a["pid"] for a in first}) == 2 and {a["node"] for a in first} == {"node1"}, first
+        # killed: started again (an event), and the calls went on without one failing
+        restarts = [e for e in read_events(jd / "events.jsonl") if e["event"] == "service_exit"]
+        assert [(e["service"], e["restart"]) for e in restarts] == [("judge", True)], restarts
+        assert {a["pid"] for a in out["answers"][8:]} - {a["pid"] for a in first}, "no restarted instance answered"
+        assert out["services"]["judge"] == {"ready": 2, "total": 2, "url": out["judge_url_arg"]}
+        assert out["services"]["sandbox"]["ready"] == 1
+    finally:
+        run_cli("teardown", str(job["job_id"]), timeout=120)
+    assert_no_leftovers(nodes, job["job_id"], within_s=20)
+
+
+def test_a_required_service_that_keeps_failing_fails_the_job_naming_it(lab: list[str], tmp_path: Path) -> None:
+    nodes = gpu_lab(lab)
+    parts = tmp_path / "failing.yaml"
+    parts.write_text(
+        "trainer: {nodes: 1, partition: labgpu}\n"
+        "judge: {nodes: 1, partition: labcpu, service: 'python3 judge.py --fail --port {port}', restarts: 1}\n"
+    )
+    job = submit_parts(parts, "{judge.url}")
+    wait_gone(job["job_id"], 240)
+    said = status(job)
+    reason = said["exit_reason"]
+    assert said["state"] == "FAILED" and said["exit_code"] == 1, said
+    assert "service judge failed on node1: instance 0 exited 3 after 1 restart(s)" in reason, reason
+    assert "judge: failing on purpose" in reason, reason  # its last lines
+    events = [e["event"] for e in read_events(job_dir(job) / "events.jsonl")]
+    assert "driver_start" not in events  # the driver waits for the required services
+    assert_no_leftovers(nodes, job["job_id"], within_s=20)
