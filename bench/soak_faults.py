@@ -109,11 +109,12 @@ class NodeFailures:
             pass
         cluster = _read(job_dir / "cluster.json")
         nodes = set(cluster.get("nodes") or [cluster.get("head_node")]) | _slurm_nodes(job_dir.name)
-        failed = next((n for n, t in self.failed if n in nodes and since <= t <= until), None)
+        # on the node when the fault came: SLURM had started it (a job pending meanwhile ran later)
+        began = _slurm_start(job_dir.name) or until
+        failed = next((n for n, t in self.failed if n in nodes and max(since, began) <= t + 1 and t <= until), None)
         if failed:
             return failed, "failure"
-        # running on the node when the preempting job came (its end comes before that job starts)
-        began = _slurm_start(job_dir.name) or until
+        # (a preempted job's end comes before the preempting job starts: judged by its submission)
         preempted = next((n for n, t in self.preempted if n in nodes and began <= t + 1 and t <= until + 1), None)
         return (preempted, "preemption") if preempted else None
 
