@@ -91,7 +91,7 @@ class NodeContext:
         part = ""
         if manifest.parts and not env.member:  # the step's task rank: its component, its part
             rank = env.task_rank
-            part, nodes = place(manifest.parts, rank, env.component_nodes())
+            part, nodes = place(manifest.parts, rank, env.component_nodes() or [nodes])  # one part: no hetjob
         if env.member:  # a member job's node (--heal): a worker of the job it joins, after its nodes
             nodes = list((read_json(paths.cluster) or {}).get("nodes") or nodes)
             rank = MEMBER_RANK_BASE * env.member + env.node_rank

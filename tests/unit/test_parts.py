@@ -79,6 +79,8 @@ def test_components_put_the_ray_parts_first_and_ranks_count_ray_nodes_first(tmp_
     # a task's rank in the step (SLURM_PROCID) tells its component: trainer 0-1, rollout 2, judge 3-4
     assert [place(parts, rank, groups)[0] for rank in range(5)] == ["trainer"] * 2 + ["rollout"] + ["judge"] * 2
     assert place(parts, 4, groups)[1] == ["n1", "n2", "n3"]  # the Ray nodes in rank order
+    one = load_parts(parts_file(tmp_path, "trainer: {nodes: 3}", "one.yaml"))  # one part: a plain job
+    assert place(one, 2, [["n1", "n2", "n3"]]) == ("trainer", ["n1", "n2", "n3"])
     assert expected_instances(parts) == {"judge": 2, "box": 1}
     assert shared_ray_node(parts, groups) is None
     line = shared_ray_node(parts, [["n1", "n2"], ["n2"], ["n4", "n5"]])
