@@ -108,9 +108,10 @@ class NodeFailures:
         except OSError:
             pass
         cluster = _read(job_dir / "cluster.json")
-        nodes = set(cluster.get("nodes") or [cluster.get("head_node")]) | _slurm_nodes(job_dir.name)
+        began, given = _slurm_job(job_dir.name)
+        nodes = set(cluster.get("nodes") or [cluster.get("head_node")]) | given
         # on the node when the fault came: SLURM had started it (a job pending meanwhile ran later)
-        began = _slurm_start(job_dir.name) or until
+        began = began or until
         failed = next((n for n, t in self.failed if n in nodes and max(since, began) <= t + 1 and t <= until), None)
         if failed:
             return failed, "failure"
@@ -119,23 +120,21 @@ class NodeFailures:
         return (preempted, "preemption") if preempted else None
 
 
-def _slurm_start(job_id: str) -> float | None:
-    """When SLURM started the job (its allocation), as a timestamp; None before it starts."""
-    out = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-o", "Start", "-j", job_id], capture_output=True, text=True, timeout=30
-    )
-    try:
-        return time.mktime(time.strptime(out.stdout.split()[0], "%Y-%m-%dT%H:%M:%S"))
-    except (IndexError, ValueError):
-        return None
-
-
-def _slurm_nodes(job_id: str) -> set[str]:
-    """The nodes SLURM gave the job (a job caught while coming up has no cluster.json yet)."""
+def _slurm_job(job_id: str) -> tuple[float | None, set[str]]:
+    """When SLURM started the job (its allocation; None before it starts) and the nodes it gave
+    it (a job caught while coming up has no cluster.json yet): one sacct call."""
     from slurm_rl.core.nodelist import expand_hostlist
 
-    out = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "NodeList", "-j", job_id], capture_output=True, text=True)
-    return {n for line in out.stdout.split() if line and line != "None" for n in expand_hostlist(line)}
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-o", "Start,NodeList", "-j", job_id], capture_output=True, text=True, timeout=30
+    )
+    start, _, listed = (out.stdout.splitlines() or [""])[0].partition("|")
+    listed = listed.strip()
+    try:
+        began: float | None = time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:  # "Unknown": not started
+        began = None
+    return began, set(expand_hostlist(listed)) if listed and listed != "None" else set()
 
 
 def in_queue(job_id: str) -> bool:

@@ -124,20 +124,16 @@ class JobEnvironment:
         return self.job_dir
 
     def nodes_and_rank(self) -> tuple[list[str], int]:
-        """All nodes of the job in SLURM's order (head first) and this node's place. A
-        heterogeneous job's step sees its components' lists in SLURM_JOB_NODELIST_HET_GROUP_<k>."""
-        groups = sorted(
-            (int(k.rsplit("_", 1)[1]), v)
-            for k, v in self.environ.items()
-            if k.startswith("SLURM_JOB_NODELIST_HET_GROUP_") and k.rsplit("_", 1)[1].isdigit()
-        )
+        """All nodes of the job in SLURM's order (head first) and this node's place."""
+        groups = self.component_nodes()
         if groups:
-            nodes = [n for _, hostlist in groups for n in expand_hostlist(hostlist)]
+            nodes = [n for group in groups for n in group]
             return nodes, nodes.index(self.node) if self.node in nodes else self.node_rank
         return expand_hostlist(self.nodelist or self.node), self.node_rank
 
     def component_nodes(self) -> list[list[str]]:
-        """The nodes of each component of a heterogeneous job, in SLURM's order."""
+        """The nodes of each component of a heterogeneous job, in SLURM's order (its step sees
+        them in SLURM_JOB_NODELIST_HET_GROUP_<k>); [] in a plain job."""
         groups = sorted(
             (int(k.rsplit("_", 1)[1]), v)
             for k, v in self.environ.items()
@@ -145,13 +141,18 @@ class JobEnvironment:
         )
         return [expand_hostlist(hostlist) for _, hostlist in groups]
 
-    def gpu_count(self) -> int:
-        """GPUs SLURM gave this node's task: the visible-device list, else SLURM_GPUS_ON_NODE."""
+    def visible_gpus(self) -> list[str] | None:
+        """The devices SLURM gave this node's task (the first visible-device list set), or None."""
         for var in ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
             listed = self.environ.get(var, "")
             if listed and listed != "NoDevFiles":
-                return len([d for d in listed.split(",") if d.strip()])
-        return self.gpus_on_node
+                return [d.strip() for d in listed.split(",") if d.strip()]
+        return None
+
+    def gpu_count(self) -> int:
+        """GPUs SLURM gave this node's task: the visible-device list, else SLURM_GPUS_ON_NODE."""
+        visible = self.visible_gpus()
+        return self.gpus_on_node if visible is None else len(visible)
 
 
 def ray_token_env(token_path: object) -> dict[str, str]:

@@ -59,7 +59,8 @@ def balancer_urls(services_dir: Path) -> dict[str, str]:
 
 
 def summary(services_dir: Path, parts: dict[str, Part]) -> dict[str, dict]:
-    """``{NAME: {"ready", "total", "restarts", "failed", "url", "instances", "by_node"}}``."""
+    """``{NAME: {"ready", "total", "restarts", "failed", "url", "instances", "by_node", "nodes"}}``
+    (``by_node``: each node's ready instances; ``nodes``: every node with an instance)."""
     states, urls = read_states(services_dir), balancer_urls(services_dir)
     out = {}
     for name, total in expected_instances(parts).items():
@@ -76,14 +77,16 @@ def summary(services_dir: Path, parts: dict[str, Part]) -> dict[str, dict]:
             "url": urls.get(name, ""),
             "instances": sorted(s["url"] for s in ready),
             "by_node": by_node,
+            "nodes": sorted({s["node"] for s in mine}),
         }
     return out
 
 
-def parts_view(services_dir: Path, parts: dict[str, Part], ray_nodes: list[str], phase: str) -> dict[str, dict]:
+def parts_view(seen: dict[str, dict], parts: dict[str, Part], ray_nodes: list[str], phase: str) -> dict[str, dict]:
     """``{NAME: {"nodes": [...], "state": ...}}`` for ``status``: a Ray part's nodes (the job's Ray
     nodes in rank order, cluster.json) and the job's phase; a service's nodes and "ready",
-    "starting", "degraded" (an instance past its restarts, not required) or "failed"."""
+    "starting", "degraded" (an instance past its restarts, not required) or "failed". ``seen``:
+    ``summary``'s."""
     from .parts import component_parts
 
     out: dict[str, dict] = {}
@@ -92,28 +95,23 @@ def parts_view(services_dir: Path, parts: dict[str, Part], ray_nodes: list[str],
         if parts[name].is_ray:
             out[name] = {"nodes": ray_nodes[offset : offset + parts[name].nodes], "state": phase}
             offset += parts[name].nodes
-    for name, seen in summary(services_dir, parts).items():
-        nodes = sorted(seen["by_node"]) or sorted({s["node"] for s in read_states(services_dir).get(name, [])})
-        if seen["failed"]:
+    for name, service in seen.items():
+        if service["failed"]:
             state = "failed" if parts[name].required else "degraded"
         else:
-            state = "ready" if seen["ready"] == seen["total"] else "starting"
-        out[name] = {"nodes": nodes, "state": state}
+            state = "ready" if service["ready"] == service["total"] else "starting"
+        out[name] = {"nodes": sorted(service["by_node"]) or service["nodes"], "state": state}
     return out
 
 
-def services_view(services_dir: Path, parts: dict[str, Part]) -> dict[str, dict]:
-    """``{NAME: {"ready", "total", "restarts", "url"}}`` for ``status --json``."""
-    return {
-        name: {k: seen[k] for k in ("ready", "total", "restarts", "url")}
-        for name, seen in summary(services_dir, parts).items()
-    }
-
-
 def status_fields(job_dir: Path, parts: dict[str, Part], phase: str) -> dict[str, dict]:
-    """``status``'s ``parts`` and ``services`` of a job of parts."""
+    """``status``'s ``parts`` and ``services`` (``{NAME: {"ready", "total", "restarts", "url"}}``)
+    of a job of parts, from one read of the job dir."""
     from .events import read_json
+    from .paths import JobPaths
 
-    services_dir = job_dir / "services"
-    ray_nodes = list((read_json(job_dir / "cluster.json") or {}).get("nodes") or [])
-    return {"parts": parts_view(services_dir, parts, ray_nodes, phase), "services": services_view(services_dir, parts)}
+    paths = JobPaths(job_dir)
+    seen = summary(paths.services, parts)
+    ray_nodes = list((read_json(paths.cluster) or {}).get("nodes") or [])
+    services = {name: {k: s[k] for k in ("ready", "total", "restarts", "url")} for name, s in seen.items()}
+    return {"parts": parts_view(seen, parts, ray_nodes, phase), "services": services}

@@ -4,7 +4,6 @@ skips a dead one), its ready instances, and those on this node (a sidecar's own 
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from ..core.job_env import JobEnvironment
@@ -37,7 +36,7 @@ def services() -> dict[str, dict]:
         raise RuntimeError("slurm_rl.services(): not inside a slurm-rl job (no job dir: SLURM_RL_JOB_DIR is unset)")
     paths = JobPaths(found)
     parts = load_manifest(paths.manifest).parts
-    node = short_host(JobEnvironment.current().environ.get("SLURMD_NODENAME") or socket.gethostname())
+    node = short_host(JobEnvironment.current().node)  # SLURMD_NODENAME, else the host name
     out = {}
     for name, seen in summary(paths.services, parts).items():
         here = {short_host(n): urls for n, urls in seen["by_node"].items()}.get(node, [])

@@ -19,9 +19,10 @@ def clean_node(ctx: NodeContext) -> None:
     copy Ray's logs to the job dir, remove the node-local temp dir, and say what was done."""
     t0 = time.monotonic()
     try:  # what we started, and orphans re-parented to us (we are their subreaper)
-        descendants = [p.pid for p in psutil.Process().children(recursive=True)]
+        children = psutil.Process().children(recursive=True)
     except psutil.Error:
-        descendants = []
+        children = []
+    descendants = [p.pid for p in children]
     if ctx.driver is not None and ctx.driver.poll() is None:
         if ctx.stop_requested.is_set():
             # it got the signal and its grace already: SLURM's SIGKILL comes KillWait after its
@@ -34,7 +35,7 @@ def clean_node(ctx: NodeContext) -> None:
         except subprocess.TimeoutExpired:
             ctx.driver.kill()
     if ctx.is_service:  # a service part's task: its own instances only (a Ray node may share the node)
-        killed = stop_processes(_processes(descendants), grace_s=0.5)
+        killed = stop_processes(children, grace_s=0.5)
         if ctx.node not in ctx.nodes:  # no Ray node of the job here: the node-local dir is this task's
             shutil.rmtree(ctx.temp_dir, ignore_errors=True)
     else:
@@ -60,13 +61,3 @@ def copy_ray_logs(ctx: NodeContext) -> None:
             )
         except (OSError, shutil.Error) as exc:
             ctx.say(f"could not copy Ray logs: {exc}")
-
-
-def _processes(pids: list[int]) -> list[psutil.Process]:
-    out = []
-    for pid in pids:
-        try:
-            out.append(psutil.Process(pid))
-        except psutil.Error:
-            pass
-    return out

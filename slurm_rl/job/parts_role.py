@@ -5,13 +5,12 @@ part's nodes their service's instances (services.py), without Ray."""
 from __future__ import annotations
 
 import threading
-import time
 
 from ..core.job_env import JobEnvironment
 from ..core.parts import shared_ray_node, sidecars_of
 from .context import NodeContext, NodeFailure
 from .head import run_head
-from .services import POLL_S, ServiceRunner, run_service
+from .services import ServiceRunner, run_service
 from .worker import run_worker
 
 
@@ -33,10 +32,4 @@ def run_sidecar(ctx: NodeContext, name: str) -> None:
     the node's cleanup, which stops every process the bootstrap started)."""
     runner = ServiceRunner(ctx, name, 1, [])
     ctx.say(f"sidecar {name} on port {runner.instances[0].port}")
-    runner.start()
-    try:
-        while not ctx.stop_requested.is_set():
-            runner.poll()
-            time.sleep(POLL_S)
-    finally:
-        runner.stop()
+    runner.run(ctx)

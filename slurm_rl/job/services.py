@@ -16,6 +16,7 @@ import urllib.request
 from dataclasses import dataclass, field
 
 from ..core.events import write_json
+from ..core.job_env import JobEnvironment
 from ..core.parts import Part
 from .context import NodeContext
 
@@ -172,6 +173,16 @@ class ServiceRunner:
             },
         )
 
+    def run(self, ctx: NodeContext) -> None:
+        """Start the instances, keep them (restarts, readiness) until the job stops, stop them."""
+        self.start()
+        try:
+            while not ctx.stop_requested.is_set():
+                self.poll()
+                time.sleep(POLL_S)
+        finally:
+            self.stop()
+
     def stop(self) -> None:
         for inst in self.instances:
             if inst.proc is not None and inst.proc.poll() is None:
@@ -195,24 +206,10 @@ def stop_group(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def visible_gpus(environ: dict[str, str]) -> list[str]:
-    for var in ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
-        listed = environ.get(var, "")
-        if listed and listed != "NoDevFiles":
-            return [d.strip() for d in listed.split(",") if d.strip()]
-    return []
-
-
 def run_service(ctx: NodeContext) -> int:
     """A service part's task: its instances on this node until the job stops."""
     part = ctx.manifest.parts[ctx.part]
-    runner = ServiceRunner(ctx, ctx.part, part.replicas_per_node, visible_gpus(dict(os.environ)))
+    runner = ServiceRunner(ctx, ctx.part, part.replicas_per_node, JobEnvironment.current().visible_gpus() or [])
     ctx.say(f"service {ctx.part}: {len(runner.instances)} instance(s) on ports {[i.port for i in runner.instances]}")
-    runner.start()
-    try:
-        while not ctx.stop_requested.is_set():
-            runner.poll()
-            time.sleep(POLL_S)
-    finally:
-        runner.stop()
+    runner.run(ctx)
     return 0
