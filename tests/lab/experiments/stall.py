@@ -4,7 +4,7 @@ argv: MODE [ACTORS_PER_NODE].
 - "collective": a metrics step (the stall clock starts), then a worker group of 2 per node in a
   gloo group whose rank 1 never joins the all_reduce the others wait in: the job makes no more
   progress.
-- "pause": an actor on every node (or ACTORS_PER_NODE, bench/stacks.py), a metrics step, then
+- "pause": an actor on every node (or ACTORS_PER_NODE, bench/stacks.py), each in its call, a metrics step, then
   nothing until the test's ``go`` file in the job dir (a pause long enough to be a stall), a
   heartbeat (progress again), then exit 0 once the test's ``done`` file is there. Each phase
   announced by ``phase-<name>``.
@@ -31,7 +31,8 @@ def wait_file(name: str, bound_s: float = 240) -> None:
 
 @ray.remote(num_cpus=0)
 class Resident:
-    def serve(self, seconds: float) -> None:
+    def serve(self, seconds: float, mark: str) -> None:
+        Path(mark).touch()  # in its call now: the driver pauses only once every actor is
         time.sleep(seconds)
 
 
@@ -54,7 +55,11 @@ def main() -> int:
         for n in nodes
         for _ in range(per_node)
     ]
-    calls = [a.serve.remote(300) for a in actors]  # each actor busy in serve(): its stack shows it
+    marks = [job_dir / f"serving-{i}" for i in range(len(actors))]
+    calls = [a.serve.remote(300, str(m)) for a, m in zip(actors, marks)]  # busy in serve(): its stack shows it
+    deadline = time.monotonic() + 120  # actors start in containers: only then is the pause a pause of them all
+    while not all(m.exists() for m in marks) and time.monotonic() < deadline:
+        time.sleep(0.1)
     metrics.log(step=1, loss=1.0)
     (job_dir / "phase-paused").touch()
     wait_file("go")  # silent meanwhile: a stall
