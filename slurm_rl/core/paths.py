@@ -222,6 +222,10 @@ class JobPaths:
     def service_state(self, part: str, node: str, instance: int) -> Path:
         return self.services / part / f"{node}-{instance}.json"
 
+    def service_home(self, part: str, node: str, instance: int) -> Path:
+        """An isolated instance's own directory, its HOME: the one place of the job it sees."""
+        return self.services / part / f"{node}-{instance}.d"
+
     def service_log(self, part: str, node: str, instance: int) -> Path:
         """What a service instance prints (`slurm-rl logs JOB --service PART --instance I`)."""
         return self.logs / "services" / part / f"{node}-{instance}.log"

@@ -19,6 +19,7 @@ from ..core.events import write_json
 from ..core.job_env import JobEnvironment
 from ..core.parts import Part
 from .context import NodeContext
+from .isolation import code_dir_for, hidden_dirs, isolated_argv
 
 POLL_S = 0.2
 RESTART_BACKOFF_S = 0.5  # times the restart's number, at most 5 s
@@ -78,11 +79,14 @@ class ServiceRunner:
         shares = gpu_shares(visible, self.part.gpus_per_instance, count)
         self.instances = [Instance(i, free_port(), shares[i]) for i in range(count)]
         self.workdir = ctx.manifest.in_snapshot(ctx.manifest.workdir, ctx.paths.job_dir) or str(ctx.paths.job_dir)
+        self.isolated = self.part.is_isolated(ctx.manifest.container.image)
 
     def env(self, inst: Instance) -> dict[str, str]:
         env = dict(os.environ)
-        if self.part.is_isolated(self.ctx.manifest.container.image):
+        if self.isolated:
             env = {k: v for k, v in env.items() if not k.startswith(ISOLATED_DROP)}
+            env["SLURM_RL_SERVICE_DIR"] = str(self.ctx.paths.service_home(self.name, self.ctx.node, inst.index))
+            env["TMPDIR"] = self.ctx.manifest.node_local_dir  # an empty tmpfs of its own there (isolation.py)
         env.update(self.part.env)
         env.update(PORT=str(inst.port), SLURM_RL_SERVICE=self.name, SLURM_RL_SERVICE_INSTANCE=str(inst.index))
         if self.part.gpus_per_node:
@@ -93,10 +97,18 @@ class ServiceRunner:
         log_path = self.ctx.paths.service_log(self.name, self.ctx.node, inst.index)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         command = (self.part.service or "").replace("{port}", str(inst.port))
+        argv, cwd = ["bash", "-c", command], self.workdir if os.path.isdir(self.workdir) else None
+        if self.isolated:  # isolation.py: its own PID and mount namespaces; only its dir and the code
+            home = self.ctx.paths.service_home(self.name, self.ctx.node, inst.index)
+            home.mkdir(mode=0o700, parents=True, exist_ok=True)
+            job_dir = str(self.ctx.paths.job_dir)
+            user_home = os.environ.get("HOME", "")
+            hide = hidden_dirs(job_dir, self.ctx.manifest.node_local_dir, user_home)
+            argv, cwd = isolated_argv(command, str(home), code_dir_for(cwd or "", job_dir), user_home, hide), None
         with open(log_path, "ab") as log:
             inst.proc = subprocess.Popen(
-                ["bash", "-c", command],
-                cwd=self.workdir if os.path.isdir(self.workdir) else None,
+                argv,
+                cwd=cwd,
                 env=self.env(inst),
                 stdout=log,
                 stderr=subprocess.STDOUT,

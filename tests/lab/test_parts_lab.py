@@ -73,6 +73,21 @@ def test_trainer_rollout_judges_and_sandboxes_in_one_job(lab: list[str]) -> None
         assert all(len(w["gpus"].split(",")) == 1 for w in workers["trainer"] + workers["rollout"]), workers
         # every rollout worker ran code in its own node's sandbox
         assert out["sandbox"] == [f"{next(iter(rollout))}|42"] * 2, out["sandbox"]
+        # the sandbox is isolated: what hostile code in it reached of the job (the driver's PROBE)
+        probe, token = out["probe"], (jd / "ray_auth_token").read_text().strip()
+        assert isinstance(probe, dict) and token, probe
+        assert not [k for k in probe["env"] if k.startswith("RAY_")], sorted(probe["env"])
+        assert not any(token in v for v in probe["env"].values())  # no token in its environment
+        assert probe["procs"] and all("sandbox.py" in c for c in probe["procs"].values()), probe["procs"]
+        assert probe["environ_has_ray"] == []  # no other process's /proc/PID/environ
+        home = jd / "services" / "sandbox" / f"{next(iter(rollout))}-0.d"
+        assert (probe["token"], probe["tokens_found"]) == ("FileNotFoundError", []), probe
+        # of the job dir it sees the way down to its own dir, and that dir: nothing else
+        assert all(str(home).startswith(p.rstrip("/")) or p.startswith(str(home)) for p in probe["job_dir"]), probe
+        assert probe["ray_sockets"] == [], probe["ray_sockets"]  # no Ray session dir of any job on the node
+        assert probe["gcs"][0] != 0 and "JOINED" not in probe["gcs"][1], probe["gcs"]  # cannot join the job's Ray
+        assert not isinstance(probe.get("dashboard"), int) or probe["dashboard"] >= 400, probe["dashboard"]
+        assert (home / "mine.txt").read_text() == "written\n"  # its own dir: the one place it writes
         # the judge pool: both instances answered through the one URL, the {judge.url} placeholder
         assert out["judge_url_arg"] == out["services"]["judge"]["url"] and out["judge_url_arg"].startswith("http://")
         first = out["answers"][:8]

@@ -5,9 +5,14 @@ the test kills one judge instance midway: every call must still succeed, and the
 instance answers again. Prints one JSON line
 (PARTS {...}) and writes it to <job dir>/parts.json.
 
+The sandbox is isolated (parts.yaml): a rollout worker sends it PROBE, code a hostile program
+would run, which reports what it reached of the job (its token, its dir, other processes, the
+node's Ray sockets, the job's Ray by its address, the dashboard's job API).
+
 argv: JUDGE_URL [--kill-judge]
 """
 
+import base64
 import json
 import os
 import socket
@@ -20,6 +25,57 @@ import ray
 import slurm_rl
 from slurm_rl.distributed import RayVirtualCluster, RayWorkerGroup, init_ray
 
+PROBE = r"""
+import glob, json, os, subprocess, sys, urllib.request
+T = json.loads(TARGETS)
+out = {"env": dict(os.environ), "procs": {}, "environ_has_ray": []}
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        out["procs"][pid] = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+        if b"RAY_" in open(f"/proc/{pid}/environ", "rb").read():
+            out["environ_has_ray"].append(pid)
+    except OSError:
+        pass
+out["job_dir"] = sorted(glob.glob(T["job_dir"] + "/**", recursive=True))
+try:
+    out["token"] = open(T["token"]).read()
+except OSError as exc:
+    out["token"] = type(exc).__name__
+out["tokens_found"] = glob.glob(T["fileroot"] + "/**/ray_auth_token", recursive=True)
+out["ray_sockets"] = glob.glob(T["temp_root"] + "/srl-*/**/sockets/*", recursive=True)
+join = "import ray; ray.init(address=%r); print('JOINED', ray.cluster_resources())" % T["gcs"]
+try:
+    res = subprocess.run([T["python"], "-c", join], capture_output=True, text=True, timeout=30)
+    out["gcs"] = [res.returncode, (res.stdout + res.stderr)[-600:]]
+except subprocess.TimeoutExpired:
+    out["gcs"] = [-1, "timed out"]
+if T["dashboard"]:
+    req = urllib.request.Request("http://" + T["dashboard"] + "/api/jobs/", data=b'{"entrypoint": "touch /tmp/pwned"}',
+                                 headers={"Content-Type": "application/json"})
+    try:
+        out["dashboard"] = urllib.request.urlopen(req, timeout=10).status
+    except Exception as exc:
+        out["dashboard"] = repr(exc)[:200]
+open(os.path.join(os.environ["SLURM_RL_SERVICE_DIR"], "mine.txt"), "w").write("written\n")
+print(json.dumps(out))
+"""
+
+
+def probe_code() -> str:
+    """PROBE as the one line a sandbox takes, aimed at this job."""
+    job_dir = slurm_rl.run_dir()
+    targets = {
+        "job_dir": str(job_dir),
+        "token": str(job_dir / "ray_auth_token"),
+        "fileroot": str(job_dir.parents[2]),
+        "temp_root": "/tmp",
+        "python": sys.executable,  # one with ray: a hostile program finds it the same way
+        "gcs": ray.get_runtime_context().gcs_address,
+        "dashboard": ray._private.worker.get_dashboard_url() or "",
+    }
+    code = PROBE.replace("TARGETS", repr(json.dumps(targets)))
+    return f"exec(__import__('base64').b64decode({base64.b64encode(code.encode())!r}).decode())"
+
 
 class Where:
     def report(self) -> dict:
@@ -28,7 +84,7 @@ class Where:
     def sandbox(self, code: str) -> str:
         here = slurm_rl.services()["sandbox"]["here"]
         host, port = here[0].removeprefix("http://").rsplit(":", 1)
-        with socket.create_connection((host, int(port)), timeout=10) as s:
+        with socket.create_connection((host, int(port)), timeout=90) as s:  # the probe tries for 30 s
             s.sendall(code.encode() + b"\n")
             return s.makefile().readline().strip()
 
@@ -41,13 +97,14 @@ def ask(url: str) -> dict:
 def main() -> int:
     judge_url = sys.argv[1]
     init_ray()
-    seen, sandbox = {}, []
+    seen, sandbox, probe = {}, [], "{}"
     for part in ("trainer", "rollout"):
         cluster = RayVirtualCluster([2], use_gpus=True, num_gpus_per_node=2, part=part, name=part)
         group = RayWorkerGroup(cluster, Where, name_prefix=part)
         seen[part] = ray.get(group.run_all_workers_single_data("report"))
         if part == "rollout":
             sandbox = ray.get(group.run_all_workers_single_data("sandbox", code="print(6 * 7)"))
+            probe = ray.get(group.run_single_worker_single_data("sandbox", 0, code=probe_code())).split("|", 1)[1]
         group.shutdown()
         cluster.shutdown()
     found = slurm_rl.services()
@@ -73,6 +130,7 @@ def main() -> int:
         "judge_url_arg": judge_url,
         "answers": answers,
         "killed": killed,
+        "probe": json.loads(probe) if probe.startswith("{") else probe,
     }
     line = json.dumps(out)
     print("PARTS " + line, flush=True)
