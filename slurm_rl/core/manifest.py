@@ -80,6 +80,18 @@ class JobManifest(JobOptions):
             return path
         return str(job_dir / "code" / rel)
 
+    @property
+    def has_services(self) -> bool:
+        return any(part.is_service for part in self.parts.values())
+
+    def service_code_dir(self, job_dir: Path) -> str:
+        """Where a job of parts' services run: the job's copy of the experiment's directory
+        (``<job dir>/code``, made at submit), or with ``--snapshot`` that directory's place in
+        the repository's copy."""
+        if self.snapshot_root:
+            return self.in_snapshot(self.experiment_src_dir, job_dir)
+        return str(job_dir / "code")
+
     def temp_dir(self, job_id: int | str) -> str:
         """The job's node-local dir on every node: Ray's temp dir, uv environments."""
         return node_temp_dir(job_id, self.node_local_dir)

@@ -78,7 +78,7 @@ class ServiceRunner:
         self.part: Part = ctx.manifest.parts[name]
         shares = gpu_shares(visible, self.part.gpus_per_instance, count)
         self.instances = [Instance(i, free_port(), shares[i]) for i in range(count)]
-        self.workdir = ctx.manifest.in_snapshot(ctx.manifest.workdir, ctx.paths.job_dir) or str(ctx.paths.job_dir)
+        self.workdir = ctx.manifest.service_code_dir(ctx.paths.job_dir)  # the job's copy of the experiment's dir
         self.isolated = self.part.is_isolated(ctx.manifest.container.image)
 
     def env(self, inst: Instance) -> dict[str, str]:

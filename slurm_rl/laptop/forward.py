@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from ..config.spec import SPEC_ENV_VAR, ClusterSpec, load_spec
-from ..login.snapshot import repository_root, tracked_files
+from ..login.snapshot import directory_files, repository_root, tracked_files
 from .session import Remote, connect, laptop_spec_text
 from .ssh import Login, LoginError
 
@@ -62,8 +62,9 @@ def open_remote(name: str, params: dict[str, Any], target: str) -> tuple[Remote,
 
 
 def _job_uploads(params: dict[str, Any], remote: Remote, spec: ClusterSpec | None) -> tuple[dict[str, Any], str]:
-    """The experiment (or, with --snapshot, its repository's tracked files) and a --grid file
-    copied to the login node; the parameters pointing at the copies, and the upload dir."""
+    """The experiment (or, with --snapshot, its repository's tracked files; with --parts, its
+    whole directory: the services' code), a --grid and a --parts file copied to the login node;
+    the parameters pointing at the copies, and the upload dir."""
     args = list(params.get("args") or ())
     if args and args[0].endswith(".json"):
         args.pop(0)
@@ -79,15 +80,23 @@ def _job_uploads(params: dict[str, Any], remote: Remote, spec: ClusterSpec | Non
                 files[f"repo/{rel}"] = root / rel
         args[0] = f"repo/{experiment.resolve().relative_to(root)}"
     elif experiment is not None:
+        if params.get("parts_file"):  # a job of services runs them in its copy of the experiment's dir
+            for rel in directory_files(experiment.parent, "--parts"):
+                files[f"code/{rel}"] = experiment.parent / rel
         files[f"code/{experiment.name}"] = experiment
         args[0] = f"code/{experiment.name}"
     if params.get("grid"):
         files["grid.jsonl"] = Path(params["grid"])
+    parts = f"parts{Path(params['parts_file']).suffix}" if params.get("parts_file") else ""
+    if parts:
+        files[parts] = Path(params["parts_file"])
     up = remote.upload(files, snapshot and experiment is not None) if files else ""
     if experiment is not None:
         args[0] = f"{up}/{args[0]}"
     if params.get("grid"):
         params = {**params, "grid": f"{up}/grid.jsonl"}
+    if parts:
+        params = {**params, "parts_file": f"{up}/{parts}"}
     return {**params, "args": tuple(filter(None, [remote.spec, *args])), "spec_flag": None}, up
 
 

@@ -16,6 +16,7 @@ from .preflight import memory_mb
 
 def check_part_images(spec: ClusterSpec, opts: JobOptions) -> None:
     runtime = runtime_of(spec.container_runtime)
+    job_image = opts.container_image or spec.cpu_image or spec.gpu_image
     for name, part in opts.parts.items():
         if part.image and not runtime.contained:
             contained = ", ".join(n for n, r in RUNTIMES.items() if r.contained)
@@ -28,10 +29,16 @@ def check_part_images(spec: ClusterSpec, opts: JobOptions) -> None:
                 f"--parts {opts.parts_file}: part {name!r}: image {part.image!r}: a Ray part runs in the job's "
                 f"image (the spec's, or --container-image); give images to service parts"
             )
-        if part.image and part.sidecar_of and part.image != (opts.container_image or spec.cpu_image or spec.gpu_image):
+        if part.image and part.sidecar_of and part.image != job_image:
             raise UsageError(
                 f"--parts {opts.parts_file}: part {name!r}: image {part.image!r}: a sidecar runs beside its host "
                 f"part's Ray node, in its container; drop the image, or make it a service part with nodes of its own"
+            )
+        if part.image and part.image != job_image and runtime.step_wide_flags:
+            raise UsageError(
+                f"--parts {opts.parts_file}: part {name!r}: image {part.image!r}: under {runtime.title} the job's "
+                f"step has one image for all its parts (its container flags hold for the whole step); give the "
+                f"part the job's image, or use container_runtime apptainer, where each part has its own"
             )
 
 

@@ -171,14 +171,17 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
     container = container_for(spec, opts)
     runtime = runtime_of(container.runtime)
     workdir = container.workdir or f"{name_dir}/{JOB_ID_PLACEHOLDER}"
-    srun_flags, prefix = runtime.launch(container, workdir)
-    srun_flags = [*srun_flags, *opts.srun_args]
+    runtime_flags, prefix = runtime.launch(container, workdir)
+    srun_flags = [*runtime_flags, *opts.srun_args]
     python = shlex.quote(opts.python)
     key = ARRAY_TASK_KEY if opts.array else JOB_KEY
     image_flags = runtime.shell_flags(container)
     launch = " ".join([*shell_words(prefix, key), 'bash -c "$SLURM_RL_NODE_SCRIPT"'])
     het_components = [1, opts.nodes] if opts.head_partition else []
     step_flags = [*shell_words(srun_flags, key), *image_flags]
+    step_once: list[str] = []
+    if runtime.step_wide_flags and (opts.head_partition or opts.parts):  # SPANK options: once per srun
+        step_once, step_flags = [*shell_words(runtime_flags, key), *image_flags], shell_words([*opts.srun_args], key)
     step_components: list = het_components
     if opts.parts:  # one component per part with nodes, its container
         step_components = parts_step(opts, container, workdir, step_flags, launch, key)
@@ -193,6 +196,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         env=sorted(spec.public_env.items()),
         srun_flags=[*shell_words(srun_flags, key), *image_flags],
         step_flags=step_flags,
+        step_once_flags=step_once,
         step_components=step_components,
         runtime_prepare=runtime.prepare_template(container),
         image=shlex.quote(container.image or ""),

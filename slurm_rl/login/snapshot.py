@@ -9,6 +9,7 @@ there first, and a working directory inside the repository maps to the same plac
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,6 +17,10 @@ from pathlib import Path
 from ..core.errors import UsageError
 
 SNAPSHOT_DIR = "code"
+# a job of services copies the experiment's directory for them: what such a copy may carry
+COPY_MAX_FILES = 2000
+COPY_MAX_MB = 200
+COPY_SKIPS = ("__pycache__", "node_modules")
 
 
 def repository_root(experiment: Path) -> Path:
@@ -44,10 +49,37 @@ def tracked_files(root: Path) -> list[str]:
     return [p for p in out.stdout.decode(errors="surrogateescape").split("\0") if p]
 
 
+def directory_files(root: Path, why: str) -> list[str]:
+    """The files under ``root`` that a copy of it carries (relative paths): all but hidden ones
+    (``.git``, ``.venv``), ``__pycache__`` and ``node_modules``. More than COPY_MAX_FILES files
+    or COPY_MAX_MB is a UsageError naming ``why`` and the fix, before anything is queued."""
+    files, size = [], 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in COPY_SKIPS)
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if name.startswith(".") or not path.is_file():
+                continue
+            files.append(str(path.relative_to(root)))
+            size += path.stat().st_size
+            if len(files) > COPY_MAX_FILES or size > COPY_MAX_MB * 2**20:
+                raise UsageError(
+                    f"{why}: {root} holds more than {COPY_MAX_FILES} files or {COPY_MAX_MB} MB, which the job would "
+                    f"copy for its services; keep the experiment and its services' code in a directory of their "
+                    f"own, or use --snapshot (the repository's tracked files)"
+                )
+    return files
+
+
 def copy_snapshot(root: Path, destination: Path) -> int:
     """Copy the tracked files of ``root`` (as on disk) under ``destination``; how many."""
+    return copy_files(root, tracked_files(root), destination)
+
+
+def copy_files(root: Path, files: list[str], destination: Path) -> int:
+    """Copy ``files`` (relative to ``root``, as on disk) under ``destination``; how many."""
     count = 0
-    for rel in tracked_files(root):
+    for rel in files:
         src = root / rel
         if not src.is_file():  # deleted in the work tree, or a submodule: not part of the snapshot
             continue

@@ -25,7 +25,7 @@ from ..slurm import SlurmClient
 from . import index
 from .preflight import preflight, site_runtime
 from .render import RenderedJob, render_job
-from .snapshot import SNAPSHOT_DIR, copy_snapshot
+from .snapshot import SNAPSHOT_DIR, copy_files, copy_snapshot, directory_files
 
 
 def write_private(path: Path, text: str) -> None:
@@ -70,6 +70,9 @@ def stage_job_dir(
         shutil.copy2(opts.experiment, stage.experiment)
     if job.manifest.snapshot_root and snapshot:
         copy_snapshot(Path(job.manifest.snapshot_root), stage.job_dir / SNAPSHOT_DIR)
+    elif job.manifest.has_services and job.manifest.experiment_src_dir:  # the services' code, from a laptop too
+        src = Path(job.manifest.experiment_src_dir)
+        copy_files(src, directory_files(src, "--parts"), stage.job_dir / SNAPSHOT_DIR)
     runtime_of(job.manifest.container.runtime).stage(job.manifest.container, stage)
 
 

@@ -29,6 +29,9 @@ class Runtime:
     contained: ClassVar[bool] = True  # the job's processes run inside an image (False: bare)
     has_image_cache: ClassVar[bool] = False  # a per-node image cache (`slurm-rl images`)
     probed: ClassVar[tuple[str, ...]] = ()  # names of the checks ``probe_checks`` adds
+    # its srun flags are SPANK options: one set for a whole srun, every heterogeneous component
+    # included (given per component they must be equal; Pyxis refuses a --container-name repeated)
+    step_wide_flags: ClassVar[bool] = False
 
     # ---- render and submit --------------------------------------------------------------------
     def cache_mb(self, spec: ClusterSpec, image: str) -> int:

@@ -46,6 +46,7 @@ class Pyxis(Runtime):
     name = "pyxis"
     title = "Pyxis"
     has_image_cache = True
+    step_wide_flags = True
 
     def cache_mb(self, spec: ClusterSpec, image: str) -> int:
         # pyxis reads an image that starts with "." or "/" as a squashfs file (else: a registry)

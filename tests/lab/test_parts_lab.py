@@ -15,7 +15,7 @@ import pytest
 
 from slurm_rl.core.events import read_events
 from tests.conftest import LAB, REPO, run_cli
-from tests.lab.helpers import EXPERIMENTS, assert_no_leftovers, job_dir, wait_for, wait_gone
+from tests.lab.helpers import EXPERIMENTS, SPEC_PYXIS, assert_no_leftovers, job_dir, wait_for, wait_gone
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
 SPEC_GPU = str(REPO / "cluster_specs" / "lab-gpu.json")
@@ -29,9 +29,9 @@ def gpu_lab(lab: list[str]) -> list[str]:
     return lab
 
 
-def submit_parts(parts_yaml: Path, *args: str) -> dict:
+def submit_parts(parts_yaml: Path, *args: str, spec: str = SPEC_GPU) -> dict:
     res = run_cli(
-        "submit", SPEC_GPU, str(PARTS / "driver.py"), "--parts", str(parts_yaml), "--json", "--", *args,
+        "submit", spec, str(PARTS / "driver.py"), "--parts", str(parts_yaml), "--json", "--", *args,
         cwd=PARTS, timeout=60,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
@@ -48,9 +48,9 @@ def status(job: dict) -> dict:
     return json.loads(run_cli("status", str(job["job_id"]), "--json").stdout.splitlines()[-1])
 
 
-def test_trainer_rollout_judges_and_sandboxes_in_one_job(lab: list[str]) -> None:
-    nodes = gpu_lab(lab)
-    job = submit_parts(PARTS / "parts.yaml", "{judge.url}", "--kill-judge")
+def test_trainer_rollout_judges_and_sandboxes_in_one_job_in_containers(pyxis_lab: list[str]) -> None:
+    nodes = gpu_lab(pyxis_lab)
+    job = submit_parts(PARTS / "parts.yaml", "{judge.url}", "--kill-judge", spec=SPEC_PYXIS)
     jd = job_dir(job)
     try:
         asked = wait_for(lambda: (jd / "kill_judge_now").exists() or (jd / "exit_code").exists(), 240)
@@ -82,10 +82,13 @@ def test_trainer_rollout_judges_and_sandboxes_in_one_job(lab: list[str]) -> None
         assert probe["environ_has_ray"] == []  # no other process's /proc/PID/environ
         home = jd / "services" / "sandbox" / f"{next(iter(rollout))}-0.d"
         assert (probe["token"], probe["tokens_found"]) == ("FileNotFoundError", []), probe
-        # of the job dir it sees the way down to its own dir, and that dir: nothing else
-        assert all(str(home).startswith(p.rstrip("/")) or p.startswith(str(home)) for p in probe["job_dir"]), probe
+        # of the job dir it sees its own dir and the job's copy of the code (read-only), nothing else
+        kept = (str(home), str(jd / "code"))
+        assert all(any(k.startswith(p.rstrip("/")) or p.startswith(k) for k in kept) for p in probe["job_dir"]), probe
+        assert str(jd / "code" / "judge.py") in probe["job_dir"] and str(jd / "manifest.json") not in probe["job_dir"]
         assert probe["ray_sockets"] == [], probe["ray_sockets"]  # no Ray session dir of any job on the node
-        assert probe["gcs"][0] != 0 and "JOINED" not in probe["gcs"][1], probe["gcs"]  # cannot join the job's Ray
+        # cannot join the job's Ray: its GCS refuses (Ray's token auth)
+        assert probe["gcs"][0] != 0 and "JOINED" not in probe["gcs"][1] and "InvalidAuthToken" in probe["gcs"][1], probe
         assert not isinstance(probe.get("dashboard"), int) or probe["dashboard"] >= 400, probe["dashboard"]
         assert (home / "mine.txt").read_text() == "written\n"  # its own dir: the one place it writes
         # the judge pool: both instances answered through the one URL, the {judge.url} placeholder

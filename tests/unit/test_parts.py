@@ -16,6 +16,7 @@ from slurm_rl.core.parts import component_offsets, component_parts, load_parts, 
 from slurm_rl.core.service_states import expected_instances, summary
 from slurm_rl.job.balancer import Pool
 from slurm_rl.job.services import gpu_shares
+from slurm_rl.login.parts_preflight import check_part_images
 from slurm_rl.login.render import render_job, render_sbatch
 from slurm_rl.login.resolve import changed, resolve_options
 
@@ -25,9 +26,10 @@ SHAPE = """
 trainer: {nodes: 2, gpus_per_node: 8}
 rollout: {nodes: 1, gpus_per_node: 8, exclusive: true}
 judge:   {nodes: 1, partition: cpu, service: "python3 judge.py --port {port}", replicas_per_node: 2,
-          ready: "http:/health", restarts: 2, image: "/lustre/images/judge.sqsh"}
+          ready: "http:/health", restarts: 2}
 sandbox: {sidecar_of: rollout, service: "python3 sandbox.py --port {port}", ready: tcp}
 """
+JUDGE_IMAGE = SHAPE.replace("restarts: 2}", "restarts: 2, image: /scratch/images/judge.sif}")
 
 
 def parts_file(tmp_path: Path, text: str = SHAPE, name: str = "parts.yaml") -> Path:
@@ -87,12 +89,12 @@ def test_components_put_the_ray_parts_first_and_ranks_count_ray_nodes_first(tmp_
     assert line is not None and "trainer and rollout were both placed on n2" in line and "exclusive: true" in line
 
 
-def _opts(tmp_path: Path, spec, **flags):  # type: ignore[no-untyped-def]
+def _opts(tmp_path: Path, spec, text: str = SHAPE, **flags):  # type: ignore[no-untyped-def]
     exp = tmp_path / "experiment.py"
     exp.write_text("")
     return resolve_options(
         spec, str(exp), experiment_args=("{judge.url}",), user="alice", name="rl", python="/shared/venv/bin/python",
-        time="1:00:00", parts_file=str(parts_file(tmp_path)), **flags,
+        time="1:00:00", parts_file=str(parts_file(tmp_path, text)), **flags,
     )  # fmt: skip
 
 
@@ -111,8 +113,41 @@ def test_the_job_is_one_heterogeneous_job_with_a_component_per_part(tmp_path: Pa
     assert "--exclusive" in rest[0] and "--partition=cpu" in rest[1] and "--gpus-per-node" not in rest[1]
     step = text[text.rindex("srun --nodes=2", 0, text.index("srun_pid=$!")) : text.index("srun_pid=$!")]
     assert step.count("\n  : --nodes=") == 2  # three components: the sidecar rides on rollout's
-    judge = step[step.rindex("  : --nodes=1") :]
-    assert "--container-image=/lustre/images/judge.sqsh" in judge and "slurm_rl_image_flags" not in judge
+    # Pyxis' flags are SPANK options, which hold for the whole srun: given once (a --container-name
+    # given in each component was refused by Pyxis on the lab: "specified multiple times")
+    first = step[: step.index("\n  : --nodes=")]
+    assert step.count("--container-image=") == 1 and "--container-image=" in first, step
+    assert "--container" not in step[len(first) :] and "slurm_rl_image_flags" not in step[len(first) :], step
+
+
+def test_under_apptainer_a_service_part_runs_in_its_own_image(tmp_path: Path) -> None:
+    spec = load_spec_file(REPO / "cluster_specs" / "example-apptainer.json")
+    opts = _opts(tmp_path, spec, JUDGE_IMAGE)
+    text = render_sbatch(spec, opts.replace(experiment="/home/alice/rl/experiment.py", workdir=""))
+    step = text[text.rindex("srun --nodes=2", 0, text.index("srun_pid=$!")) : text.index("srun_pid=$!")]
+    *rays, judge = step.split("\n  : --nodes=")
+    assert "/scratch/images/judge.sif" in judge and all("judge.sif" not in c for c in rays), step
+    assert all("/scratch/images/rl-gpu.sif" in c or "rl-cpu.sif" in c for c in rays), step
+
+
+@pytest.mark.parametrize(
+    ("spec_file", "text", "said"),
+    [
+        ("lab.json", JUDGE_IMAGE, "the spec's container_runtime is 'none' (no containers)"),
+        ("example-pyxis.json", JUDGE_IMAGE, "under Pyxis the job's step has one image for all its parts"),
+        ("example-apptainer.json", SHAPE.replace("exclusive: true}", "exclusive: true, image: x.sif}"),
+         "a Ray part runs in the job's image"),
+        ("example-apptainer.json", SHAPE.replace("ready: tcp}", "ready: tcp, image: x.sif}"),
+         "a sidecar runs beside its host part's Ray node"),
+    ],
+)  # fmt: skip
+def test_an_image_a_part_cannot_have_is_refused_naming_the_part_and_the_fix(
+    tmp_path: Path, spec_file: str, text: str, said: str
+) -> None:
+    spec = load_spec_file(REPO / "cluster_specs" / spec_file)
+    with pytest.raises(UsageError, match=r"^--parts \S+: part '\w+': image '[^']+': ") as info:
+        check_part_images(spec, _opts(tmp_path, spec, text))
+    assert said in str(info.value)
 
 
 @pytest.mark.parametrize(

@@ -41,7 +41,8 @@ SERVER = (
 def fake_ctx(tmp_path: Path, parts: dict[str, Part]):  # type: ignore[no-untyped-def]
     events: list[dict] = []
     manifest = SimpleNamespace(parts=parts, workdir=str(tmp_path), container=SimpleNamespace(image=None),
-                               in_snapshot=lambda path, _job_dir: path, ready_timeout_s=30.0)  # fmt: skip
+                               service_code_dir=lambda _job_dir: str(tmp_path), ready_timeout_s=30.0,
+                               node_local_dir=str(tmp_path / "nodelocal"))  # fmt: skip
     return SimpleNamespace(
         manifest=manifest, paths=JobPaths(tmp_path / "123"), node="n1", ip="127.0.0.1", attempt=0,
         stop_requested=threading.Event(), events=events, say=lambda _msg: None,
@@ -83,7 +84,8 @@ def test_instances_start_on_their_own_ports_with_their_gpus_and_restart_until_th
     try:
         assert run_until(runner, lambda: all(i.state == "ready" for i in runner.instances))
         a, b = (get(f"http://127.0.0.1:{i.port}/x") for i in runner.instances)
-        assert (a["gpus"], b["gpus"]) == ("0,1", "2,3") and a["pid"] != b["pid"]
+        assert (a["gpus"], b["gpus"]) == ("0,1", "2,3")
+        assert a["pid"] == b["pid"] == 1  # isolated: each the first process of a PID namespace of its own
         assert a["token"] is None  # an isolated part (an image of its own): no Ray token variable
         assert runner.instances[0].port != runner.instances[1].port
         state = json.loads(ctx.paths.service_state("judge", "n1", 0).read_text())

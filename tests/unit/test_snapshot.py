@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from slurm_rl.core.errors import UsageError
-from slurm_rl.login.snapshot import copy_snapshot, repository_root
+from slurm_rl.laptop.forward import _job_uploads
+from slurm_rl.login.snapshot import copy_snapshot, directory_files, repository_root
 from tests.conftest import run_cli
 
 
@@ -53,3 +54,44 @@ def test_the_manifest_names_the_repository(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     manifest = json.loads(res.stdout)["manifest"]
     assert manifest["snapshot"] is True and manifest["snapshot_root"] == str(repo.resolve())
+
+
+def test_a_job_of_services_copies_the_experiments_dir_but_hidden_files_and_caches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exp = tmp_path / "exp"
+    for d in ("lib", ".git", ".venv/bin", "__pycache__", "lib/node_modules"):
+        (exp / d).mkdir(parents=True)
+    for f in ("driver.py", "judge.py", "lib/util.py", ".env", ".git/HEAD", ".venv/bin/python", "__pycache__/x.pyc"):
+        (exp / f).write_text("x\n")
+    (exp / "lib" / "node_modules" / "big.js").write_text("x\n")
+    assert directory_files(exp, "--parts") == ["driver.py", "judge.py", "lib/util.py"]
+    monkeypatch.setattr("slurm_rl.login.snapshot.COPY_MAX_FILES", 2)
+    with pytest.raises(
+        UsageError, match=r"^--parts: .*exp holds more than 2 files or 200 MB.*a directory of their own"
+    ):
+        directory_files(exp, "--parts")
+
+
+def test_from_a_laptop_a_parts_job_uploads_the_parts_file_and_the_experiments_dir(tmp_path: Path) -> None:
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    for f in ("driver.py", "judge.py", "parts.yaml"):
+        (exp / f).write_text("x\n")
+
+    class Remote:
+        spec = "/login/spec.json"
+
+        def __init__(self) -> None:
+            self.uploaded: dict[str, Path] = {}
+
+        def upload(self, files: dict[str, Path], snapshot: bool) -> str:
+            self.uploaded = dict(files)
+            return "/login/up"
+
+    remote = Remote()
+    params = {"args": (str(exp / "driver.py"), "{judge.url}"), "parts_file": str(exp / "parts.yaml"), "snapshot": False}
+    out, up = _job_uploads(params, remote, None)  # type: ignore[arg-type]
+    assert up == "/login/up" and out["parts_file"] == "/login/up/parts.yaml"
+    assert out["args"] == ("/login/spec.json", "/login/up/code/driver.py", "{judge.url}")
+    assert {"code/driver.py", "code/judge.py", "parts.yaml"} <= set(remote.uploaded), remote.uploaded

@@ -44,11 +44,12 @@ except OSError as exc:
 out["tokens_found"] = glob.glob(T["fileroot"] + "/**/ray_auth_token", recursive=True)
 out["ray_sockets"] = glob.glob(T["temp_root"] + "/srl-*/**/sockets/*", recursive=True)
 join = "import ray; ray.init(address=%r); print('JOINED', ray.cluster_resources())" % T["gcs"]
-try:
-    res = subprocess.run([T["python"], "-c", join], capture_output=True, text=True, timeout=30)
+try:  # Ray retries a refused token for long: its first refusal is the answer
+    res = subprocess.run([T["python"], "-c", join], capture_output=True, text=True, timeout=8)
     out["gcs"] = [res.returncode, (res.stdout + res.stderr)[-600:]]
-except subprocess.TimeoutExpired:
-    out["gcs"] = [-1, "timed out"]
+except subprocess.TimeoutExpired as exc:
+    said = "".join(p.decode(errors="replace") if isinstance(p, bytes) else p for p in (exc.stdout, exc.stderr) if p)
+    out["gcs"] = [-1, said[-600:]]
 if T["dashboard"]:
     req = urllib.request.Request("http://" + T["dashboard"] + "/api/jobs/", data=b'{"entrypoint": "touch /tmp/pwned"}',
                                  headers={"Content-Type": "application/json"})
@@ -84,7 +85,7 @@ class Where:
     def sandbox(self, code: str) -> str:
         here = slurm_rl.services()["sandbox"]["here"]
         host, port = here[0].removeprefix("http://").rsplit(":", 1)
-        with socket.create_connection((host, int(port)), timeout=90) as s:  # the probe tries for 30 s
+        with socket.create_connection((host, int(port)), timeout=60) as s:  # the probe tries for 8 s
             s.sendall(code.encode() + b"\n")
             return s.makefile().readline().strip()
 
