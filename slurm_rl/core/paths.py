@@ -222,6 +222,17 @@ class JobPaths:
     def service_state(self, part: str, node: str, instance: int) -> Path:
         return self.services / part / f"{node}-{instance}.json"
 
+    @property
+    def service_supervisor(self) -> Path:
+        """The supervisor of a part with an image of its own (job/service_supervise.sh), staged
+        at submit: the batch script starts it in that image, where no slurm-rl is."""
+        return self.services / "supervise.sh"
+
+    @property
+    def services_stop(self) -> Path:
+        """Made at the job's end: every supervisor ends its instances and exits."""
+        return self.services / "stop"
+
     def service_home(self, part: str, node: str, instance: int) -> Path:
         """An isolated instance's own directory, its HOME: the one place of the job it sees."""
         return self.services / part / f"{node}-{instance}.d"

@@ -20,6 +20,7 @@ from ..core.job_env import JobEnvironment
 from ..core.parts import Part
 from .context import NodeContext
 from .isolation import code_dir_for, hidden_dirs, isolated_argv
+from .service_remote import RemoteProcess, run_script
 
 POLL_S = 0.2
 RESTART_BACKOFF_S = 0.5  # times the restart's number, at most 5 s
@@ -62,10 +63,11 @@ class Instance:
     index: int
     port: int
     gpus: list[str]
-    proc: subprocess.Popen[bytes] | None = None
+    proc: subprocess.Popen[bytes] | RemoteProcess | None = None
     restarts: int = 0
     state: str = "starting"  # starting, ready, restarting, failed, stopped
     restart_at: float = 0.0  # when a restarting instance starts again (a short backoff: its port frees)
+    launches: int = 0  # how many times it was started (a remote instance's generation)
     exit_code: int | None = None
     started: float = field(default_factory=time.time)
 
@@ -80,18 +82,23 @@ class ServiceRunner:
         self.instances = [Instance(i, free_port(), shares[i]) for i in range(count)]
         self.workdir = ctx.manifest.service_code_dir(ctx.paths.job_dir)  # the job's copy of the experiment's dir
         self.isolated = self.part.is_isolated(ctx.manifest.container.image)
+        self.remote = bool(self.part.image) and self.part.image != ctx.manifest.container.image
+
+    def additions(self, inst: Instance) -> dict[str, str]:
+        """What the instance's environment has beyond the task's (or, remote, the step's)."""
+        add: dict[str, str] = {}
+        if self.isolated:
+            add["SLURM_RL_SERVICE_DIR"] = str(self.ctx.paths.service_home(self.name, self.ctx.node, inst.index))
+            add["TMPDIR"] = self.ctx.manifest.node_local_dir  # an empty tmpfs of its own there (isolation.py)
+        add.update(self.part.env)
+        add.update(PORT=str(inst.port), SLURM_RL_SERVICE=self.name, SLURM_RL_SERVICE_INSTANCE=str(inst.index))
+        if self.part.gpus_per_node:
+            add["CUDA_VISIBLE_DEVICES"] = ",".join(inst.gpus)
+        return add
 
     def env(self, inst: Instance) -> dict[str, str]:
-        env = dict(os.environ)
-        if self.isolated:
-            env = {k: v for k, v in env.items() if not k.startswith(ISOLATED_DROP)}
-            env["SLURM_RL_SERVICE_DIR"] = str(self.ctx.paths.service_home(self.name, self.ctx.node, inst.index))
-            env["TMPDIR"] = self.ctx.manifest.node_local_dir  # an empty tmpfs of its own there (isolation.py)
-        env.update(self.part.env)
-        env.update(PORT=str(inst.port), SLURM_RL_SERVICE=self.name, SLURM_RL_SERVICE_INSTANCE=str(inst.index))
-        if self.part.gpus_per_node:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(inst.gpus)
-        return env
+        env = {k: v for k, v in os.environ.items() if not (self.isolated and k.startswith(ISOLATED_DROP))}
+        return {**env, **self.additions(inst)}
 
     def launch(self, inst: Instance) -> None:
         log_path = self.ctx.paths.service_log(self.name, self.ctx.node, inst.index)
@@ -105,18 +112,26 @@ class ServiceRunner:
             user_home = os.environ.get("HOME", "")
             hide = hidden_dirs(job_dir, self.ctx.manifest.node_local_dir, user_home)
             argv, cwd = isolated_argv(command, str(home), code_dir_for(cwd or "", job_dir), user_home, hide), None
-        with open(log_path, "ab") as log:
-            inst.proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=self.env(inst),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # its own process group: stopped whole
-            )
+        inst.launches += 1
+        if self.remote:  # in the part's own image, by its supervisor step (service_remote.py)
+            base = self.ctx.paths.services / self.name / f"{self.ctx.node}-{inst.index}"
+            drop = ISOLATED_DROP if self.isolated else ()
+            script = run_script(argv, self.additions(inst), cwd or "", log_path, drop)
+            inst.proc = RemoteProcess(base, inst.launches, script)
+        else:
+            with open(log_path, "ab") as log:
+                inst.proc = subprocess.Popen(
+                    argv,
+                    cwd=cwd,
+                    env=self.env(inst),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,  # its own process group: stopped whole
+                )
         inst.state, inst.started, inst.exit_code = "starting", time.time(), None
-        self.ctx.event("service_start", service=self.name, instance=inst.index, port=inst.port, pid=inst.proc.pid)
+        self.ctx.event("service_start", service=self.name, instance=inst.index, port=inst.port, pid=inst.proc.pid,
+                       **({"image": self.part.image} if self.remote else {}))  # fmt: skip
         self.publish(inst)
 
     def start(self) -> None:
@@ -204,8 +219,12 @@ class ServiceRunner:
                 self.publish(inst)
 
 
-def stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the instance's process group, SIGKILL after a grace."""
+def stop_group(proc: subprocess.Popen[bytes] | RemoteProcess) -> None:
+    """SIGTERM to the instance's process group, SIGKILL after a grace (a remote one's
+    supervisor does it)."""
+    if isinstance(proc, RemoteProcess):
+        proc.stop()
+        return
     for sig, wait_s in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)

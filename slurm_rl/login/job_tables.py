@@ -98,6 +98,8 @@ def print_table(rows: Iterable[JobSummary]) -> None:
             print(f"job {r.job_id}: last progress {when} ({r.progress.what}), {human_seconds(r.progress.age())} ago")
         if r.stall is not None:
             print(f"job {r.job_id}: {stall_line(r.stall)}")
+        for line in parts_lines(r.parts, r.services):
+            print(f"job {r.job_id}: {line}")
         if r.time_left_s is not None and not math.isinf(r.time_left_s):
             ends = time.strftime("%H:%M", time.localtime(time.time() + r.time_left_s))
             print(f"job {r.job_id}: {human_seconds(r.time_left_s)} left (SLURM ends it at {ends})", flush=True)
@@ -115,6 +117,23 @@ _HEALING_TEXT = {
     "workers_restored": "worker group {group!r}: workers {workers} restored in {seconds} s",
     "heal_error": "the member watch (healing, members joining and leaving) stopped by an unexpected error: {error}",
 }
+
+
+def parts_lines(parts: dict, services: dict) -> list[str]:
+    """A job of parts, one line per part: a Ray part's state and nodes; a service's ready
+    instances, restarts, URL and nodes."""
+    out = []
+    for name, part in parts.items():
+        where = ",".join(part.get("nodes") or []) or "no node yet"
+        svc = services.get(name)
+        if svc is None:
+            out.append(f"part {name}: {part['state']} on {where}")
+            continue
+        said = [f"{svc['ready']}/{svc['total']} ready"]
+        said += [f"{svc['restarts']} restart(s)"] if svc["restarts"] else []
+        said += [svc["url"]] if svc.get("url") else []
+        out.append(f"service {name}: {part['state']}, {', '.join(said)}, on {where}")
+    return out
 
 
 def short_age(seconds: float) -> str:

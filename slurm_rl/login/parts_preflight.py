@@ -4,6 +4,8 @@ the spec's container runtime. One exit-2 line per problem, naming the part and t
 
 from __future__ import annotations
 
+import os
+
 from ..config.spec import ClusterSpec
 from ..core.errors import UsageError
 from ..core.fields import time_minutes
@@ -16,7 +18,6 @@ from .preflight import memory_mb
 
 def check_part_images(spec: ClusterSpec, opts: JobOptions) -> None:
     runtime = runtime_of(spec.container_runtime)
-    job_image = opts.container_image or spec.cpu_image or spec.gpu_image
     for name, part in opts.parts.items():
         if part.image and not runtime.contained:
             contained = ", ".join(n for n, r in RUNTIMES.items() if r.contained)
@@ -29,16 +30,10 @@ def check_part_images(spec: ClusterSpec, opts: JobOptions) -> None:
                 f"--parts {opts.parts_file}: part {name!r}: image {part.image!r}: a Ray part runs in the job's "
                 f"image (the spec's, or --container-image); give images to service parts"
             )
-        if part.image and part.sidecar_of and part.image != job_image:
+        if part.image and part.image.startswith("/") and not os.path.exists(part.image):
             raise UsageError(
-                f"--parts {opts.parts_file}: part {name!r}: image {part.image!r}: a sidecar runs beside its host "
-                f"part's Ray node, in its container; drop the image, or make it a service part with nodes of its own"
-            )
-        if part.image and part.image != job_image and runtime.step_wide_flags:
-            raise UsageError(
-                f"--parts {opts.parts_file}: part {name!r}: image {part.image!r}: under {runtime.title} the job's "
-                f"step has one image for all its parts (its container flags hold for the whole step); give the "
-                f"part the job's image, or use container_runtime apptainer, where each part has its own"
+                f"--parts {opts.parts_file}: part {name!r}: image {part.image!r}: it does not exist here; give the "
+                f"path of an image file the nodes share, or a registry image"
             )
 
 

@@ -20,6 +20,7 @@ from ..core.options import JobOptions
 from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, image_cache_dir, warned_marker_name
 from ..runtimes import runtime_of
 from .directives import member_directives, sbatch_directives
+from .parts_render import image_steps, part_nodes
 from .snapshot import repository_root
 
 TEMPLATE_NAME = "sbatch.sh.j2"
@@ -139,30 +140,9 @@ def finalize_files() -> dict[str, str]:
         "members": paths.members,
         "member_script": paths.member_script,
         "member_log": paths.member_log(""),
+        "services_stop": paths.services_stop,
     }
     return {name: shlex.quote(str(p.relative_to(paths.job_dir))) for name, p in files.items()}
-
-
-def parts_step(
-    opts: JobOptions, job_container: Container, workdir: str, job_flags: list[str], job_launch: str, key: str
-) -> list[dict]:
-    """The node step's components of a job of parts, in core/parts.py's order (a task's rank
-    tells its part): each part's nodes and its container: the job's (the image cache's flags
-    included), or a service part's own image, started by the same runtime without the cache."""
-    from ..core.parts import component_parts
-
-    runtime = runtime_of(job_container.runtime)
-    out = []
-    for name in component_parts(opts.parts):
-        part = opts.parts[name]
-        flags, launch = list(job_flags), job_launch
-        if part.image and part.image != job_container.image:
-            own = job_container.model_copy(update={"image": part.image, "gpus": part.gpus_per_node > 0, "cache_mb": 0})
-            srun_flags, prefix = runtime.launch(own, workdir)
-            flags = [*shell_words([*srun_flags, *opts.srun_args], key)]
-            launch = " ".join([*shell_words(prefix, key), 'bash -c "$SLURM_RL_NODE_SCRIPT"'])
-        out.append({"nodes": part.nodes, "flags": flags, "command": launch})
-    return out
 
 
 def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
@@ -184,7 +164,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         step_once, step_flags = [*shell_words(runtime_flags, key), *image_flags], shell_words([*opts.srun_args], key)
     step_components: list = het_components
     if opts.parts:  # one component per part with nodes, its container
-        step_components = parts_step(opts, container, workdir, step_flags, launch, key)
+        step_components = [{"nodes": n, "flags": step_flags, "command": launch} for n in part_nodes(opts.parts)]
         het_components, step_flags = [c["nodes"] for c in step_components], []
     context = dict(
         version=__version__,
@@ -197,6 +177,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         srun_flags=[*shell_words(srun_flags, key), *image_flags],
         step_flags=step_flags,
         step_once_flags=step_once,
+        image_steps=image_steps(opts, container, workdir, lambda argv: shell_words(argv, key)),
         step_components=step_components,
         runtime_prepare=runtime.prepare_template(container),
         image=shlex.quote(container.image or ""),

@@ -13,6 +13,7 @@ import shutil
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from ..config.spec import ClusterSpec
@@ -23,6 +24,7 @@ from ..core.paths import JobPaths
 from ..runtimes import runtime_of
 from ..slurm import SlurmClient
 from . import index
+from .parts_render import own_image_parts
 from .preflight import preflight, site_runtime
 from .render import RenderedJob, render_job
 from .snapshot import SNAPSHOT_DIR, copy_files, copy_snapshot, directory_files
@@ -73,6 +75,9 @@ def stage_job_dir(
     elif job.manifest.has_services and job.manifest.experiment_src_dir:  # the services' code, from a laptop too
         src = Path(job.manifest.experiment_src_dir)
         copy_files(src, directory_files(src, "--parts"), stage.job_dir / SNAPSHOT_DIR)
+    if own_image_parts(job.manifest.parts, job.manifest.container.image):  # their supervisor, run in their image
+        stage.services.mkdir()
+        write_atomic(stage.service_supervisor, (resources.files("slurm_rl.job") / "service_supervise.sh").read_text())
     runtime_of(job.manifest.container.runtime).stage(job.manifest.container, stage)
 
 

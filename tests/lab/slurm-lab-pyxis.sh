@@ -14,6 +14,7 @@
 
 CACHE=${SLURM_LAB_CACHE:-/var/cache/slurm-lab}
 IMAGE=$CACHE/images/slurm-rl-lab.sqsh
+SANDBOX_IMAGE=$CACHE/images/sandbox.sqsh
 IMAGE_PYTHON=/opt/slurm-rl/bin/python
 PYXIS_CONF=$CONF_DIR/plugstack.conf.d/pyxis.conf
 ENROOT_CONF=/usr/local/etc/enroot/enroot.conf.d/slurm-lab.conf
@@ -142,8 +143,10 @@ build_image() {
   # shellcheck disable=SC2086
   apt_install $PYXIS_APT
   key=$(image_key "$py" "$top")
-  if [ -f "$IMAGE" ] && [ "$(cat "$IMAGE.key" 2>/dev/null)" = "$key" ]; then echo "$IMAGE"; return 0; fi
   base=$CACHE/base-bookworm-python3
+  if [ -f "$IMAGE" ] && [ "$(cat "$IMAGE.key" 2>/dev/null)" = "$key" ]; then
+    sandbox_image "$base"; echo "$IMAGE"; return 0
+  fi
   if [ ! -x "$base/usr/bin/python3" ] || [ ! -x "$base$IMAGE_PYTHON" ]; then
     log "building the base image (debootstrap from $MIRROR; about a minute)"
     rm -rf "$base"
@@ -152,6 +155,7 @@ build_image() {
     rm -rf "$base"/var/cache/apt/archives/*.deb "$base"/var/lib/apt/lists/*
     chroot "$base" python3 -m venv --without-pip /opt/slurm-rl
   fi
+  sandbox_image "$base"
   # the dependencies' rootfs, kept while the recipe and the environment's files (their names,
   # which carry each distribution's version; not the directory they sit in, which a fresh
   # clone's venv changes) are the same: a build then only adds slurm-rl and seals
@@ -175,6 +179,14 @@ build_image() {
   log "building the lab image $IMAGE"
   seal_with_slurm_rl "$deps" "$site" "$IMAGE_PYTHON" "slurm_rl.job.node, ray, torch" \
     "$IMAGE" "$key"
+}
+
+sandbox_image() {  # BASE: a second image, without slurm-rl (bash, python3, util-linux), sealed
+  # once per base: what a job of parts' sandbox runs in (tests/lab/experiments/parts)
+  if [ -x "$1/usr/bin/python3" ] && { [ ! -f "$SANDBOX_IMAGE" ] || [ "$1" -nt "$SANDBOX_IMAGE" ]; }; then
+    log "building the sandbox image $SANDBOX_IMAGE"
+    seal_image "$1" "$SANDBOX_IMAGE" base
+  fi
 }
 
 # DEPS SITE PY IMPORTS IMAGE KEY: the dependencies' rootfs DEPS with the checkout's slurm-rl in its

@@ -20,6 +20,7 @@ from tests.lab.helpers import EXPERIMENTS, SPEC_PYXIS, assert_no_leftovers, job_
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
 SPEC_GPU = str(REPO / "cluster_specs" / "lab-gpu.json")
 PARTS = EXPERIMENTS / "parts"
+SANDBOX_IMAGE = Path("/var/cache/slurm-lab/images/sandbox.sqsh")  # `slurm-lab image` builds it
 
 
 def gpu_lab(lab: list[str]) -> list[str]:
@@ -55,6 +56,10 @@ def test_trainer_rollout_judges_and_sandboxes_in_one_job_in_containers(pyxis_lab
     try:
         asked = wait_for(lambda: (jd / "kill_judge_now").exists() or (jd / "exit_code").exists(), 240)
         assert asked and (jd / "kill_judge_now").exists(), (status(job), logs_of(jd))
+        table = run_cli("status", str(job["job_id"])).stdout  # the table's lines for a job of parts
+        jid = job["job_id"]
+        assert f"job {jid}: part trainer: " in table and f"job {jid}: part rollout: " in table, table
+        assert f"job {jid}: service judge: ready, 2/2 ready, http://" in table and ", on node1" in table, table
         victim = json.loads((jd / "kill_judge_now").read_text())
         subprocess.run(
             [str(LAB), "exec", victim["node"], "--", "kill", "-9", str(victim["pid"])], check=True, timeout=30
@@ -73,24 +78,33 @@ def test_trainer_rollout_judges_and_sandboxes_in_one_job_in_containers(pyxis_lab
         assert all(len(w["gpus"].split(",")) == 1 for w in workers["trainer"] + workers["rollout"]), workers
         # every rollout worker ran code in its own node's sandbox
         assert out["sandbox"] == [f"{next(iter(rollout))}|42"] * 2, out["sandbox"]
-        # the sandbox is isolated: what hostile code in it reached of the job (the driver's PROBE)
-        probe, token = out["probe"], (jd / "ray_auth_token").read_text().strip()
-        assert isinstance(probe, dict) and token, probe
-        assert not [k for k in probe["env"] if k.startswith("RAY_")], sorted(probe["env"])
-        assert not any(token in v for v in probe["env"].values())  # no token in its environment
-        assert probe["procs"] and all("sandbox.py" in c for c in probe["procs"].values()), probe["procs"]
-        assert probe["environ_has_ray"] == []  # no other process's /proc/PID/environ
-        home = jd / "services" / "sandbox" / f"{next(iter(rollout))}-0.d"
-        assert (probe["token"], probe["tokens_found"]) == ("FileNotFoundError", []), probe
-        # of the job dir it sees its own dir and the job's copy of the code (read-only), nothing else
-        kept = (str(home), str(jd / "code"))
-        assert all(any(k.startswith(p.rstrip("/")) or p.startswith(k) for k in kept) for p in probe["job_dir"]), probe
-        assert str(jd / "code" / "judge.py") in probe["job_dir"] and str(jd / "manifest.json") not in probe["job_dir"]
-        assert probe["ray_sockets"] == [], probe["ray_sockets"]  # no Ray session dir of any job on the node
-        # cannot join the job's Ray: its GCS refuses (Ray's token auth)
-        assert probe["gcs"][0] != 0 and "JOINED" not in probe["gcs"][1] and "InvalidAuthToken" in probe["gcs"][1], probe
-        assert not isinstance(probe.get("dashboard"), int) or probe["dashboard"] >= 400, probe["dashboard"]
-        assert (home / "mine.txt").read_text() == "written\n"  # its own dir: the one place it writes
+        # isolated: what hostile code reached of the job from the sandbox (an image of its own,
+        # without slurm-rl) and from the prober (the job's image), the driver's PROBE in each
+        token = (jd / "ray_auth_token").read_text().strip()
+        probes = out["probes"]
+        assert set(probes) == {"sandbox", "prober"} and all(isinstance(p, dict) for p in probes.values()), probes
+        assert (probes["sandbox"]["slurm_rl_in_image"], probes["prober"]["slurm_rl_in_image"]) == (False, True)
+        for name, probe in probes.items():
+            node = next(iter(rollout if name == "sandbox" else trainer))
+            assert not [k for k in probe["env"] if k.startswith("RAY_")], (name, sorted(probe["env"]))
+            assert not any(token in v for v in probe["env"].values()), name  # no token in its environment
+            assert probe["procs"] and all("sandbox.py" in c for c in probe["procs"].values()), (name, probe["procs"])
+            assert probe["environ_has_ray"] == [], name  # no other process's /proc/PID/environ
+            home = jd / "services" / name / f"{node}-0.d"
+            assert (probe["token"], probe["tokens_found"]) == ("FileNotFoundError", []), (name, probe)
+            # of the job dir it sees its own dir and the job's copy of the code (read-only), nothing else
+            kept = (str(home), str(jd / "code"))
+            seen = probe["job_dir"]
+            assert all(any(k.startswith(p.rstrip("/")) or p.startswith(k) for k in kept) for p in seen), (name, seen)
+            assert str(jd / "code" / "sandbox.py") in seen and str(jd / "manifest.json") not in seen, (name, seen)
+            assert probe["ray_sockets"] == [], (name, probe["ray_sockets"])  # no Ray session dir on the node
+            assert "JOINED" not in probe["gcs"][1], (name, probe["gcs"])
+            assert not isinstance(probe.get("dashboard"), int) or probe["dashboard"] >= 400, probe["dashboard"]
+            assert (home / "mine.txt").read_text() == "written\n"  # its own dir: the one place it writes
+        # the prober has Ray's client: the job's GCS refuses it (Ray's token auth)
+        assert probes["prober"]["gcs"][0] != 0 and "InvalidAuthToken" in probes["prober"]["gcs"][1], probes["prober"]
+        started = [e for e in read_events(jd / "events.jsonl") if e["event"] == "service_start"]
+        assert {e.get("image") for e in started if e["service"] == "sandbox"} == {str(SANDBOX_IMAGE)}, started
         # the judge pool: both instances answered through the one URL, the {judge.url} placeholder
         assert out["judge_url_arg"] == out["services"]["judge"]["url"] and out["judge_url_arg"].startswith("http://")
         first = out["answers"][:8]

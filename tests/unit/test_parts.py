@@ -16,6 +16,7 @@ from slurm_rl.core.parts import component_offsets, component_parts, load_parts, 
 from slurm_rl.core.service_states import expected_instances, summary
 from slurm_rl.job.balancer import Pool
 from slurm_rl.job.services import gpu_shares
+from slurm_rl.login.job_tables import parts_lines
 from slurm_rl.login.parts_preflight import check_part_images
 from slurm_rl.login.render import render_job, render_sbatch
 from slurm_rl.login.resolve import changed, resolve_options
@@ -120,25 +121,33 @@ def test_the_job_is_one_heterogeneous_job_with_a_component_per_part(tmp_path: Pa
     assert "--container" not in step[len(first) :] and "slurm_rl_image_flags" not in step[len(first) :], step
 
 
-def test_under_apptainer_a_service_part_runs_in_its_own_image(tmp_path: Path) -> None:
-    spec = load_spec_file(REPO / "cluster_specs" / "example-apptainer.json")
-    opts = _opts(tmp_path, spec, JUDGE_IMAGE)
+@pytest.mark.parametrize("spec_file", ["example-apptainer.json", "example-pyxis.json"])
+def test_a_part_with_an_image_of_its_own_runs_its_supervisor_in_that_image_in_a_step_of_its_own(
+    tmp_path: Path, spec_file: str
+) -> None:
+    spec = load_spec_file(REPO / "cluster_specs" / spec_file)
+    text = JUDGE_IMAGE.replace("ready: tcp}", "ready: tcp, image: /scratch/images/box.sif}")
+    opts = _opts(tmp_path, spec, text)
     text = render_sbatch(spec, opts.replace(experiment="/home/alice/rl/experiment.py", workdir=""))
-    step = text[text.rindex("srun --nodes=2", 0, text.index("srun_pid=$!")) : text.index("srun_pid=$!")]
-    *rays, judge = step.split("\n  : --nodes=")
-    assert "/scratch/images/judge.sif" in judge and all("judge.sif" not in c for c in rays), step
-    assert all("/scratch/images/rl-gpu.sif" in c or "rl-cpu.sif" in c for c in rays), step
+    main = text[text.rindex("srun --nodes=2", 0, text.index("srun_pid=$!")) : text.index("srun_pid=$!")]
+    assert "judge.sif" not in main and "box.sif" not in main  # every part's task: the job's image
+    steps = text[text.index("srun_pid=$!") : text.rindex("slurm_rl_finalize")].split("srun --overlap")[1:]
+    judge, box = sorted(steps, key=lambda s: "box.sif" in s)
+    # the judge's supervisor on the judge's component (2 per node), the sandbox's on rollout's
+    assert judge.startswith(" --het-group=2 --nodes=1 ") and "supervise.sh judge 2 &" in judge, judge
+    assert box.startswith(" --het-group=1 --nodes=1 ") and "supervise.sh sandbox 1 &" in box, box
+    assert "/scratch/images/judge.sif" in judge and "/scratch/images/box.sif" in box
+    assert text.rindex('touch "$SLURM_RL_JOB_DIR"/services/stop') > text.rindex("srun --overlap")  # at the end
 
 
 @pytest.mark.parametrize(
     ("spec_file", "text", "said"),
     [
         ("lab.json", JUDGE_IMAGE, "the spec's container_runtime is 'none' (no containers)"),
-        ("example-pyxis.json", JUDGE_IMAGE, "under Pyxis the job's step has one image for all its parts"),
         ("example-apptainer.json", SHAPE.replace("exclusive: true}", "exclusive: true, image: x.sif}"),
          "a Ray part runs in the job's image"),
-        ("example-apptainer.json", SHAPE.replace("ready: tcp}", "ready: tcp, image: x.sif}"),
-         "a sidecar runs beside its host part's Ray node"),
+        ("example-apptainer.json", SHAPE.replace("ready: tcp}", "ready: tcp, image: /no/such.sif}"),
+         "does not exist here; give the path of an image file the nodes share"),
     ],
 )  # fmt: skip
 def test_an_image_a_part_cannot_have_is_refused_naming_the_part_and_the_fix(
@@ -232,3 +241,15 @@ def test_the_manifest_keeps_the_files_order_of_parts(tmp_path: Path) -> None:
     again = JobManifest.model_validate(json.loads(manifest.to_json()))
     assert list(again.parts) == ["trainer", "rollout", "judge", "sandbox"] == list(opts.parts)
     assert component_parts(again.parts) == ["trainer", "rollout", "judge"]
+
+
+def test_status_says_each_part_on_a_line_of_its_own() -> None:
+    parts = {"trainer": {"nodes": ["n2"], "state": "running"}, "judge": {"nodes": ["n1"], "state": "degraded"},
+             "box": {"nodes": [], "state": "starting"}}  # fmt: skip
+    services = {"judge": {"ready": 1, "total": 2, "restarts": 3, "url": "http://n2:4000"},
+                "box": {"ready": 0, "total": 1, "restarts": 0, "url": ""}}  # fmt: skip
+    assert parts_lines(parts, services) == [
+        "part trainer: running on n2",
+        "service judge: degraded, 1/2 ready, 3 restart(s), http://n2:4000, on n1",
+        "service box: starting, 0/1 ready, on no node yet",
+    ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -24,6 +25,7 @@ from slurm_rl.job.context import NodeFailure
 from slurm_rl.job.service_watch import ServiceWatch
 from slurm_rl.job.services import ServiceRunner
 
+SUPERVISOR = Path(__file__).resolve().parents[2] / "slurm_rl" / "job" / "service_supervise.sh"
 SERVER = (
     "import http.server, json, os, sys\n"
     "class H(http.server.BaseHTTPRequestHandler):\n"
@@ -80,6 +82,12 @@ def test_instances_start_on_their_own_ports_with_their_gpus_and_restart_until_th
                 image="sandbox.sqsh")  # fmt: skip
     ctx = fake_ctx(tmp_path, {"t": Part(nodes=1), "judge": part})
     runner = ServiceRunner(ctx, "judge", 2, ["0", "1", "2", "3"])
+    assert runner.remote  # an image of its own: its instances run by the supervisor in that image's step
+    supervisor = subprocess.Popen(
+        ["bash", str(SUPERVISOR), "judge", "2"],
+        env={**os.environ, "SLURM_RL_JOB_DIR": str(ctx.paths.job_dir), "SLURMD_NODENAME": "n1"},
+        start_new_session=True,
+    )
     runner.start()
     try:
         assert run_until(runner, lambda: all(i.state == "ready" for i in runner.instances))
@@ -100,12 +108,14 @@ def test_instances_start_on_their_own_ports_with_their_gpus_and_restart_until_th
         assert exits == [(0, True), (0, False)]
         watch = ServiceWatch(ctx)  # type: ignore[arg-type]
         line = watch.failed_required(watch.states())
-        assert line is not None and line.startswith("service judge failed on n1: instance 0 exited -9 after 1 restart")
+        assert line is not None and line.startswith("service judge failed on n1: instance 0 exited 137 after 1 restart")
         assert "its last lines: serving" in line
         with pytest.raises(NodeFailure, match="service judge failed on n1"):
             watch.wait_ready()
     finally:
         runner.stop()
+        ctx.paths.services_stop.touch()
+        supervisor.wait(timeout=10)  # the job's end: the supervisor exits
     assert all(i.proc.poll() is not None for i in runner.instances)  # type: ignore[union-attr]
 
 

@@ -5,9 +5,10 @@ the test kills one judge instance midway: every call must still succeed, and the
 instance answers again. Prints one JSON line
 (PARTS {...}) and writes it to <job dir>/parts.json.
 
-The sandbox is isolated (parts.yaml): a rollout worker sends it PROBE, code a hostile program
-would run, which reports what it reached of the job (its token, its dir, other processes, the
-node's Ray sockets, the job's Ray by its address, the dashboard's job API).
+The sandbox (its own image, without slurm-rl) and the prober (the job's image) are isolated
+(parts.yaml): a worker on each node sends its sidecar PROBE, code a hostile program would run,
+which reports what it reached of the job (its token, its dir, other processes, the node's Ray
+sockets, the job's Ray by its address, the dashboard's job API).
 
 argv: JUDGE_URL [--kill-judge]
 """
@@ -37,6 +38,7 @@ for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
     except OSError:
         pass
 out["job_dir"] = sorted(glob.glob(T["job_dir"] + "/**", recursive=True))
+out["slurm_rl_in_image"] = bool(glob.glob("/opt/slurm-rl/lib/python3*/site-packages/slurm_rl"))
 try:
     out["token"] = open(T["token"]).read()
 except OSError as exc:
@@ -82,8 +84,8 @@ class Where:
     def report(self) -> dict:
         return {"host": socket.gethostname(), "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
 
-    def sandbox(self, code: str) -> str:
-        here = slurm_rl.services()["sandbox"]["here"]
+    def sandbox(self, code: str, name: str = "sandbox") -> str:
+        here = slurm_rl.services()[name]["here"]
         host, port = here[0].removeprefix("http://").rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=60) as s:  # the probe tries for 8 s
             s.sendall(code.encode() + b"\n")
@@ -98,14 +100,18 @@ def ask(url: str) -> dict:
 def main() -> int:
     judge_url = sys.argv[1]
     init_ray()
-    seen, sandbox, probe = {}, [], "{}"
+    seen, sandbox, probes = {}, [], {}
     for part in ("trainer", "rollout"):
         cluster = RayVirtualCluster([2], use_gpus=True, num_gpus_per_node=2, part=part, name=part)
         group = RayWorkerGroup(cluster, Where, name_prefix=part)
         seen[part] = ray.get(group.run_all_workers_single_data("report"))
         if part == "rollout":
             sandbox = ray.get(group.run_all_workers_single_data("sandbox", code="print(6 * 7)"))
-            probe = ray.get(group.run_single_worker_single_data("sandbox", 0, code=probe_code())).split("|", 1)[1]
+            probes["sandbox"] = ray.get(group.run_single_worker_single_data("sandbox", 0, code=probe_code()))
+        else:  # the trainer's node: the prober, isolated in the job's image
+            probes["prober"] = ray.get(
+                group.run_single_worker_single_data("sandbox", 0, code=probe_code(), name="prober")
+            )
         group.shutdown()
         cluster.shutdown()
     found = slurm_rl.services()
@@ -131,7 +137,7 @@ def main() -> int:
         "judge_url_arg": judge_url,
         "answers": answers,
         "killed": killed,
-        "probe": json.loads(probe) if probe.startswith("{") else probe,
+        "probes": {k: json.loads(v.split("|", 1)[1]) if "|{" in v else v for k, v in probes.items()},
     }
     line = json.dumps(out)
     print("PARTS " + line, flush=True)
