@@ -162,3 +162,16 @@ def time_minutes(value: str, *, limit: bool = True) -> float:
         hours, minutes, seconds = 0, parts[0], (parts[1] if len(parts) > 1 else 0)
     total = int(days or 0) * 1440 + hours * 60 + minutes + seconds / 60
     return math.inf if limit and total == 0 else total
+
+
+def human_time_limit(time_limit: str | None) -> str:
+    """A SLURM time as people say it: ``1`` -> ``1 min``, ``2:00:00`` -> ``2 h``; seconds as
+    SLURM applies them (``0:30`` is 1 min)."""
+    if not time_limit:
+        return "the partition's limit"
+    minutes = time_minutes(time_limit)
+    if math.isinf(minutes):  # --time 0 or UNLIMITED: none of the job's own
+        return "the partition's limit"
+    whole = math.ceil(minutes)  # SLURM keeps time limits in whole minutes, rounded up
+    said = f"{whole:g} min" if whole < 120 else f"{whole / 60:g} h"
+    return said if whole == minutes else f"{said}: SLURM rounds --time {time_limit} up to whole minutes"

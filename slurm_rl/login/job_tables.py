@@ -98,6 +98,8 @@ def print_table(rows: Iterable[JobSummary]) -> None:
             print(f"job {r.job_id}: last progress {when} ({r.progress.what}), {human_seconds(r.progress.age())} ago")
         if r.stall is not None:
             print(f"job {r.job_id}: {stall_line(r.stall)}")
+        if r.waits_for:
+            print(f"job {r.job_id}: pending, waiting for {r.waits_for}")
         for line in parts_lines(r.parts, r.services):
             print(f"job {r.job_id}: {line}")
         if r.time_left_s is not None and not math.isinf(r.time_left_s):

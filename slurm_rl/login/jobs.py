@@ -14,7 +14,7 @@ from rich.console import Console
 from ..core.end_time import read_time_left
 from ..core.events import read_events
 from ..core.exits import OomKills, RayDeath, read_exit, record_exit, with_kills, with_ray_deaths
-from ..core.fields import time_minutes
+from ..core.fields import human_time_limit
 from ..core.job_dir import ended_nodes, read_job_dir
 from ..core.job_ids import JobId, is_local
 from ..core.members import GROW, nodes_now
@@ -26,6 +26,7 @@ from ..core.service_states import status_fields
 from ..slurm import JobRecord, JobState, SlurmClient
 from .follow import LogFollower, last_traceback
 from .lookup import job_state_for
+from .waiting import waits_for
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class JobSummary:
     ray_deaths: tuple[RayDeath, ...] = ()  # Ray daemons that died under the job
     parts: dict[str, Any] = field(default_factory=dict)  # a job of parts: each part's nodes and state
     services: dict[str, Any] = field(default_factory=dict)  # ... and each service's instances
+    waits_for: str = ""  # a pending job: what it waits for (login/waiting.py)
 
     @property
     def shown_state(self) -> str:
@@ -63,6 +65,7 @@ class JobSummary:
             extra.update(healing=list(self.healing), members=list(self.members))
         if self.parts:
             extra.update(parts=self.parts, services=self.services)
+        extra.update({"waits_for": self.waits_for} if self.waits_for else {})
         return {
             "job_id": self.job_id,
             "job_dir": str(self.paths.job_dir),
@@ -91,19 +94,6 @@ def keep_exit(paths: JobPaths, reason: str) -> int | None:
     except OSError:
         return None
     return read_exit(paths)[0]
-
-
-def human_time_limit(time_limit: str | None) -> str:
-    """A SLURM time as people say it: ``1`` -> ``1 min``, ``2:00:00`` -> ``2 h``; seconds as
-    SLURM applies them (``0:30`` is 1 min)."""
-    if not time_limit:
-        return "the partition's limit"
-    minutes = time_minutes(time_limit)
-    if math.isinf(minutes):  # --time 0 or UNLIMITED: none of the job's own
-        return "the partition's limit"
-    whole = math.ceil(minutes)  # SLURM keeps time limits in whole minutes, rounded up
-    said = f"{whole:g} min" if whole < 120 else f"{whole / 60:g} h"
-    return said if whole == minutes else f"{said}: SLURM rounds --time {time_limit} up to whole minutes"
 
 
 def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
@@ -164,6 +154,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         progress=last_progress(paths.job_dir),
         stall=stall,
         ray_deaths=v.ray_deaths,
+        waits_for=waits_for(state, v.manifest.parts if v.manifest else {}),
         **(status_fields(paths.job_dir, v.manifest.parts, v.phase) if v.manifest and v.manifest.parts else {}),  # type: ignore[arg-type]
     )
 

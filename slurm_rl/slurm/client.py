@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ..core.errors import SlurmCommandError, UsageError
 from ..core.job_ids import as_slurm_id, is_array_task, is_slurm_job_id
@@ -19,6 +20,7 @@ from .records import (
     parse_sacct_record,
     parse_sinfo_nodes,
     parse_tres,
+    queue_states,
 )
 from .runner import Completed, Runner, subprocess_runner
 from .version import SlurmVersion, require_supported
@@ -88,10 +90,9 @@ class SlurmClient:
     def job_state(self, job_id: int | str) -> JobState:
         """State from squeue while queued, else sacct, else scontrol; UNKNOWN if all forgot it."""
         res = self.run(["squeue", "-h", "-j", str(job_id), "-o", "%i|%T|%N|%r"], check=False)
-        for line in res.stdout.splitlines():  # a heterogeneous job lists as <id>+0, <id>+1
-            parts = line.strip().split("|")
-            if len(parts) == 4 and parts[0].split("+")[0] == str(job_id):
-                return JobState(job_id, parts[1], parts[2], None, parts[3])
+        queued = queue_states(res.stdout.splitlines(), only=str(job_id))  # a het job: <id>+0, <id>+1
+        if queued:
+            return replace(next(iter(queued.values())), job_id=job_id)
         res = self.run(["scontrol", "show", "job", "-o", str(job_id)], check=False)
         if res.returncode == 0 and "JobState=" in res.stdout:
             fields = dict(re.findall(r"(\w+)=(\S*)", res.stdout))
@@ -118,14 +119,7 @@ class SlurmClient:
         """Every job of the calling user that SLURM still queues or runs, in one squeue call."""
         # -r: one line per array task, pending ones too (else "1234_[2-3%2]")
         res = self.run(["squeue", "-h", "-r", "--me", "-o", "%i|%T|%N|%r"], check=False)
-        out: dict[int | str, JobState] = {}
-        for line in res.stdout.splitlines():
-            parts = line.strip().split("|")
-            head = parts[0].split("+")[0]
-            if len(parts) == 4 and is_slurm_job_id(head):
-                key = as_slurm_id(head)
-                out.setdefault(key, JobState(key, parts[1], parts[2], None, parts[3]))
-        return out
+        return queue_states(res.stdout.splitlines())
 
     def accounting_table(self, job_ids: Sequence[int | str]) -> dict[int | str, JobState]:
         """The states of many jobs from SLURM's accounting, in one sacct call ({} where the site

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from ..core.job_ids import as_slurm_id, is_slurm_job_id
 
 # Job states in which the job will not run again.
 FINISHED_STATES = {
@@ -101,6 +103,7 @@ class JobState:
     nodelist: str = ""
     exit_code: int | None = None
     reason: str = ""
+    components: tuple[tuple[int, str], ...] = ()  # a heterogeneous job's (component, SLURM reason) while queued
 
     @property
     def finished(self) -> bool:
@@ -191,3 +194,20 @@ def _bytes(size: str) -> int:
         return int(float(size[:-1]) * units[size[-1]]) if size[-1:] in units else int(size)
     except ValueError:
         return 0
+
+
+def queue_states(lines: list[str], only: str | None = None) -> dict[int | str, JobState]:
+    """``squeue -o %i|%T|%N|%r`` lines as states (of job ``only``, if given); a heterogeneous
+    job's components (``<id>+K``) as one state with each component's reason."""
+    out: dict[int | str, JobState] = {}
+    for line in lines:
+        parts = line.strip().split("|")
+        head, _, comp = parts[0].partition("+")
+        if len(parts) != 4 or not is_slurm_job_id(head) or (only is not None and head != only):
+            continue
+        key = as_slurm_id(head)
+        seen = out.get(key) or JobState(key, parts[1], parts[2], None, parts[3])
+        if comp.isdigit():
+            seen = replace(seen, components=tuple(sorted({*seen.components, (int(comp), parts[3])})))
+        out[key] = seen
+    return out

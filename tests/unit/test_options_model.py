@@ -71,7 +71,7 @@ def test_a_time_of_zero_or_unlimited_asks_for_no_limit_and_keeps_the_default_war
     default warning then comes 120 s before whatever limit applies, and nothing blames --signal."""
     opts = resolve_options(parse_spec(SPEC), None, user="u", time=no_limit)
     assert (opts.time, opts.signal) == (no_limit, DEFAULT_SIGNAL)
-    from slurm_rl.login.jobs import human_time_limit
+    from slurm_rl.core.fields import human_time_limit
 
     assert human_time_limit(no_limit) == human_time_limit(None) == "the partition's limit"
     assert human_time_limit("0:30") == "1 min: SLURM rounds --time 0:30 up to whole minutes"

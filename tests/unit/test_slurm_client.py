@@ -329,3 +329,18 @@ def test_an_unreadable_json_answer_falls_back_to_text() -> None:
     )
     assert SlurmClient(runner).accounting_table([47741002]) == {47741002: JobState(47741002, "COMPLETED", "node1", 0)}
     assert [c[1] for c in runner.calls] == ["--json", "-n"]
+
+
+def test_a_pending_heterogeneous_job_says_each_components_reason_and_status_names_the_parts() -> None:
+    from slurm_rl.core.parts import Part
+    from slurm_rl.login.waiting import waits_for
+
+    out = "47973484+1|PENDING||Priority\n47973484+0|PENDING||Resources\n47973485|PENDING||QOSMaxJobsPerUserLimit\n"
+    client = SlurmClient(FakeRunner({"squeue": Completed(0, out, "")}))
+    state = client.job_state(47973484)
+    assert (state.state, state.components) == ("PENDING", ((0, "Resources"), (1, "Priority")))
+    assert client.my_queue()[47973484].components == state.components
+    parts = {"trainer": Part(nodes=1), "judge": Part(nodes=1, service="serve {port}")}
+    assert waits_for(state, parts) == "trainer: free nodes (Resources); judge: jobs ahead of it in the queue (Priority)"
+    assert waits_for(client.my_queue()[47973485], {}) == "a limit of its QOS or account (QOSMaxJobsPerUserLimit)"
+    assert waits_for(JobState(7, "RUNNING"), parts) == ""
