@@ -30,6 +30,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -66,6 +67,7 @@ class Plan:
     fault: str  # "none" or one of FAULTS
     delay_s: float  # when a bring-up fault lands after submission
     gpus: bool = False  # one GPU per node (the GPU lab's spec)
+    parts: bool = False  # a job of parts: its Ray nodes on labgpu, a required service on labcpu
 
     @property
     def container(self) -> bool:
@@ -73,6 +75,7 @@ class Plan:
 
     def describe(self, seed: int) -> str:
         kind = (self.runtime if self.container else "bare") + (", 1 GPU per node" if self.gpus else "")
+        kind += ", parts: Ray + a required service" if self.parts else ""
         return f"seed {seed} job #{self.index} ({self.nodes} node(s), {kind}, fault {self.fault})"
 
 
@@ -85,11 +88,17 @@ class Outcome:
 
 
 def plans(
-    seed: int, jobs: int, runtimes: tuple[str, ...] = (), faults: tuple[str, ...] = FAULTS, gpus: bool = False
+    seed: int,
+    jobs: int,
+    runtimes: tuple[str, ...] = (),
+    faults: tuple[str, ...] = FAULTS,
+    gpus: bool = False,
+    parts: bool = False,
 ) -> list[Plan]:
     """The seed's jobs; about 3 in 10 in a container of one of ``runtimes`` (those the lab has),
-    with ``gpus`` about 1 in 4 bare ones on GPUs (drawn apart: a seed's other draws stay)."""
-    rng, gpu_rng = random.Random(seed), random.Random(f"{seed}-gpus")
+    with ``gpus`` about 1 in 4 bare ones on GPUs, with ``parts`` about 3 in 10 a job of parts
+    (each drawn apart: a seed's other draws stay)."""
+    rng, gpu_rng, parts_rng = random.Random(seed), random.Random(f"{seed}-gpus"), random.Random(f"{seed}-parts")
     out = []
     for i in range(jobs):
         fault = rng.choice(faults) if rng.random() < 1 / 3 else "none"
@@ -97,8 +106,27 @@ def plans(
         runtime = rng.choice(runtimes) if boxed and runtimes else "none"
         # a GPU job: bare, not preempted (labspot is not the GPU spec's partition)
         on_gpus = gpus and gpu_rng.random() < 0.25 and runtime == "none" and fault != "preempt"
-        out.append(Plan(i, nodes, runtime, fault, delay, on_gpus))
+        # a job of parts: its own partitions (no preemption's labspot, no OOM's --mem)
+        in_parts = parts and parts_rng.random() < 0.3 and not on_gpus and fault not in PARTS_SKIP
+        out.append(Plan(i, min(nodes, 2) if in_parts else nodes, runtime, fault, delay, on_gpus, in_parts))
     return out
+
+
+PARTS_SKIP = ("preempt", "oom", "held_port")
+PARTS_FILE = (
+    "ray: {{nodes: {nodes}, partition: labgpu}}\n"
+    "svc: {{nodes: 1, partition: labcpu, service: 'python3 -m http.server --bind 0.0.0.0 {{port}}', "
+    "ready: 'http:/', required: true}}\n"
+)
+
+
+def shape_flags(plan: Plan, seed: int) -> list[str]:
+    """How many nodes the job asks for: --nodes, or a parts file (Ray nodes and a service's)."""
+    if not plan.parts:
+        return ["--nodes", str(plan.nodes)]
+    path = Path(tempfile.gettempdir()) / f"soak-{seed}-{plan.index}-parts.yaml"
+    path.write_text(PARTS_FILE.format(nodes=plan.nodes))
+    return ["--parts", str(path)]
 
 
 def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailures) -> Outcome:
@@ -106,7 +134,7 @@ def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailure
     say = out.violations.append
     spec = specs["gpu" if plan.gpus else plan.runtime]
     argv = ["submit", str(spec), str(JOB), *submit_flags(plan.fault), *(["--gpus-per-node", "1"] if plan.gpus else [])]
-    argv += ["--nodes", str(plan.nodes), "--cpus-per-node", "1", "--json", "--name", f"soak{seed}"]
+    argv += [*shape_flags(plan, seed), "--cpus-per-node", "1", "--json", "--name", f"soak{seed}"]
     argv += ["--", hold_s(plan.fault), *driver_args(plan.fault)]
     since = time.time()
     res = cli(*argv)
@@ -171,6 +199,7 @@ def soak(
     spec_apptainer: Path | None = None,
     faults: tuple[str, ...] = FAULTS,
     spec_gpu: Path | None = None,
+    parts: bool = False,
 ) -> tuple[list[Outcome], list[str]]:
     """Run the seed's plan; returns every job's outcome and the soak-wide violations."""
     failures = NodeFailures()
@@ -186,7 +215,7 @@ def soak(
         w.start()
     try:
         with ThreadPoolExecutor(concurrency) as pool:
-            todo = plans(seed, jobs, runtimes, faults, gpus=spec_gpu is not None)
+            todo = plans(seed, jobs, runtimes, faults, gpus=spec_gpu is not None, parts=parts)
             outcomes = list(pool.map(lambda p: run_one(p, seed, specs, failures), todo))
     finally:
         stop.set()
@@ -229,13 +258,15 @@ def main() -> None:
         "--all-faults", action="store_true", help="also time limits, node failures, preemptions, held ports (slow)"
     )
     ap.add_argument("--oom", action="store_true", help="also OOM kills (the cgroup lab: `up --cgroup`)")
+    ap.add_argument("--parts", action="store_true", help="also jobs of parts (a GPU lab: labgpu and labcpu)")
     args = ap.parse_args()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     faults = (*FAULTS, *LONG_FAULTS) if args.all_faults else FAULTS
     faults = (*faults, "oom") if args.oom else faults
     outcomes, problems = soak(
-        args.seed, args.jobs, args.concurrency, args.spec, args.pyxis_spec, args.apptainer_spec, faults, args.gpu_spec
-    )
+        args.seed, args.jobs, args.concurrency, args.spec, args.pyxis_spec, args.apptainer_spec, faults, args.gpu_spec,
+        args.parts,
+    )  # fmt: skip
     for o in outcomes:
         mark = "ok" if not o.violations else "VIOLATION"
         print(f"{mark}: {o.plan.describe(args.seed)}: job {o.job_id or '-'} {o.state}")
