@@ -81,6 +81,11 @@ class JobManifest(JobOptions):
         return str(job_dir / "code" / rel)
 
     @property
+    def own_image_parts(self) -> list[str]:
+        """The service parts and sidecars whose instances run in an image other than the job's."""
+        return [name for name, part in self.parts.items() if part.image and part.image != self.container.image]
+
+    @property
     def has_services(self) -> bool:
         return any(part.is_service for part in self.parts.values())
 

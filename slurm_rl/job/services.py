@@ -82,7 +82,7 @@ class ServiceRunner:
         self.instances = [Instance(i, free_port(), shares[i]) for i in range(count)]
         self.workdir = ctx.manifest.service_code_dir(ctx.paths.job_dir)  # the job's copy of the experiment's dir
         self.isolated = self.part.is_isolated(ctx.manifest.container.image)
-        self.remote = bool(self.part.image) and self.part.image != ctx.manifest.container.image
+        self.remote = name in ctx.manifest.own_image_parts
 
     def additions(self, inst: Instance) -> dict[str, str]:
         """What the instance's environment has beyond the task's (or, remote, the step's)."""

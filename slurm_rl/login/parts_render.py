@@ -10,11 +10,9 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from ..core.manifest import Container
-from ..core.options import JobOptions
 from ..core.parts import Part, component_parts
 from ..core.paths import JobPaths
-from ..runtimes import runtime_of
+from .plan import JobPlan
 
 SUPERVISOR = JobPaths(Path("/J")).service_supervisor.relative_to("/J")
 
@@ -24,26 +22,18 @@ def part_nodes(parts: dict[str, Part]) -> list[int]:
     return [parts[name].nodes for name in component_parts(parts)]
 
 
-def own_image_parts(parts: dict[str, Part], job_image: str | None) -> list[str]:
-    """The service parts and sidecars whose instances run in an image other than the job's."""
-    return [name for name, part in parts.items() if part.image and part.image != job_image]
-
-
-def image_steps(
-    opts: JobOptions, job_container: Container, workdir: str, words: Callable[[list[str]], list[str]]
-) -> list[dict]:
+def image_steps(plan: JobPlan, workdir: str, words: Callable[[list[str]], list[str]]) -> list[dict]:
     """``[{group, nodes, flags, command}]``: per part with an image of its own, the step that
     runs its supervisor (``srun --overlap --het-group=GROUP``) in that image, by the job's
     container runtime; ``words`` shell-quotes argv items as the rest of the script does."""
+    opts = plan.opts
     order = component_parts(opts.parts)
-    runtime = runtime_of(job_container.runtime)
     out = []
-    for name in own_image_parts(opts.parts, job_container.image):
+    for name, own in plan.part_containers.items():
         part = opts.parts[name]
         host = part.sidecar_of or name
         count = 1 if part.sidecar_of else part.replicas_per_node
-        own = job_container.model_copy(update={"image": part.image, "gpus": part.gpus_per_node > 0, "cache_mb": 0})
-        flags, prefix = runtime.launch(own, workdir)
+        flags, prefix = plan.runtime.launch(own, workdir)
         gpus = [f"--gpus-per-node={part.gpus_per_node}"] if part.gpus_per_node and not part.sidecar_of else []
         supervisor = f'bash "$SLURM_RL_JOB_DIR"/{SUPERVISOR} {shlex.quote(name)} {count}'
         out.append(

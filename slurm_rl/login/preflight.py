@@ -25,15 +25,15 @@ from ..core.fields import time_minutes
 from ..core.options import JobOptions
 from ..runtimes import runtime_of
 from ..slurm import SlurmClient
-from .render import container_for
+from .plan import JobPlan, plan_job
 
 # Filesystems that every node mounts alike at a site (whatever the fileroot is).
 NETWORK_FS = {"nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "ceph", "fuse.sshfs", "wekafs", "9p"}
 
 
-def preflight(spec: ClusterSpec, opts: JobOptions, client: SlurmClient) -> None:
-    """Every check below, cheapest first."""
-    check_node_paths(spec, opts)
+def preflight(spec: ClusterSpec, opts: JobOptions, client: SlurmClient, plan: JobPlan | None = None) -> None:
+    """Every check below, cheapest first (``plan``: the submission's, else made here)."""
+    check_node_paths(spec, opts, plan)
     check_slurm_version(opts, client)
     if opts.parts:  # each part its partition, its size, its image
         from .parts_preflight import check_part_images, check_parts_fit
@@ -45,12 +45,6 @@ def preflight(spec: ClusterSpec, opts: JobOptions, client: SlurmClient) -> None:
         check_node_capacity(opts, client)
         check_time_limit(opts, client)
     check_qos(opts, client)
-
-
-def site_runtime(spec: ClusterSpec, client: SlurmClient) -> ClusterSpec:
-    """The spec as this site allows it for its container runtime (Pyxis' container_scope=job
-    turns the image cache off); said once, on stderr, where it changed."""
-    return runtime_of(spec.container_runtime).preflight(spec, client)
 
 
 # ---- SLURM's limits ------------------------------------------------------------------------------
@@ -197,10 +191,10 @@ def seen_alike(path: Path, spec: ClusterSpec) -> bool:
     return _fstype(here) in NETWORK_FS
 
 
-def check_node_paths(spec: ClusterSpec, opts: JobOptions) -> None:
+def check_node_paths(spec: ClusterSpec, opts: JobOptions, plan: JobPlan | None = None) -> None:
     """Refuse a path that every node needs and that does not exist where the login node can
     tell: the job would fail on every node after the queue wait."""
-    container = container_for(spec, opts)
+    container = (plan or plan_job(spec, opts)).container
     bare = not runtime_of(container.runtime).contained
     if bare and os.path.isabs(opts.python):
         python = Path(opts.python)

@@ -18,9 +18,9 @@ from ..core.exits import REQUESTED_REQUEUE_LIMIT
 from ..core.manifest import JOB_ID_PLACEHOLDER, Container, JobManifest
 from ..core.options import JobOptions
 from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, image_cache_dir, warned_marker_name
-from ..runtimes import runtime_of
 from .directives import member_directives, sbatch_directives
 from .parts_render import image_steps, part_nodes
+from .plan import JobPlan, plan_job
 from .snapshot import repository_root
 
 TEMPLATE_NAME = "sbatch.sh.j2"
@@ -57,31 +57,6 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def container_mounts(spec: ClusterSpec) -> tuple[str, ...]:
-    """The spec's mounts, then the fileroot (job dirs) and the node-local dir (Ray's temp dir:
-    enroot's /tmp is a tmpfs in RAM), each at the same path, unless a spec mount provides it."""
-    mounts = list(spec.mounts)
-    targets = {m.split(":")[1] for m in mounts}
-    for path in (spec.fileroot, spec.node_local_dir):
-        if path not in targets:
-            mounts.append(f"{path}:{path}")
-            targets.add(path)
-    return tuple(mounts)
-
-
-def container_for(spec: ClusterSpec, opts: JobOptions) -> Container:
-    image = opts.container_image or (spec.gpu_image if opts.gpus_per_node > 0 else spec.cpu_image)
-    runtime = runtime_of(spec.container_runtime)
-    return Container(
-        runtime=runtime.name,
-        image=image,
-        workdir=opts.workdir,
-        gpus=opts.gpus_per_node > 0,
-        mounts=container_mounts(spec) if runtime.contained else (),
-        cache_mb=runtime.cache_mb(spec, image or ""),
-    )
-
-
 _SAFE = re.compile(r"[\w@%+=:,./-]*")
 
 
@@ -106,7 +81,7 @@ def shell_words(argv: list[str], key: str = JOB_KEY) -> list[str]:
     return out
 
 
-def _manifest(spec: ClusterSpec, opts: JobOptions, setup_first_line: int) -> JobManifest:
+def _manifest(spec: ClusterSpec, opts: JobOptions, setup_first_line: int, container: Container) -> JobManifest:
     return JobManifest(
         **opts.model_dump(),
         slurm_rl_version=__version__,
@@ -116,7 +91,7 @@ def _manifest(spec: ClusterSpec, opts: JobOptions, setup_first_line: int) -> Job
         node_type_from_node_name=dict(spec.node_type_from_node_name),
         gpu_type_from_node_name=dict(spec.gpu_type_from_node_name),
         setup_first_line=setup_first_line,
-        container=container_for(spec, opts),
+        container=container,
         node_local_dir=spec.node_local_dir,
         network_interface=spec.network_interface or "",
         snapshot_root=str(repository_root(Path(opts.experiment))) if opts.snapshot and opts.experiment else "",
@@ -145,11 +120,13 @@ def finalize_files() -> dict[str, str]:
     return {name: shlex.quote(str(p.relative_to(paths.job_dir))) for name, p in files.items()}
 
 
-def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
-    """The sbatch script and the manifest of a job. Pure: no I/O besides reading templates."""
+def render_job(spec: ClusterSpec, opts: JobOptions, plan: JobPlan | None = None) -> RenderedJob:
+    """The sbatch script and the manifest of a job (``plan``: the submission's, else made here).
+    Pure: no I/O besides reading templates."""
     name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir
-    container = container_for(spec, opts)
-    runtime = runtime_of(container.runtime)
+    plan = plan or plan_job(spec, opts)
+    container = plan.container
+    runtime = plan.runtime
     workdir = container.workdir or f"{name_dir}/{JOB_ID_PLACEHOLDER}"
     runtime_flags, prefix = runtime.launch(container, workdir)
     srun_flags = [*runtime_flags, *opts.srun_args]
@@ -177,7 +154,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
         srun_flags=[*shell_words(srun_flags, key), *image_flags],
         step_flags=step_flags,
         step_once_flags=step_once,
-        image_steps=image_steps(opts, container, workdir, lambda argv: shell_words(argv, key)),
+        image_steps=image_steps(plan, workdir, lambda argv: shell_words(argv, key)),
         step_components=step_components,
         runtime_prepare=runtime.prepare_template(container),
         image=shlex.quote(container.image or ""),
@@ -221,7 +198,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions) -> RenderedJob:
                 "launch": " ".join([*shell_words(prefix, MEMBER_KEY), 'bash -c "$SLURM_RL_NODE_SCRIPT"']),
             }
         )
-    return RenderedJob(script, _manifest(spec, opts, setup_first_line), member)
+    return RenderedJob(script, _manifest(spec, opts, setup_first_line, container), member)
 
 
 def render_sbatch(spec: ClusterSpec, opts: JobOptions) -> str:

@@ -21,7 +21,7 @@ from ..core.options import JobOptions
 from ..core.parts import load_parts, ray_node_count, with_job_defaults
 from ..runtimes import RUNTIMES, runtime_of
 from .flags import flag_of, spec_fields
-from .render import container_mounts
+from .plan import container_mounts
 
 __all__ = ["JobOptions", "resolve_options"]
 

@@ -24,8 +24,8 @@ from ..core.paths import JobPaths
 from ..runtimes import runtime_of
 from ..slurm import SlurmClient
 from . import index
-from .parts_render import own_image_parts
-from .preflight import preflight, site_runtime
+from .plan import plan_job
+from .preflight import preflight
 from .render import RenderedJob, render_job
 from .snapshot import SNAPSHOT_DIR, copy_files, copy_snapshot, directory_files
 
@@ -75,7 +75,7 @@ def stage_job_dir(
     elif job.manifest.has_services and job.manifest.experiment_src_dir:  # the services' code, from a laptop too
         src = Path(job.manifest.experiment_src_dir)
         copy_files(src, directory_files(src, "--parts"), stage.job_dir / SNAPSHOT_DIR)
-    if own_image_parts(job.manifest.parts, job.manifest.container.image):  # their supervisor, run in their image
+    if job.manifest.own_image_parts:  # their instances' supervisor, run in their images
         stage.services.mkdir()
         write_atomic(stage.service_supervisor, (resources.files("slurm_rl.job") / "service_supervise.sh").read_text())
     runtime_of(job.manifest.container.runtime).stage(job.manifest.container, stage)
@@ -117,9 +117,11 @@ def submit(
             f"spec {spec.cluster_name!r} has cluster_type {spec.cluster_type!r}: run it with "
             f"`slurm-rl run --spec SPEC EXPERIMENT`, or submit with a SLURM spec"
         )
-    preflight(spec, opts, client)
-    spec = site_runtime(spec, client)
-    job = render_job(spec, opts)
+    plan = plan_job(spec, opts)  # the submission resolved once: preflight and render read it
+    preflight(spec, opts, client, plan)
+    plan = plan.at_site(client)
+    spec = plan.spec
+    job = render_job(spec, opts, plan)
     name_dir = make_name_dir(spec, opts)
     stage = JobPaths(name_dir / f".stage-{uuid.uuid4().hex[:12]}")
     try:

@@ -27,7 +27,8 @@ from ..core.job_ids import array_task_id
 from ..core.paths import JobPaths
 from ..slurm import SlurmClient
 from . import index
-from .preflight import preflight, site_runtime
+from .plan import plan_job
+from .preflight import preflight
 from .render import RenderedJob, render_job
 from .resolve import JobOptions, changed
 from .snapshot import SNAPSHOT_DIR, copy_snapshot
@@ -189,8 +190,9 @@ def submit_sweep(
     if not points:
         raise UsageError("sweep: no tasks (the grid is empty)")
     opts = changed(opts, array=array_spec(len(points), max_concurrent))
-    preflight(spec, opts, client)
-    spec = site_runtime(spec, client)
+    plan = plan_job(spec, opts)
+    preflight(spec, opts, client, plan)
+    spec = plan.at_site(client).spec
     task_opts = [task_options(opts, point) for point in points]
     jobs = render_tasks(spec, task_opts, points)
     name_dir = make_name_dir(spec, opts)

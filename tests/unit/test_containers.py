@@ -11,7 +11,7 @@ from slurm_rl.config.spec import parse_spec
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.manifest import Container
 from slurm_rl.job.ray_start import OBJECT_STORE_MIN, object_store_size
-from slurm_rl.login.render import container_mounts
+from slurm_rl.login.plan import container_mounts
 from slurm_rl.login.resolve import container_workdir
 from slurm_rl.runtimes import runtime_of
 from slurm_rl.slurm import SlurmClient

@@ -253,3 +253,25 @@ def test_status_says_each_part_on_a_line_of_its_own() -> None:
         "service judge: degraded, 1/2 ready, 3 restart(s), http://n2:4000, on n1",
         "service box: starting, 0/1 ready, on no node yet",
     ]
+
+
+def test_a_submission_is_resolved_once_into_a_plan_that_render_reads(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import dataclasses
+
+    import slurm_rl.login.plan as plan_module
+    from slurm_rl.login.render import render_job
+
+    spec = load_spec_file(REPO / "cluster_specs" / "example-apptainer.json")
+    opts = _opts(tmp_path, spec, JUDGE_IMAGE)
+    made = []
+    real = plan_module.container_for
+    monkeypatch.setattr(plan_module, "container_for", lambda s, o: made.append(1) or real(s, o))
+    plan = plan_module.plan_job(spec, opts)
+    assert plan.container.image == "/scratch/images/rl-gpu.sif" and list(plan.part_containers) == ["judge"]
+    judge = plan.part_containers["judge"]
+    assert (judge.image, judge.cache_mb, judge.runtime) == ("/scratch/images/judge.sif", 0, "apptainer")
+    moved = dataclasses.replace(plan, container=plan.container.model_copy(update={"image": "/elsewhere/rl.sif"}))
+    job = render_job(spec, opts, moved)
+    assert made == [1]  # the job's container worked out once, by the plan: render read it
+    assert "/elsewhere/rl.sif" in job.script and "rl-gpu.sif" not in job.script
+    assert job.manifest.container.image == "/elsewhere/rl.sif"

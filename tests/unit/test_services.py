@@ -44,7 +44,8 @@ def fake_ctx(tmp_path: Path, parts: dict[str, Part]):  # type: ignore[no-untyped
     events: list[dict] = []
     manifest = SimpleNamespace(parts=parts, workdir=str(tmp_path), container=SimpleNamespace(image=None),
                                service_code_dir=lambda _job_dir: str(tmp_path), ready_timeout_s=30.0,
-                               node_local_dir=str(tmp_path / "nodelocal"))  # fmt: skip
+                               node_local_dir=str(tmp_path / "nodelocal"),
+                               own_image_parts=[n for n, p in parts.items() if p.image])  # fmt: skip
     return SimpleNamespace(
         manifest=manifest, paths=JobPaths(tmp_path / "123"), node="n1", ip="127.0.0.1", attempt=0,
         stop_requested=threading.Event(), events=events, say=lambda _msg: None,

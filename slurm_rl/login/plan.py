@@ -1,0 +1,73 @@
+"""A submission resolved once, into what render, preflight and submit read: the spec and the
+options, the job's container (its runtime, image, mounts and image cache), and each part's with
+an image of its own; each container is what its runtime (slurm_rl/runtimes) is asked about.
+Made once per submission, again only where the site changes the spec (``at_site``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..config.spec import ClusterSpec
+from ..core.manifest import Container
+from ..core.options import JobOptions
+from ..runtimes import runtime_of
+from ..runtimes.base import Runtime
+from ..slurm import SlurmClient
+
+
+def container_mounts(spec: ClusterSpec) -> tuple[str, ...]:
+    """The spec's mounts, then the fileroot (job dirs) and the node-local dir (Ray's temp dir:
+    enroot's /tmp is a tmpfs in RAM), each at the same path, unless a spec mount provides it."""
+    mounts = list(spec.mounts)
+    targets = {m.split(":")[1] for m in mounts}
+    for path in (spec.fileroot, spec.node_local_dir):
+        if path not in targets:
+            mounts.append(f"{path}:{path}")
+            targets.add(path)
+    return tuple(mounts)
+
+
+def container_for(spec: ClusterSpec, opts: JobOptions) -> Container:
+    image = opts.container_image or (spec.gpu_image if opts.gpus_per_node > 0 else spec.cpu_image)
+    runtime = runtime_of(spec.container_runtime)
+    return Container(
+        runtime=runtime.name,
+        image=image,
+        workdir=opts.workdir,
+        gpus=opts.gpus_per_node > 0,
+        mounts=container_mounts(spec) if runtime.contained else (),
+        cache_mb=runtime.cache_mb(spec, image or ""),
+    )
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    spec: ClusterSpec
+    opts: JobOptions
+    container: Container  # the job's: every node's task runs in it
+    part_containers: dict[str, Container] = field(default_factory=dict)  # parts with images of their own
+
+    @property
+    def runtime(self) -> Runtime:
+        return runtime_of(self.container.runtime)
+
+    def at_site(self, client: SlurmClient) -> JobPlan:
+        """The plan as this site allows it (``site_runtime``); itself where nothing changed."""
+        spec = site_runtime(self.spec, client)
+        return self if spec is self.spec else plan_job(spec, self.opts)
+
+
+def site_runtime(spec: ClusterSpec, client: SlurmClient) -> ClusterSpec:
+    """The spec as this site allows it for its container runtime (Pyxis' container_scope=job
+    turns the image cache off); said once, on stderr, where it changed."""
+    return runtime_of(spec.container_runtime).preflight(spec, client)
+
+
+def plan_job(spec: ClusterSpec, opts: JobOptions) -> JobPlan:
+    container = container_for(spec, opts)
+    own = {
+        name: container.model_copy(update={"image": part.image, "gpus": part.gpus_per_node > 0, "cache_mb": 0})
+        for name, part in opts.parts.items()
+        if part.image and part.image != container.image
+    }
+    return JobPlan(spec, opts, container, own)
