@@ -61,9 +61,10 @@ def plan_attach(
         return client_plan(job_id, paths, cluster, command)
     env = ray_env(cluster["address"], paths)
     node = node or cluster["head_node"]
-    if node not in cluster.get("nodes", [node]):
-        raise UsageError(f"job {job_id} has no node {node!r}; its nodes: {', '.join(cluster['nodes'])}")
     manifest = load_manifest(paths.manifest)
+    nodes = [*cluster.get("nodes", [node]), *part_nodes(paths, manifest)]  # a service part's nodes run no Ray
+    if node not in nodes:
+        raise UsageError(f"job {job_id} has no node {node!r}; its nodes: {', '.join(nodes)}")
     shell = not command  # an interactive shell, with a terminal
     # the job's own environment around the command, as its driver has it: the spec's env and
     # setup lines, and the interpreter's directory first on PATH (an image's `ray`, `python`)
@@ -76,7 +77,8 @@ def plan_attach(
         )
     except UsageError as exc:
         raise UsageError(f"job {job_id} on {node}: {exc}") from None
-    argv = SlurmClient.attach_argv(client.numeric_job_id(job_id), node, command, pty=shell)
+    numeric = client.numeric_job_id(job_id)
+    argv = SlurmClient.attach_argv(numeric, node, command, pty=shell, het_group=client.het_groups(numeric).get(node))
     note = ""
     if shell:  # a shell: say what it is attached to, and the NeMo Gym override
         note = (
@@ -84,6 +86,15 @@ def plan_attach(
             f"ng_run ... +ray_head_node_address={cluster['address']} (or +config_paths=[{paths.gym_env}])"
         )
     return AttachPlan(argv=argv, env=env, note=note)
+
+
+def part_nodes(paths: JobPaths, manifest: JobManifest) -> list[str]:
+    """The nodes of a job of parts' service parts (none for any other job)."""
+    if not manifest.parts:
+        return []
+    from ..core.service_states import status_fields
+
+    return [n for p in status_fields(paths.job_dir, manifest.parts, "")["parts"].values() for n in p["nodes"]]
 
 
 def job_prelude(paths: JobPaths, manifest: JobManifest) -> str:

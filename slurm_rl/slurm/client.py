@@ -16,6 +16,7 @@ from .records import (
     JobState,
     PartitionInfo,
     QosLimits,
+    component_of_nodes,
     parse_sacct_json,
     parse_sacct_record,
     parse_sinfo_nodes,
@@ -148,17 +149,27 @@ class SlurmClient:
             out.setdefault(key, JobState(key, parts[1].split()[0], parts[2], int(code) if code.isdigit() else None))
         return out
 
+    def het_groups(self, job_id: int | str) -> dict[str, int]:
+        """A running heterogeneous job's nodes, each with its component ({} for any other job):
+        an ``srun --jobid`` into such a job starts nothing without ``--het-group`` (SLURM: "No
+        directives to start application on any available hetjob components")."""
+        res = self.run(["squeue", "-h", "-j", str(job_id), "-o", "%i|%N"], check=False)
+        return component_of_nodes(res.stdout.splitlines())
+
     @staticmethod
     def attach_argv(
         job_id: int,
         node: str,
         command: list[str] | None = None,
         pty: bool | None = None,
+        het_group: int | None = None,
     ) -> list[str]:
         """argv for a shell (or ``command``, which a container runtime may have wrapped to run
-        inside the job's container) inside a running job, on ``node``. ``pty``: a terminal for
-        it (default: when there is no command, a login shell)."""
-        base = ["srun", "--overlap", f"--jobid={job_id}", f"--nodelist={node}", "--nodes=1", "--ntasks=1"]
+        inside the job's container) inside a running job, on ``node`` (in heterogeneous
+        component ``het_group``). ``pty``: a terminal for it (default: when there is no command,
+        a login shell)."""
+        group = [] if het_group is None else [f"--het-group={het_group}"]
+        base = ["srun", "--overlap", f"--jobid={job_id}", *group, f"--nodelist={node}", "--nodes=1", "--ntasks=1"]
         run = command or ["bash", "-l"]
         return [*base, "--pty", *run] if (pty if pty is not None else not command) else [*base, *run]
 
@@ -243,8 +254,26 @@ class SlurmClient:
         timeout_s: float = 60.0,
         srun_flags: Sequence[str] = (),
     ) -> Completed:
-        """Run argv once on each node: inside job ``job_id`` (srun --overlap) while its
-        allocation lives, else as a short step of its own on exactly those nodes."""
+        """Run argv once on each node: inside job ``job_id`` (srun --overlap; a heterogeneous
+        job's, one srun per component) while its allocation lives, else as a short step of its
+        own on exactly those nodes."""
+        groups = self.het_groups(job_id) if job_id is not None else {}
+        if groups:
+            done = [
+                self._srun_on_nodes(job_id, mine, argv, timeout_s, [*srun_flags, f"--het-group={k}"])
+                for k in sorted(set(groups.values()))
+                if (mine := [n for n in nodes if groups.get(n) == k])
+            ]
+            return Completed(
+                max((c.returncode for c in done), default=0),
+                "".join(c.stdout for c in done),
+                "".join(c.stderr for c in done),
+            )
+        return self._srun_on_nodes(job_id, nodes, argv, timeout_s, srun_flags)
+
+    def _srun_on_nodes(
+        self, job_id: int | None, nodes: list[str], argv: list[str], timeout_s: float, srun_flags: Sequence[str]
+    ) -> Completed:
         common = [
             f"--nodelist={','.join(nodes)}",
             f"--nodes={len(nodes)}",

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, replace
 
 from ..core.job_ids import as_slurm_id, is_slurm_job_id
+from ..core.nodelist import expand_hostlist
 
 # Job states in which the job will not run again.
 FINISHED_STATES = {
@@ -210,4 +211,15 @@ def queue_states(lines: list[str], only: str | None = None) -> dict[int | str, J
         if comp.isdigit():
             seen = replace(seen, components=tuple(sorted({*seen.components, (int(comp), parts[3])})))
         out[key] = seen
+    return out
+
+
+def component_of_nodes(lines: list[str]) -> dict[str, int]:
+    """``squeue -o %i|%N`` lines of a heterogeneous job (``<id>+K|nodes``): node -> K."""
+    out: dict[str, int] = {}
+    for line in lines:
+        jid, _, nodelist = line.strip().partition("|")
+        comp = jid.partition("+")[2]
+        for node in expand_hostlist(nodelist) if comp.isdigit() and nodelist else []:
+            out.setdefault(node, int(comp))
     return out

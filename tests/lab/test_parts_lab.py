@@ -60,6 +60,10 @@ def test_trainer_rollout_judges_and_sandboxes_in_one_job_in_containers(pyxis_lab
         jid = job["job_id"]
         assert f"job {jid}: part trainer: " in table and f"job {jid}: part rollout: " in table, table
         assert f"job {jid}: service judge: ready, 2/2 ready, http://" in table and ", on node1" in table, table
+        # into each part's node, whichever heterogeneous component holds it (a service's node runs no Ray)
+        for part, where in (("judge", "node1"), ("rollout", "node")):
+            went = run_cli("attach", str(jid), "--part", part, "--", "hostname", timeout=60)
+            assert went.returncode == 0 and went.stdout.strip().startswith(where), (part, went.stdout, went.stderr)
         victim = json.loads((jd / "kill_judge_now").read_text())
         subprocess.run(
             [str(LAB), "exec", victim["node"], "--", "kill", "-9", str(victim["pid"])], check=True, timeout=30

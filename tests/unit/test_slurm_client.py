@@ -197,11 +197,12 @@ def test_job_owner(table: dict[str, Completed], owner: str | None) -> None:
 
 
 def test_run_on_nodes_inside_the_job_and_as_its_own_step() -> None:
-    runner = FakeRunner({"srun": Completed(0, "{}\n", "")})
+    runner = FakeRunner({"srun": Completed(0, "{}\n", ""), "squeue": Completed(0, "9|node[1-2]\n", "")})
     client = SlurmClient(runner)
     client.run_on_nodes(9, ["node1", "node2"], ["py", "-m", "x"], srun_flags=["--container-image=i"])
     client.run_on_nodes(None, ["node1"], ["py"])
-    inside, own = runner.calls
+    asked, inside, own = runner.calls
+    assert asked[:4] == ["squeue", "-h", "-j", "9"]  # a plain job: one srun
     assert inside[:3] == ["srun", "--overlap", "--jobid=9"] and "--nodelist=node1,node2" in inside
     assert inside[-4:] == ["--container-image=i", "py", "-m", "x"]
     assert own[:2] == ["srun", "--oversubscribe"] and "--jobid=9" not in own and own[-1] == "py"
@@ -344,3 +345,19 @@ def test_a_pending_heterogeneous_job_says_each_components_reason_and_status_name
     assert waits_for(state, parts) == "trainer: free nodes (Resources); judge: jobs ahead of it in the queue (Priority)"
     assert waits_for(client.my_queue()[47973485], {}) == "a limit of its QOS or account (QOSMaxJobsPerUserLimit)"
     assert waits_for(JobState(7, "RUNNING"), parts) == ""
+
+
+def test_into_a_heterogeneous_job_every_srun_names_its_component() -> None:
+    """SLURM starts nothing for an `srun --jobid` into a het job without --het-group ("No
+    directives to start application on any available hetjob components", seen on the lab when
+    a job of parts was torn down): one srun per component, each with its own nodes."""
+    runner = FakeRunner({"squeue": Completed(0, "5+1|node1\n5+0|node[2-3]\n", ""), "srun": Completed(0, "r\n", "")})
+    client = SlurmClient(runner)
+    assert client.het_groups(5) == {"node1": 1, "node2": 0, "node3": 0}
+    done = client.run_on_nodes(5, ["node3", "node1", "node2"], ["clean"])
+    sruns = [c for c in runner.calls if c[0] == "srun"]
+    said = [[f for f in c if f.startswith(("--het-group", "--nodelist"))] for c in sruns]
+    assert said == [["--nodelist=node3,node2", "--het-group=0"], ["--nodelist=node1", "--het-group=1"]], said
+    assert done.stdout == "r\nr\n" and done.returncode == 0
+    argv = SlurmClient.attach_argv(5, "node1", ["hostname"], het_group=1)
+    assert argv[:4] == ["srun", "--overlap", "--jobid=5", "--het-group=1"] and argv[-1] == "hostname"
