@@ -10,6 +10,7 @@ fault it names. ``--oom`` (the cgroup lab) adds an OOM kill inside the job's mem
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import threading
@@ -72,7 +73,7 @@ class NodeFailures:
     node failures (node, when) and preemptions (node, when the preempting job started)."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    failed: list[tuple[str, float]] = field(default_factory=list)
+    failed: list[list] = field(default_factory=list)  # [node, failed at, revived at (inf until then)]
     preempted: list[tuple[str, float]] = field(default_factory=list)  # (node, when the preemptor was submitted)
 
     def preempt(self, node: str, say) -> None:  # type: ignore[no-untyped-def]
@@ -90,13 +91,15 @@ class NodeFailures:
 
     def fail_and_revive(self, node: str, job_id: str, say) -> None:  # type: ignore[no-untyped-def]
         with self.lock:
-            self.failed.append((node, time.time()))
+            window = [node, time.time(), math.inf]
+            self.failed.append(window)
             res = subprocess.run([str(LAB), "fail", node], capture_output=True, text=True, timeout=60)
             if res.returncode != 0:
                 say(f"slurm-lab fail {node}: {res.stderr.strip()[-200:]}")
                 return
             wait_until(lambda: not in_queue(job_id), 180, 1.0)
             res = subprocess.run([str(LAB), "revive", node], capture_output=True, text=True, timeout=120)
+            window[2] = time.time()
             if res.returncode != 0:
                 say(f"slurm-lab revive {node}: {res.stderr.strip()[-200:]}")
 
@@ -110,9 +113,12 @@ class NodeFailures:
         cluster = _read(job_dir / "cluster.json")
         began, given = _slurm_job(job_dir.name)
         nodes = set(cluster.get("nodes") or [cluster.get("head_node")]) | given
-        # on the node when the fault came: SLURM had started it (a job pending meanwhile ran later)
+        # on the node while it was down: SLURM goes on giving a failed node to jobs until it
+        # notices (SlurmdTimeout), so a job started after the failure can be caught too
         began = began or until
-        failed = next((n for n, t in self.failed if n in nodes and max(since, began) <= t + 1 and t <= until), None)
+        failed = next(
+            (n for n, t, up in self.failed if n in nodes and max(since, began) <= up + 1 and t <= until), None
+        )
         if failed:
             return failed, "failure"
         # (a preempted job's end comes before the preempting job starts: judged by its submission)

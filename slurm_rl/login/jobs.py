@@ -110,10 +110,15 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         # last lines, then the epilogs): never "RUNNING" beside an exit code
         slurm_state = "COMPLETING"
     lost = v.lost if state is not None and not state.in_queue and exit_code != 0 else []
+    lost = [] if exit_reason.startswith("the job step could not start on") else lost  # srun killed the others
     if slurm_state == "TIMEOUT":  # SLURM's SIGTERM/SIGKILL at the limit is no crash, whatever killed the driver
         exit_reason = f"hit the time limit ({human_time_limit(v.manifest.time if v.manifest else None)})"
     elif slurm_state == "PREEMPTED" and exit_code == 0:  # the driver was done: SLURM took the job's last seconds
         slurm_state = "COMPLETED"
+    elif slurm_state == "NODE_FAIL" and exit_code == 0:  # the driver was done: a node failed as the job ended
+        slurm_state = "COMPLETED"
+        if "NODE_FAIL" not in exit_reason:
+            exit_reason = f"{exit_reason or 'driver exited 0'}; then a node failed as the job ended (SLURM: NODE_FAIL)"
     elif slurm_state == "PREEMPTED" and not exit_reason.startswith("preempted"):  # the cause, not the SIGTERM
         exit_reason = f"preempted by SLURM (a higher-priority job took its nodes); then: {exit_reason or 'stopped'}"
     elif lost:  # the other nodes only saw the consequence (a SIGTERM, a dead actor)

@@ -66,6 +66,22 @@ def test_a_step_that_died_before_the_driver_finished_records_sruns_code(tmp_path
     assert code == 137 and "before the driver finished" in reason and str(paths.batch_log) in reason
 
 
+def test_a_step_srun_could_not_start_on_a_node_names_that_node(tmp_path: Path) -> None:
+    """Seen in the soak: SLURM gave the job node3 as its slurmd was killed; srun's launch failed
+    there and it killed the tasks on node1 and node2, whose bootstraps then never reported."""
+    paths = JobPaths(tmp_path / "job")
+    paths.logs.mkdir(parents=True)
+    paths.batch_log.write_text(
+        "srun: error: Task launch for StepId=47973543.0 failed on node node3: Communication connection failure\n"
+        "srun: error: Application launch failed: Communication connection failure\n"
+        "srun: error: node1: task 0: Killed\n"
+    )
+    rc, _ = finalize(tmp_path, srun_rc=233)
+    code, reason = read_exit(paths)
+    assert (rc, code) == (233, 233)
+    assert reason.startswith("the job step could not start on node3 (srun: Communication connection failure)"), reason
+
+
 def test_a_failed_attempt_is_requeued_while_attempts_are_left(tmp_path: Path) -> None:
     paths = JobPaths(tmp_path / "job")
     record_exit(paths, 1, 'worker died: "node2" \\ lost')

@@ -249,6 +249,27 @@ def test_a_node_that_died_is_named_not_the_signal_the_others_got(
     assert summary.exit_reason.startswith(expected), summary.exit_reason
 
 
+def test_a_node_that_failed_after_the_driver_finished_leaves_the_job_completed(tmp_path: Path) -> None:
+    """Seen in the soak: the driver exited 0 with its answer, then a node of the job failed while
+    the batch script ended; SLURM says NODE_FAIL, the job's work was done."""
+    paths = _job(tmp_path)
+    append_event(paths.events, "node_start", node="node1", rank=0, attempt=0)
+    record_exit(paths, 0, "driver exited 0")
+    summary = summarize(paths, JobState(4242, "NODE_FAIL", "node[1-3]"))
+    assert (summary.state, summary.exit_code) == ("COMPLETED", 0)
+    assert summary.exit_reason == "driver exited 0; then a node failed as the job ended (SLURM: NODE_FAIL)"
+
+
+def test_a_step_that_could_not_start_on_one_node_names_it_not_the_nodes_srun_killed(tmp_path: Path) -> None:
+    paths = _job(tmp_path)
+    for rank, node in enumerate(("node1", "node2")):  # started; srun killed them when node3's launch failed
+        append_event(paths.events, "node_start", node=node, rank=rank, attempt=0)
+    record_exit(paths, 233, "the job step could not start on node3 (srun: Communication connection failure); ...")
+    summary = summarize(paths, JobState(4242, "FAILED"))
+    assert summary.exit_reason.startswith("the job step could not start on node3"), summary.exit_reason
+    assert "lost" not in summary.exit_reason
+
+
 def test_a_job_whose_head_died_with_everything_gets_its_exit_written_by_status(tmp_path: Path) -> None:
     """The head node failed: its batch script and bootstrap died before either could write the
     exit. The first `status` after SLURM ended the job writes it, so the job dir is complete;
