@@ -74,13 +74,14 @@ class NodeFailures:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     failed: list[list] = field(default_factory=list)  # [node, failed at, revived at (inf until then)]
-    preempted: list[tuple[str, float]] = field(default_factory=list)  # (node, when the preemptor was submitted)
+    preempted: list[list] = field(default_factory=list)  # [node, preemptor submitted at, ended at (inf till then)]
 
     def preempt(self, node: str, say) -> None:  # type: ignore[no-untyped-def]
         """A job of the higher tier that wants ``node`` whole, for two seconds."""
         with self.lock:
             argv = ["sbatch", "--parsable", "-p", "laburgent", "--exclusive", "-w", node, "-o", "/dev/null"]
-            self.preempted.append((node, time.time()))  # now: a neighbour may end before this returns
+            window = [node, time.time(), math.inf]  # now: a neighbour may end before this returns
+            self.preempted.append(window)
             res = subprocess.run([*argv, "--wrap", "sleep 2"], capture_output=True, text=True, timeout=30)
             if res.returncode != 0:
                 say(f"the preempting job was refused: {res.stderr.strip()[-200:]}")
@@ -88,6 +89,7 @@ class NodeFailures:
             urgent = res.stdout.strip().split(";")[0]
             if not wait_until(lambda: not in_queue(urgent), 120, 0.5):
                 say(f"the preempting job {urgent} never ran")
+            window[2] = time.time()  # while it pended, SLURM could start a job on the node and preempt it
 
     def fail_and_revive(self, node: str, job_id: str, say) -> None:  # type: ignore[no-untyped-def]
         with self.lock:
@@ -122,7 +124,8 @@ class NodeFailures:
         if failed:
             return failed, "failure"
         # (a preempted job's end comes before the preempting job starts: judged by its submission)
-        preempted = next((n for n, t in self.preempted if n in nodes and began <= t + 1 and t <= until + 1), None)
+        hit = [n for n, t, done in self.preempted if n in nodes and began <= done + 1 and t <= until + 1]
+        preempted = hit[0] if hit else None
         return (preempted, "preemption") if preempted else None
 
 
@@ -134,13 +137,18 @@ def _slurm_job(job_id: str) -> tuple[float | None, set[str]]:
     out = subprocess.run(
         ["sacct", "-X", "-n", "-P", "-o", "Start,NodeList", "-j", job_id], capture_output=True, text=True, timeout=30
     )
-    start, _, listed = (out.stdout.splitlines() or [""])[0].partition("|")
-    listed = listed.strip()
-    try:
-        began: float | None = time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%S"))
-    except ValueError:  # "Unknown": not started
-        began = None
-    return began, set(expand_hostlist(listed)) if listed and listed != "None" else set()
+    began: float | None = None
+    nodes: set[str] = set()
+    for line in out.stdout.splitlines():  # a heterogeneous job: a line per component, in no set order
+        start, _, listed = line.partition("|")
+        listed = listed.strip()
+        nodes |= set(expand_hostlist(listed)) if listed and listed != "None" else set()
+        try:
+            t = time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%S"))
+        except ValueError:  # "Unknown": not started
+            continue
+        began = t if began is None else min(began, t)
+    return began, nodes
 
 
 def in_queue(job_id: str) -> bool:

@@ -22,6 +22,7 @@ from .board import Board, BoardUnreachable
 from .context import NodeContext, NodeFailure
 from .members import MemberWatch
 from .service_watch import ServiceWatch
+from .warning_relay import relay_warning
 
 FILE_POLL_S = 1.0  # failed markers of nodes that could not reach the GCS: a slow fallback
 HEAD_ANNOUNCE_TIMEOUT_S = 60.0
@@ -231,6 +232,7 @@ def run_driver(ctx: NodeContext, address: str) -> int:
         )
         if ctx.stop_requested.is_set():
             ctx.driver.terminate()
+        threading.Thread(target=relay_warning, args=(ctx, ctx.driver), name="warning", daemon=True).start()
         rc = ctx.driver.wait()
     ctx.event("driver_end", exit_code=rc)
     return rc

@@ -141,3 +141,43 @@ def test_a_required_service_that_keeps_failing_fails_the_job_naming_it(lab: list
     events = [e["event"] for e in read_events(job_dir(job) / "events.jsonl")]
     assert "driver_start" not in events  # the driver waits for the required services
     assert_no_leftovers(nodes, job["job_id"], within_s=20)
+
+
+SMALL = (
+    "trainer: {nodes: 1, partition: labgpu}\n"
+    "web: {nodes: 1, partition: labcpu, service: 'python3 -m http.server --bind 0.0.0.0 {port}', ready: 'http:/'}\n"
+)
+
+
+def test_a_job_of_parts_is_requeued_whole_and_chained(lab: list[str], tmp_path: Path) -> None:
+    """--requeue and --chain with parts: each attempt, each job of the chain, is the whole
+    heterogeneous job again (its service up again before the driver)."""
+    nodes = gpu_lab(lab)
+    parts = tmp_path / "small.yaml"
+    parts.write_text(SMALL)
+    res = run_cli(
+        "submit", SPEC_GPU, str(EXPERIMENTS / "flaky.py"), "--parts", str(parts), "--requeue", "1", "--wait",
+        "--json", timeout=300,
+    )  # fmt: skip
+    flaky = json.loads(res.stdout.splitlines()[-1])
+    assert res.returncode == 0 and flaky["state"] == "COMPLETED", (res.stdout[-1500:], res.stderr[-1500:])
+    events = read_events(job_dir(flaky) / "events.jsonl")
+    ready = [e["attempt"] for e in events if e["event"] == "services_ready"]
+    assert ready == [0, 1] and any(e["event"] == "requeue" for e in events), [e["event"] for e in events]
+
+    res = run_cli(
+        "submit", SPEC_GPU, str(EXPERIMENTS / "chain_counter.py"), "--parts", str(parts), "--time", "5",
+        "--chain", "2", "--json", "--", "--steps", "40", timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    chain = json.loads(res.stdout.splitlines()[-1])
+    first, second = chain["chain"]
+    run_dir = Path(chain["run_dir"])
+    assert wait_for((run_dir / "metrics.jsonl").exists, 120)
+    subprocess.run(["scancel", "--signal=USR2", "--batch", str(first)], check=True, timeout=30)  # the limit's warning
+    assert wait_for((run_dir / "result.json").exists, 180), read_events(run_dir / "events.jsonl")
+    assert json.loads((run_dir / "result.json").read_text())["jobs"] == [str(first), str(second)]
+    for job_dir_ in chain["job_dirs"]:
+        assert any(e["event"] == "services_ready" for e in read_events(Path(job_dir_) / "events.jsonl"))
+    for job in (flaky["job_id"], first, second):
+        assert_no_leftovers(nodes, job, within_s=30)
