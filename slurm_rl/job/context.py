@@ -7,6 +7,7 @@ Kept light on imports: ray is imported only where `ray start` runs.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -142,7 +143,11 @@ class NodeContext:
         return self.paths.stop_flag_for(self.attempt)
 
     def say(self, msg: str) -> None:
-        self.log.write(f"[{time.strftime('%H:%M:%S')} {self.node} rank {self.rank}] {msg}\n")
+        line = f"[{time.strftime('%H:%M:%S')} {self.node} rank {self.rank}] {msg}\n"
+        try:
+            self.log.write(line)
+        except RuntimeError:  # a signal's line while this file was being written ("reentrant call")
+            os.write(self.log.fileno(), line.encode())  # past the buffer, which the interrupted write holds
 
     def event(self, name: str, **fields: object) -> None:
         append_event(self.paths.events, name, node=self.node, rank=self.rank, attempt=self.attempt, **fields)

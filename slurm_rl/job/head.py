@@ -232,7 +232,8 @@ def run_driver(ctx: NodeContext, address: str) -> int:
         )
         if ctx.stop_requested.is_set():
             ctx.driver.terminate()
-        threading.Thread(target=relay_warning, args=(ctx, ctx.driver), name="warning", daemon=True).start()
+        if os.environ.get("SLURM_HET_SIZE"):  # a heterogeneous job's step did not forward it (warning_relay.py)
+            threading.Thread(target=relay_warning, args=(ctx, ctx.driver), name="warning", daemon=True).start()
         rc = ctx.driver.wait()
     ctx.event("driver_end", exit_code=rc)
     return rc

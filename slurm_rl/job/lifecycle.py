@@ -64,10 +64,10 @@ class Lifecycle:
         if signum == signal.SIGCONT:
             return  # scancel sends SIGCONT before SIGTERM
         name = signal.Signals(signum).name
-        ctx.say(f"received {name}")
         if not ctx.stop_requested.is_set():
             ctx.stop_reason = f"{name} received on {ctx.node} (scancel, time limit or preemption)"
-        ctx.stop_requested.set()
+        ctx.stop_requested.set()  # first: a second signal may come while this one is being logged
+        ctx.say(f"received {name}")
         if ctx.driver is not None and ctx.driver.poll() is None:
             try:
                 ctx.driver.send_signal(signum)

@@ -364,3 +364,25 @@ def test_a_job_preempted_after_its_driver_exited_0_completed(tmp_path: Path) -> 
     paths = _job(tmp_path, exit_code=0)
     said = summarize(paths, JobState(4242, "PREEMPTED"))
     assert (said.state, said.exit_code, said.exit_reason) == ("COMPLETED", 0, "driver exited 0")
+
+
+def test_a_signal_that_comes_while_the_node_log_is_being_written_still_stops_the_node(tmp_path: Path) -> None:
+    """Seen in CI at a time limit: SLURM's second signal came while the bootstrap was logging the
+    first; Python raised "reentrant call inside BufferedWriter" in the handler, the bootstrap
+    died before its cleanup and left its temp dir. Its line now goes past the buffer."""
+    from types import SimpleNamespace
+
+    from slurm_rl.job.context import NodeContext
+
+    out = (tmp_path / "node.log").open("w")
+
+    class Busy:  # a file whose buffer an interrupted write holds
+        def write(self, _line: str) -> int:
+            raise RuntimeError("reentrant call inside <_io.BufferedWriter name='node.log'>")
+
+        def fileno(self) -> int:
+            return out.fileno()
+
+    NodeContext.say(SimpleNamespace(log=Busy(), node="node2", rank=1), "received SIGTERM")  # type: ignore[arg-type]
+    out.close()
+    assert (tmp_path / "node.log").read_text().endswith("node2 rank 1] received SIGTERM\n")
