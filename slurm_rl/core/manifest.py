@@ -83,7 +83,7 @@ class JobManifest(JobOptions):
     @property
     def own_image_parts(self) -> list[str]:
         """The service parts and sidecars whose instances run in an image other than the job's."""
-        return [name for name, part in self.parts.items() if part.image and part.image != self.container.image]
+        return [name for name, part in self.parts.items() if part.has_own_image(self.container.image)]
 
     @property
     def has_services(self) -> bool:

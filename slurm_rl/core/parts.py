@@ -71,10 +71,12 @@ class Part(BaseModel):
     def gpus_per_instance(self) -> int:
         return self.gpus_per_node // self.replicas_per_node if self.is_service else 0
 
-    def is_isolated(self, job_image: str | None) -> bool:
-        if self.isolated is not None:
-            return self.isolated
+    def has_own_image(self, job_image: str | None) -> bool:
+        """Its instances run in an image other than the job's."""
         return bool(self.image) and self.image != job_image
+
+    def is_isolated(self, job_image: str | None) -> bool:
+        return self.isolated if self.isolated is not None else self.has_own_image(job_image)
 
 
 FIXES = {

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from ..core.events import write_atomic, write_json
-from ..core.job_env import RAY_ADDRESS_ENV, RAY_SYSTEM_CONFIG, RUN_DIR_ENV
+from ..core.job_env import RAY_ADDRESS_ENV, RAY_SYSTEM_CONFIG, RUN_DIR_ENV, JobEnvironment
 from ..core.job_ids import as_slurm_id
 from ..core.paths import JobPaths
 from .board import Board, BoardUnreachable
@@ -232,7 +232,7 @@ def run_driver(ctx: NodeContext, address: str) -> int:
         )
         if ctx.stop_requested.is_set():
             ctx.driver.terminate()
-        if os.environ.get("SLURM_HET_SIZE"):  # a heterogeneous job's step did not forward it (warning_relay.py)
+        if JobEnvironment.current().component_nodes():  # a het job's step did not forward it (warning_relay.py)
             threading.Thread(target=relay_warning, args=(ctx, ctx.driver), name="warning", daemon=True).start()
         rc = ctx.driver.wait()
     ctx.event("driver_end", exit_code=rc)

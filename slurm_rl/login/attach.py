@@ -62,7 +62,7 @@ def plan_attach(
     env = ray_env(cluster["address"], paths)
     node = node or cluster["head_node"]
     manifest = load_manifest(paths.manifest)
-    nodes = [*cluster.get("nodes", [node]), *part_nodes(paths, manifest)]  # a service part's nodes run no Ray
+    nodes = [*cluster.get("nodes", [node]), *nodes_of_parts(paths, manifest)]  # a service part's nodes run no Ray
     if node not in nodes:
         raise UsageError(f"job {job_id} has no node {node!r}; its nodes: {', '.join(nodes)}")
     shell = not command  # an interactive shell, with a terminal
@@ -88,8 +88,9 @@ def plan_attach(
     return AttachPlan(argv=argv, env=env, note=note)
 
 
-def part_nodes(paths: JobPaths, manifest: JobManifest) -> list[str]:
-    """The nodes of a job of parts' service parts (none for any other job)."""
+def nodes_of_parts(paths: JobPaths, manifest: JobManifest) -> list[str]:
+    """Every node of a job of parts, its service parts' (which run no Ray) included; none for
+    any other job."""
     if not manifest.parts:
         return []
     from ..core.service_states import status_fields

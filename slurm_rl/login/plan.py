@@ -68,6 +68,6 @@ def plan_job(spec: ClusterSpec, opts: JobOptions) -> JobPlan:
     own = {
         name: container.model_copy(update={"image": part.image, "gpus": part.gpus_per_node > 0, "cache_mb": 0})
         for name, part in opts.parts.items()
-        if part.image and part.image != container.image
+        if part.has_own_image(container.image)
     }
     return JobPlan(spec, opts, container, own)
