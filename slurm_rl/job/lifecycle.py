@@ -35,6 +35,7 @@ from .parts_role import run_node_role
 from .progress_watch import OutputWatch
 from .ray_watch import RayWatch
 from .service_watch import ServiceWatch
+from .signal_inbox import SignalInbox
 from .stacks_watch import StacksWatch
 from .stall_watch import StallWatch
 from .worker import PRE_JOIN_FILE_POLL_S
@@ -58,21 +59,20 @@ class Lifecycle:
         self.failed_setup = failed_setup
         self._stop_seen_at: float | None = None
         self.failed_by = ""  # why node 0 ended the job as failed: a stall (--stall-action fail), Ray's death
+        self.signals = SignalInbox()  # node.py installs its handler
 
-    def on_signal(self, signum: int, _frame: object) -> None:
-        ctx = self.ctx
-        if signum == signal.SIGCONT:
-            return  # scancel sends SIGCONT before SIGTERM
-        name = signal.Signals(signum).name
-        if not ctx.stop_requested.is_set():
-            ctx.stop_reason = f"{name} received on {ctx.node} (scancel, time limit or preemption)"
-        ctx.stop_requested.set()  # first: a second signal may come while this one is being logged
-        ctx.say(f"received {name}")
-        if ctx.driver is not None and ctx.driver.poll() is None:
-            try:
-                ctx.driver.send_signal(signum)
-            except ProcessLookupError:
-                pass
+    def act_on_signals(self) -> None:
+        ctx = self.ctx  # what the handler noted (signal_inbox.py): the stop, its line, the driver's copy
+        for sig in self.signals.take():
+            if not ctx.stop_requested.is_set():
+                ctx.stop_reason = f"{sig.name} received on {ctx.node} (scancel, time limit or preemption)"
+            ctx.stop_requested.set()
+            ctx.say(f"received {sig.name}")
+            if ctx.driver is not None and ctx.driver.poll() is None:
+                try:
+                    ctx.driver.send_signal(sig)
+                except ProcessLookupError:
+                    pass
 
     def run_role(self) -> int:
         """Node 0: head + driver, returns the driver's exit code. Others: join, wait for stop."""
@@ -153,6 +153,7 @@ class Lifecycle:
         services = ServiceWatch(ctx) if ctx.rank == 0 else None  # a required service past its restarts
         ray = RayWatch()
         while not done.wait(POLL_S):
+            self.act_on_signals()
             note_oom()
             stacks.poll()
             if stall is not None and not ctx.stop_requested.is_set():
@@ -175,6 +176,7 @@ class Lifecycle:
                         ctx.stop_requested.set()
             if ctx.stop_requested.is_set() and not self._driver_running(DRIVER_GRACE_S):
                 break
+        self.act_on_signals()  # one that came as the role ended names the stop
         note_oom(now=True)  # a kill in the last moments (the driver may have died of it)
         if stall is not None:
             stall.flush()

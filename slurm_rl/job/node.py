@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCONT):
-        signal.signal(sig, life.on_signal)
+        signal.signal(sig, life.signals.handler)
     # The job's warning signal (--signal, USR2) reaches every process of the step. Ignoring it
     # here makes every child (Ray, the driver) inherit "ignore": only a driver that asked for
     # it with slurm_rl.on_preempt(callback) reacts.

@@ -175,6 +175,20 @@ def node_failures(events: Path, tail: int = 12) -> str:
     return "\n".join(said) or "no node failed"
 
 
+def last_words(data: dict, nodes: list[str], tail: int = 6) -> str:
+    """A job's exit reason and its nodes' last own lines (not Ray's INFO), for the message of a
+    leftover assertion: what the bootstrap did last is the clue, and CI keeps only its log."""
+    d = job_dir(data)
+    reason = (d / "exit_reason").read_text().strip() if (d / "exit_reason").exists() else "(no exit_reason)"
+    said = [f"job {data['job_id']}: {reason}"]
+    for node in nodes:
+        log = d / "logs" / f"node-{node}.log"
+        if log.exists():
+            own = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("[")]
+            said += [f"{node}: {ln}" for ln in own[-tail:]]
+    return "\n".join(said)
+
+
 def wait_gone(job_id: int, timeout_s: float = 120) -> None:
     assert wait_for(lambda: not in_queue(job_id), timeout_s), f"job {job_id} still in the queue"
 

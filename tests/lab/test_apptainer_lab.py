@@ -64,10 +64,12 @@ def leftovers(nodes: list[str], loops: bool = False) -> dict[str, list[str]]:
     return out
 
 
-def assert_nothing_left(nodes: list[str], job_id: int) -> None:
+def assert_nothing_left(nodes: list[str], job: dict) -> None:
+    job_id = job["job_id"]
     assert wait_for(lambda: not job_leftovers(nodes, job_id) and not leftovers(nodes), 20), (
         job_leftovers(nodes, job_id),
         leftovers(nodes),
+        helpers.last_words(job, nodes),
     )
 
 
@@ -113,7 +115,7 @@ def test_every_way_an_apptainer_job_ends_leaves_nothing(apptainer_lab: list[str]
         teardown_s = time.monotonic() - t0
         assert res.returncode == 0 and "cancelled" in res.stdout, res.stdout + res.stderr
         assert teardown_s < 30, f"teardown of an Apptainer job took {teardown_s:.1f} s"
-        assert_nothing_left(apptainer_lab, attached["job_id"])
+        assert_nothing_left(apptainer_lab, attached)
 
         assert_cancelled_crashed_and_clean_end_right(cancelled, crash, clean)
 
@@ -130,7 +132,7 @@ def test_every_way_an_apptainer_job_ends_leaves_nothing(apptainer_lab: list[str]
         assert "attempt 1" in (Path(requeued["job_dir"]) / "logs" / "driver.log").read_text()
         assert "time limit" in ended(timed["job_id"], 240)["exit_reason"].lower()
         for data in jobs:
-            assert_nothing_left(apptainer_lab, data["job_id"])
+            assert_nothing_left(apptainer_lab, data)
         # every job has ended: no mount of the image is left anywhere (a loop device backs each)
         assert wait_for(lambda: not leftovers(apptainer_lab, loops=True), 30), leftovers(apptainer_lab, loops=True)
     finally:

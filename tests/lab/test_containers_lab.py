@@ -49,10 +49,12 @@ def unpacks(job_id: int) -> int:
     return sum(log.read_text(errors="replace").count(needle) for log in (STATE / "log").glob("slurmd-*.log"))
 
 
-def assert_nothing_left(nodes: list[str], job_id: int) -> None:
+def assert_nothing_left(nodes: list[str], job: dict) -> None:
+    job_id = job["job_id"]
     assert wait_for(lambda: not job_leftovers(nodes, job_id) and not job_containers(nodes, job_id), 15), (
         job_leftovers(nodes, job_id),
         job_containers(nodes, job_id),
+        helpers.last_words(job, nodes),
     )
 
 
@@ -89,13 +91,13 @@ def test_every_way_a_container_job_ends_leaves_no_process_and_no_container(pyxis
         # unpacked nothing for it, and teardown's cleanup never starts the image again
         assert unpacks(attached["job_id"]) == 0
         assert teardown_s < 30, f"teardown of a container job took {teardown_s:.1f} s"
-        assert_nothing_left(pyxis_lab, attached["job_id"])
+        assert_nothing_left(pyxis_lab, attached)
 
         assert_cancelled_crashed_and_clean_end_right(cancelled, crash, clean)
 
         assert "time limit" in ended(timed["job_id"], 240)["exit_reason"].lower()
         for job in (clean, crash, attached, cancelled, timed):
-            assert_nothing_left(pyxis_lab, job["job_id"])
+            assert_nothing_left(pyxis_lab, job)
     finally:
         outside.rmdir()
         for job in jobs:

@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -391,3 +392,62 @@ def test_a_read_only_home_gets_matplotlib_a_cache_dir_in_the_job(tmp_path, monke
     real_access = os.access
     monkeypatch.setattr(node.os, "access", lambda p, mode: not str(p).startswith(str(home)) and real_access(p, mode))
     assert node.config_dir_env({"HOME": str(home)}, "/tmp/srl-1") == {"MPLCONFIGDIR": "/tmp/srl-1/matplotlib"}
+
+
+BURST_CHILD = """
+import io, signal, sys
+from pathlib import Path
+import slurm_rl.job.lifecycle as lifecycle
+from slurm_rl.core.paths import JobPaths
+from slurm_rl.job.context import NodeContext
+from tests.unit.test_job_roles import MANIFEST
+
+paths = JobPaths(Path(sys.argv[1]) / "77")
+paths.markers.mkdir(parents=True)
+env = {"SLURM_JOB_ID": "77", "SLURM_NODEID": "1", "SLURMD_NODENAME": "node2", "SLURM_JOB_NODELIST": "node[1-3]"}
+log = open(Path(sys.argv[1]) / "node.log", "a", buffering=1)
+ctx = NodeContext.from_environ(env, paths, MANIFEST, log)
+lifecycle.Lifecycle.run_role = lambda self: self.ctx.wait_until(lambda: False, 120, "the stop")  # a worker's stay
+life = lifecycle.Lifecycle(ctx)
+for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCONT):
+    signal.signal(sig, life.signals.handler)
+print("running", flush=True)
+print("exit", life.run(), flush=True)
+"""
+
+
+def test_a_burst_of_signals_never_wedges_the_node_bootstrap(tmp_path: Path) -> None:
+    """Seen in CI at a time limit in an Apptainer job: SLURM's SIGTERM, Apptainer's forward of it
+    and srun's came together; Python ran the second handler inside the first, which held the
+    stop Event's lock, and the bootstrap waited for itself until SLURM killed it, before its
+    cleanup (its temp dir stayed). Thousands of signals at once: the node still stops, says
+    why, and its cleanup runs."""
+    import signal
+    import time
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", BURST_CHILD, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert child.stdout is not None and child.stdout.readline().strip() == "running"
+    end = time.monotonic() + 3
+    while time.monotonic() < end and child.poll() is None:
+        for _ in range(200):
+            try:
+                os.kill(child.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                break
+    try:
+        out, _ = child.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        pytest.fail("the bootstrap wedged in its signal handler")
+    assert out.strip() == f"exit {STOPPED_RC}"
+    log = (tmp_path / "node.log").read_text()
+    assert log.count("received SIGTERM") == 1 and "cleanup: stopped" in log, log  # one stop, said once
+    assert read_exit(JobPaths(tmp_path / "77")) == (
+        STOPPED_RC,
+        "SIGTERM received on node2 (scancel, time limit or preemption)",
+    )
