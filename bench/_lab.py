@@ -42,7 +42,7 @@ def wait_file(path: Path, timeout_s: float = 120) -> None:
         time.sleep(0.1)
 
 
-def job_pids(node: str, job_id: int) -> list[str]:
+def job_pids(node: str, job_id: int | str) -> list[str]:
     """/proc entries on ``node`` carrying the job's marker variable or its temp dir."""
     script = (
         f"echo $$; grep -lzx SLURM_RL_JOB_ID={job_id} /proc/[0-9]*/environ; "
@@ -55,7 +55,16 @@ def job_pids(node: str, job_id: int) -> list[str]:
     return sorted({line.split("/")[2] for line in out if line.startswith("/proc/")} - {"self", shell})
 
 
-def containers(node: str, job_id: int) -> list[str]:
+def temp_dirs(node: str, job_id: int | str) -> list[str]:
+    """The job's node-local temp dir on ``node`` (its Ray sessions), if it is still there."""
+    out = subprocess.run(
+        [str(LAB), "exec", node, "--", "sh", "-c", f"ls -d /tmp/srl-{job_id} 2>/dev/null; true"],
+        capture_output=True, text=True, timeout=30,
+    ).stdout  # fmt: skip
+    return out.split()
+
+
+def containers(node: str, job_id: int | str) -> list[str]:
     """The job's unpacked container filesystems on ``node`` (`enroot list`)."""
     out = subprocess.run(
         [str(LAB), "exec", node, "--", "enroot", "list"], capture_output=True, text=True, timeout=30

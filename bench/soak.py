@@ -6,19 +6,21 @@ printed with the seed, the job and the step that reproduces it. The last line:
     tests/lab/slurm-lab up --nodes 3 --pyxis --gpus 4
     python bench/soak.py --seed 7 --jobs 30 --concurrency 3 [--spec cluster_specs/lab.json]
         [--pyxis-spec cluster_specs/lab-pyxis.json] [--gpu-spec cluster_specs/lab-gpu.json]
-        [--all-faults] [--oom (on `up --cgroup`)]
+        [--all-faults] [--oom (on `up --cgroup`)] [--parts] [--shapes]
 
 Jobs: 1 to 3 nodes, bare or in containers (Pyxis with --pyxis-spec, Apptainer with
 --apptainer-spec, on a lab that has them), about one in four with a GPU per node (--gpu-spec, on
 the GPU lab); each driver checks an answer computed on every node
-(tests/lab/experiments/soak_job.py). Faults (chosen by the seed, at moments chosen by the seed):
+(tests/lab/experiments/soak_job.py); with --shapes also sweeps, chains and interactive clusters
+attached to, grown and torn down (bench/soak_shapes.py). Faults (chosen by the seed, at moments
+chosen by the seed):
 driver exception, driver SIGKILL, scancel during bring-up and during the run, teardown during
 bring-up and during the run, a Ray daemon SIGKILLed while the job runs (a worker node's raylet,
 the head's GCS); with --all-faults also the time limit, a node failed and revived, a preemption
 and a held port; with --oom an OOM kill (bench/soak_faults.py). Meanwhile two readers call
 `status`, `list` and `logs` of the newest job in a loop. Invariants: what `status --json` says agrees with SLURM
 and with the fault (a cancelled job never says COMPLETED; an untouched job completes with its
-own right answer); 0 processes and 0 containers of the job on every node; the job dir complete;
+own right answer); 0 processes, 0 temp dirs and 0 containers of the job on every node; the job dir complete;
 the job index lists every job once; no command hung or printed a traceback.
 CI runs a short seed through tests/lab/test_soak_lab.py; long soaks are this script's."""
 
@@ -39,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _lab import REPO, SPEC, containers, job_pids
+from _lab import REPO, SPEC
 from soak_faults import (
     COMMAND_BOUND_S,
     FAULTS,
@@ -54,6 +56,7 @@ from soak_faults import (
     submit_flags,
     wait_until,
 )
+from soak_shapes import SHAPES, left_on_nodes, run_shape, states
 
 JOB = REPO / "tests" / "lab" / "experiments" / "soak_job.py"
 JOB_BOUND_S = 420  # from submission to out of the queue (a time limit: SLURM's minute, then its grace)
@@ -68,6 +71,7 @@ class Plan:
     delay_s: float  # when a bring-up fault lands after submission
     gpus: bool = False  # one GPU per node (the GPU lab's spec)
     parts: bool = False  # a job of parts: its Ray nodes on labgpu, a required service on labcpu
+    shape: str = "plain"  # or one of SHAPES (bench/soak_shapes.py): a sweep, a chain, an interactive cluster
 
     @property
     def container(self) -> bool:
@@ -76,6 +80,7 @@ class Plan:
     def describe(self, seed: int) -> str:
         kind = (self.runtime if self.container else "bare") + (", 1 GPU per node" if self.gpus else "")
         kind += ", parts: Ray + a required service" if self.parts else ""
+        kind += f", a {self.shape}" if self.shape != "plain" else ""
         return f"seed {seed} job #{self.index} ({self.nodes} node(s), {kind}, fault {self.fault})"
 
 
@@ -85,6 +90,7 @@ class Outcome:
     job_id: str = ""
     state: str = ""
     violations: list[str] = field(default_factory=list)
+    index_ids: list[str] = field(default_factory=list)  # what the job index must list once each
 
 
 def plans(
@@ -94,11 +100,14 @@ def plans(
     faults: tuple[str, ...] = FAULTS,
     gpus: bool = False,
     parts: bool = False,
+    shapes: bool = False,
 ) -> list[Plan]:
     """The seed's jobs; about 3 in 10 in a container of one of ``runtimes`` (those the lab has),
-    with ``gpus`` about 1 in 4 bare ones on GPUs, with ``parts`` about 3 in 10 a job of parts
-    (each drawn apart: a seed's other draws stay)."""
+    with ``gpus`` about 1 in 4 bare ones on GPUs, with ``parts`` about 3 in 10 a job of parts,
+    with ``shapes`` about 1 in 4 of the rest a sweep, a chain or an interactive cluster, with no
+    fault of its own (each drawn apart: a seed's other draws stay)."""
     rng, gpu_rng, parts_rng = random.Random(seed), random.Random(f"{seed}-gpus"), random.Random(f"{seed}-parts")
+    shape_rng = random.Random(f"{seed}-shapes")
     out = []
     for i in range(jobs):
         fault = rng.choice(faults) if rng.random() < 1 / 3 else "none"
@@ -108,6 +117,10 @@ def plans(
         on_gpus = gpus and gpu_rng.random() < 0.25 and runtime == "none" and fault != "preempt"
         # a job of parts: its own partitions (no preemption's labspot, no OOM's --mem)
         in_parts = parts and parts_rng.random() < 0.3 and not on_gpus and fault not in PARTS_SKIP
+        shape = shape_rng.choice(SHAPES) if shapes and shape_rng.random() < 0.25 else "plain"
+        if shape != "plain" and not (in_parts or on_gpus):
+            out.append(Plan(i, nodes, runtime, "none", delay, shape=shape))
+            continue
         out.append(Plan(i, min(nodes, 2) if in_parts else nodes, runtime, fault, delay, on_gpus, in_parts))
     return out
 
@@ -133,6 +146,12 @@ def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailure
     out = Outcome(plan)
     say = out.violations.append
     spec = specs["gpu" if plan.gpus else plan.runtime]
+    if plan.shape != "plain":
+        base = [str(spec), "--cpus-per-node", "1", "--name", f"soak{seed}"]
+        out.job_id, out.index_ids = run_shape(plan.shape, base, JOB, plan.nodes, plan.runtime, say)
+        out.state = " ".join(f"{i}:{states.get(i, '?')}" for i in out.index_ids)
+        submitted.append(out.index_ids[-1] if out.index_ids else out.job_id)  # `logs` takes a sweep's task
+        return out
     argv = ["submit", str(spec), str(JOB), *submit_flags(plan.fault), *(["--gpus-per-node", "1"] if plan.gpus else [])]
     argv += [*shape_flags(plan, seed), "--cpus-per-node", "1", "--json", "--name", f"soak{seed}"]
     argv += ["--", hold_s(plan.fault), *driver_args(plan.fault)]
@@ -159,11 +178,7 @@ def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailure
     out.state = str(said.get("state"))
     caught = failures.caught(job_dir, since, time.time())
     out.violations += expected(plan.fault, plan.nodes, said, job_dir, caught) + ([] if caught else missed)
-    nodes = [f"node{k}" for k in range(1, 4)]
-    if not wait_until(lambda: not any(job_pids(n, int(out.job_id)) for n in nodes), 20, 1.0):
-        say("processes left: " + json.dumps({n: job_pids(n, int(out.job_id)) for n in nodes}))
-    if plan.runtime == "pyxis" and any(containers(n, int(out.job_id)) for n in nodes):
-        say("containers left: " + json.dumps({n: containers(n, int(out.job_id)) for n in nodes}))
+    out.violations += left_on_nodes(out.job_id, plan.runtime)
     for name in ("manifest.json", "events.jsonl"):
         if not (job_dir / name).exists():
             say(f"the job dir lacks {name}")
@@ -200,6 +215,7 @@ def soak(
     faults: tuple[str, ...] = FAULTS,
     spec_gpu: Path | None = None,
     parts: bool = False,
+    shapes: bool = False,
 ) -> tuple[list[Outcome], list[str]]:
     """Run the seed's plan; returns every job's outcome and the soak-wide violations."""
     failures = NodeFailures()
@@ -215,7 +231,7 @@ def soak(
         w.start()
     try:
         with ThreadPoolExecutor(concurrency) as pool:
-            todo = plans(seed, jobs, runtimes, faults, gpus=spec_gpu is not None, parts=parts)
+            todo = plans(seed, jobs, runtimes, faults, gpus=spec_gpu is not None, parts=parts, shapes=shapes)
             outcomes = list(pool.map(lambda p: run_one(p, seed, specs, failures), todo))
     finally:
         stop.set()
@@ -223,8 +239,9 @@ def soak(
             w.join(timeout=COMMAND_BOUND_S)
     listed = Counter(i for i in _index_ids() if i not in index_before)
     for o in outcomes:
-        if o.job_id and listed[o.job_id] != 1:
-            o.violations.append(f"the job index lists it {listed[o.job_id]} times")
+        for i in o.index_ids or [o.job_id] * bool(o.job_id):
+            if listed[i] != 1:
+                o.violations.append(f"the job index lists {i} {listed[i]} times")
     return outcomes, problems
 
 
@@ -259,13 +276,14 @@ def main() -> None:
     )
     ap.add_argument("--oom", action="store_true", help="also OOM kills (the cgroup lab: `up --cgroup`)")
     ap.add_argument("--parts", action="store_true", help="also jobs of parts (a GPU lab: labgpu and labcpu)")
+    ap.add_argument("--shapes", action="store_true", help="also sweeps, chains and interactive clusters")
     args = ap.parse_args()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     faults = (*FAULTS, *LONG_FAULTS) if args.all_faults else FAULTS
     faults = (*faults, "oom") if args.oom else faults
     outcomes, problems = soak(
         args.seed, args.jobs, args.concurrency, args.spec, args.pyxis_spec, args.apptainer_spec, faults, args.gpu_spec,
-        args.parts,
+        args.parts, args.shapes,
     )  # fmt: skip
     for o in outcomes:
         mark = "ok" if not o.violations else "VIOLATION"

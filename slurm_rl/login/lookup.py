@@ -22,6 +22,14 @@ def find_job_dir(
     """A job's dir from its id alone: the per-user index, else SLURM's record of the job's
     output path (<job dir>/logs/batch.log), else the spec's fileroot. No --spec needed."""
     found = index.lookup(job_id)
+    sweep = find_sweep(job_id, user, spec) if found is None and isinstance(job_id, int) else None
+    if sweep is not None:  # a sweep's array id: its tasks are the jobs (status, sweep-summary and teardown take it)
+        tasks = sweep.task_ids
+        named = ", ".join(tasks[:4]) + (f", ... {tasks[-1]}" if len(tasks) > 4 else "")
+        raise UnknownJobError(
+            f"job {job_id} is a sweep of {len(tasks)} task(s), each a job of its own: give one ({named}); "
+            f"`slurm-rl status {job_id}` and `slurm-rl sweep-summary {job_id}` show them all"
+        )
     if found is None and client is not None and not is_local(job_id):
         out = client.job_output_path(job_id)
         candidate = JobPaths(Path(out).parent.parent) if out else None

@@ -144,3 +144,29 @@ def test_a_function_names_its_job_as_slurm_allows() -> None:
 
     assert default_name(_helper) == "helper" and default_name(lambda: 0) == "lambda"
     assert default_name(train) == "train"
+
+
+@pytest.mark.parametrize("command", ["logs", "stacks", "fetch", "plot"])
+def test_a_sweeps_array_id_where_one_job_is_wanted_names_its_tasks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """Found by the soak: `slurm-rl logs ARRAYID` said "no slurm-rl job dir found ... is it your
+    job?" for the user's own sweep. A command that takes one job now names the sweep's tasks."""
+    from slurm_rl.core.paths import JobPaths
+    from slurm_rl.login import index
+    from slurm_rl.login.sweep import SWEEP_RECORD, sweep_dir_for
+
+    monkeypatch.setenv(index.INDEX_ENV, str(tmp_path / "jobs.jsonl"))
+    name_dir = tmp_path / "root" / "u" / "exp"
+    tasks = [{"job_id": f"4242_{k}", "job_dir": str(name_dir / f"4242_{k}")} for k in range(2)]
+    sweep_dir_for(name_dir, 4242).mkdir(parents=True)
+    (sweep_dir_for(name_dir, 4242) / SWEEP_RECORD).write_text(json.dumps({"array_id": 4242, "tasks": tasks}))
+    for t in tasks:
+        paths = JobPaths(Path(str(t["job_dir"])))
+        paths.job_dir.mkdir()
+        paths.manifest.write_text("{}")  # the index lists jobs whose dir is there
+        index.record(str(t["job_id"]), paths, "lab")
+    res = run_cli(command, "4242", env={index.INDEX_ENV: str(tmp_path / "jobs.jsonl")})
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, (res.stdout, res.stderr)
+    assert "job 4242 is a sweep of 2 task(s)" in res.stderr and "give one (4242_0, 4242_1)" in res.stderr
+    assert "slurm-rl status 4242" in res.stderr
