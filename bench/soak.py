@@ -56,7 +56,7 @@ from soak_faults import (
     submit_flags,
     wait_until,
 )
-from soak_shapes import SHAPES, left_on_nodes, run_shape, states
+from soak_shapes import SHAPES, left_on_nodes, run_shape, settled, states
 
 JOB = REPO / "tests" / "lab" / "experiments" / "soak_job.py"
 JOB_BOUND_S = 420  # from submission to out of the queue (a time limit: SLURM's minute, then its grace)
@@ -178,7 +178,8 @@ def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailure
     out.state = str(said.get("state"))
     caught = failures.caught(job_dir, since, time.time())
     out.violations += expected(plan.fault, plan.nodes, said, job_dir, caught) + ([] if caught else missed)
-    out.violations += left_on_nodes(out.job_id, plan.runtime)
+    crashed = caught[0] if caught and caught[1] == "failure" else ""
+    out.violations += left_on_nodes(out.job_id, plan.runtime, crashed)
     for name in ("manifest.json", "events.jsonl"):
         if not (job_dir / name).exists():
             say(f"the job dir lacks {name}")
@@ -237,6 +238,8 @@ def soak(
         stop.set()
         for w in watchers:
             w.join(timeout=COMMAND_BOUND_S)
+    if failures.failed:  # a node failed under jobs: it kept their temp dirs until a job ran there again
+        problems += settled(str(spec), JOB, [i for o in outcomes for i in o.index_ids or [o.job_id] if i])
     listed = Counter(i for i in _index_ids() if i not in index_before)
     for o in outcomes:
         for i in o.index_ids or [o.job_id] * bool(o.job_id):
@@ -263,6 +266,7 @@ def summary(seed: int, outcomes: list[Outcome], problems: list[str]) -> str:
 
 
 def main() -> None:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=20)
@@ -278,7 +282,6 @@ def main() -> None:
     ap.add_argument("--parts", action="store_true", help="also jobs of parts (a GPU lab: labgpu and labcpu)")
     ap.add_argument("--shapes", action="store_true", help="also sweeps, chains and interactive clusters")
     args = ap.parse_args()
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     faults = (*FAULTS, *LONG_FAULTS) if args.all_faults else FAULTS
     faults = (*faults, "oom") if args.oom else faults
     outcomes, problems = soak(
@@ -290,9 +293,7 @@ def main() -> None:
         print(f"{mark}: {o.plan.describe(args.seed)}: job {o.job_id or '-'} {o.state}")
         for v in o.violations:
             print(f"    {v}")
-    for p in problems:
-        print(f"VIOLATION: seed {args.seed}: {p}")
-    print(summary(args.seed, outcomes, problems))
+    print("\n".join([*(f"VIOLATION: seed {args.seed}: {p}" for p in problems), summary(args.seed, outcomes, problems)]))
 
 
 if __name__ == "__main__":

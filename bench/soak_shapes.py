@@ -21,19 +21,39 @@ BOUND_S = 420  # from submission to out of the queue
 ATTACH = "from slurm_rl.distributed import init_ray; import ray; init_ray(); print('NODES', len(ray.nodes()))"
 
 
-def left_on_nodes(job_id: str, runtime: str) -> list[str]:
-    """What of the job is still on a node: processes, its temp dir (Ray's sessions), containers."""
+def left_on_nodes(job_id: str, runtime: str, crashed: str = "") -> list[str]:
+    """What of the job is still on a node: processes, its temp dir (Ray's sessions), containers.
+    A node that failed under the job (``crashed``) keeps its temp dir until the next job there
+    removes it (job/stale_dirs.py): the soak's last check (``settled``) sees to that."""
     out = []
     if not wait_until(lambda: not any(job_pids(n, job_id) for n in NODES), 20, 1.0):
         out.append(f"{job_id}: processes left: " + json.dumps({n: job_pids(n, job_id) for n in NODES}))
-    if not wait_until(lambda: not any(temp_dirs(n, job_id) for n in NODES), 10, 1.0):
-        out.append(f"{job_id}: temp dirs left: " + json.dumps({n: temp_dirs(n, job_id) for n in NODES}))
+    others = [n for n in NODES if n != crashed]
+    if not wait_until(lambda: not any(temp_dirs(n, job_id) for n in others), 10, 1.0):
+        out.append(f"{job_id}: temp dirs left: " + json.dumps({n: temp_dirs(n, job_id) for n in others}))
     if runtime == "pyxis" and any(containers(n, job_id) for n in NODES):
         out.append(f"{job_id}: containers left: " + json.dumps({n: containers(n, job_id) for n in NODES}))
     return out
 
 
 states: dict[str, str] = {}  # job id -> the state `status` said last (for the soak's report)
+
+
+def settled(spec: str, job: Path, ids: list[str]) -> list[str]:
+    """After the soak: one job on every node (its bootstraps remove what failed nodes kept of
+    ended jobs), then no temp dir of any of the soak's jobs may be left anywhere."""
+    res = cli("submit", spec, str(job), "--nodes", str(len(NODES)), "--cpus-per-node", "1", "--json", "--", "1")
+    if res.returncode != 0:
+        return [f"the settling job: submit exited {res.returncode}: {res.stderr.strip()[-300:]}"]
+    last = str(json.loads(res.stdout.splitlines()[-1])["job_id"])
+    if not wait_until(lambda: not in_queue(last), BOUND_S, 1.0):
+        return [f"the settling job {last} still in the queue after {BOUND_S} s"]
+    left = {n: [d for i in ids for d in temp_dirs(n, i)] for n in NODES}
+    return (
+        [f"temp dirs of ended jobs left after a job ran on every node: {json.dumps(left)}"]
+        if any(left.values())
+        else []
+    )
 
 
 def _status(job_id: str, say) -> dict:  # type: ignore[no-untyped-def]

@@ -14,6 +14,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 from ..core.errors import JobError
@@ -24,6 +25,7 @@ from ..core.paths import JobPaths
 from .context import NodeContext
 from .lifecycle import Lifecycle, describe_error  # noqa: F401 - importable here as before
 from .node_env import become_subreaper, config_dir_env, raise_open_files_limit, set_job_environment  # noqa: F401
+from .stale_dirs import remove_stale_dirs
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -77,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     # here makes every child (Ray, the driver) inherit "ignore": only a driver that asked for
     # it with slurm_rl.on_preempt(callback) reacts.
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    # beside the bring-up: what jobs that ended without their cleanup here left (job/stale_dirs.py)
+    threading.Thread(
+        target=remove_stale_dirs, args=(manifest.node_local_dir, ctx.job_id, ctx.node, ctx.say), daemon=True
+    ).start()
     return life.run()
 
 

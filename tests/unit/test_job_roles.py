@@ -451,3 +451,41 @@ def test_a_burst_of_signals_never_wedges_the_node_bootstrap(tmp_path: Path) -> N
         STOPPED_RC,
         "SIGTERM received on node2 (scancel, time limit or preemption)",
     )
+
+
+def test_a_node_removes_the_temp_dirs_of_its_users_ended_jobs_and_never_on_doubt(tmp_path: Path) -> None:
+    """Found by the soak: a node that failed while jobs ran came back with their temp dirs (Ray's
+    sessions), and nothing of those jobs ran there again to remove them. The next job's bootstrap
+    there removes a dir when SLURM no longer runs its job on the node and no process of it is
+    here; it keeps its own, a running job's, one whose job has a process here, and every dir
+    when SLURM does not answer."""
+    from slurm_rl.job.stale_dirs import remove_stale_dirs, stale_dirs
+
+    for name in ("srl-101", "srl-102", "srl-103_4", "srl-200", "other"):
+        (tmp_path / name / "session_latest").mkdir(parents=True)
+    busy = subprocess.Popen(["sleep", "60"], env={"SLURM_RL_JOB_ID": "103_4"})  # a process of job 103_4
+    try:
+        asked = []
+
+        def here() -> set[str]:
+            asked.append(1)
+            return {"102", "200"}  # SLURM runs 102 (and us, 200) on this node
+
+        found = stale_dirs(str(tmp_path), "200", here)
+        assert found == [str(tmp_path / "srl-101")] and asked == [1]
+        assert stale_dirs(str(tmp_path), "200", lambda: None) == []  # SLURM did not answer: keep all
+        said: list[str] = []
+        import slurm_rl.job.stale_dirs as mod
+
+        real = mod.slurm_jobs_on
+        mod.slurm_jobs_on = lambda node: here  # type: ignore[assignment]
+        try:
+            assert remove_stale_dirs(str(tmp_path), "200", "node2", said.append) == [str(tmp_path / "srl-101")]
+        finally:
+            mod.slurm_jobs_on = real
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "srl-102", "srl-103_4", "srl-200"]
+        assert said and "srl-101: its job no longer runs on node2" in said[0]
+    finally:
+        busy.kill()
+        busy.wait()
+    assert stale_dirs(str(tmp_path / "srl-200"), "200", lambda: set()) == []  # nothing to ask about: no SLURM call

@@ -1,0 +1,64 @@
+"""What jobs that ended without their bootstrap left in the node-local dir: a node that failed
+while a job ran keeps the job's temp dir (Ray's sessions) when it comes back with its disk, and
+nothing of that job runs there again to remove it. Each node bootstrap removes, at its start,
+the temp dirs of this user's jobs that SLURM no longer runs on this node (found by the soak,
+bench/soak.py: a node failed and revived). Never on doubt: a dir goes only when it is this
+user's, no process on this node belongs to its job, and SLURM listed this node's jobs without
+it; when SLURM does not answer, every dir stays."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+
+from ..core.procs import job_processes
+
+PREFIX = "srl-"
+
+
+def stale_dirs(root: str, own_job: str, jobs_here: Callable[[], set[str] | None]) -> list[str]:
+    """The temp dirs under ``root`` of this user's jobs that no longer run on this node."""
+    try:
+        entries = [e for e in os.scandir(root) if e.name.startswith(PREFIX) and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    uid = os.getuid()
+    candidates = [
+        e.path
+        for e in entries
+        if e.name[len(PREFIX) :] != own_job
+        and e.stat(follow_symlinks=False).st_uid == uid
+        and not job_processes(e.name[len(PREFIX) :], e.path)
+    ]
+    if not candidates:
+        return []
+    running = jobs_here()  # asked only when there is something to remove
+    if running is None:
+        return []
+    return [p for p in candidates if os.path.basename(p)[len(PREFIX) :] not in running]
+
+
+def slurm_jobs_on(node: str) -> Callable[[], set[str] | None]:
+    """The ids of the jobs SLURM runs on ``node`` (a sweep's task as ARRAY_TASK, a heterogeneous
+    job's components as its leader's id); None when SLURM does not answer."""
+
+    def ask() -> set[str] | None:
+        try:
+            res = subprocess.run(["squeue", "-h", "-w", node, "-o", "%i"], capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if res.returncode != 0:
+            return None
+        return {line.strip().split("+")[0] for line in res.stdout.splitlines() if line.strip()}
+
+    return ask
+
+
+def remove_stale_dirs(root: str, own_job: str, node: str, say: Callable[[str], None]) -> list[str]:
+    removed = stale_dirs(root, own_job, slurm_jobs_on(node))
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
+        say(f"removed {path}: its job no longer runs on {node} (it ended without its cleanup here: the node failed?)")
+    return removed
