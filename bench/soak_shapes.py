@@ -139,8 +139,14 @@ def _interactive(base: list[str], job: Path, nodes: int, runtime: str, say) -> t
         return "", []
     data = json.loads(res.stdout.splitlines()[-1])
     jid, cluster = str(data["job_id"]), Path(data["job_dir"]) / "cluster.json"
-    ready = wait_until(lambda: cluster.exists() and json.loads(cluster.read_text() or "{}").get("ready_time"), 240, 1.0)
-    if not ready:
+    ready = lambda: cluster.exists() and json.loads(cluster.read_text() or "{}").get("ready_time")  # noqa: E731
+    wait_until(lambda: ready() or not in_queue(jid), 240, 1.0)
+    ended = not in_queue(jid)  # before it was ready: a node failure aimed at a neighbour caught it
+    if ended:
+        said = _status(jid, say)
+        if said.get("state") == "COMPLETED" or not any(n in str(said.get("exit_reason")) for n in NODES):
+            say(f"interactive {jid} ended by itself: {said.get('state')} ({said.get('exit_reason')})")
+    elif not ready():
         say(f"interactive {jid}: not ready within 240 s")
     else:
         att = cli("attach", jid, "--", "python", "-c", ATTACH)
@@ -158,7 +164,9 @@ def _interactive(base: list[str], job: Path, nodes: int, runtime: str, say) -> t
                 if shrunk.returncode != 0 or not wait_until(lambda: not any(in_queue(m) for m in member), 60, 1.0):
                     say(f"shrink {jid} exited {shrunk.returncode}, member {member}: {shrunk.stderr.strip()[-300:]}")
     down = cli("teardown", jid)
-    if down.returncode != 0 or "Traceback" in down.stderr:
+    # an ended job's nodes may all be busy with other jobs: teardown says so and asks to be run again
+    busy = ended and down.returncode == 1 and "run teardown again" in down.stderr
+    if (down.returncode != 0 and not busy) or "Traceback" in down.stderr:
         say(f"teardown {jid} exited {down.returncode}: {down.stderr.strip()[-300:]}")
     if _gone([jid], say):
         said = _status(jid, say)
