@@ -49,7 +49,8 @@ while time.monotonic() < deadline and not (job_dir / "release").exists():
                 print(f"member {member.member}: work ran on {worked[node]}", flush=True)
     members = [dataclasses.asdict(m) for m in slurm_rl.members()]
     state = {"changes": changes, "worked": worked, "members": members, "nodes": slurm_rl.nodes()}
-    (job_dir / "grow.json").write_text(json.dumps(state))
+    (job_dir / "grow.json.tmp").write_text(json.dumps(state))  # whole or not at all: the test reads it meanwhile
+    (job_dir / "grow.json.tmp").replace(job_dir / "grow.json")
     time.sleep(0.3)
 if (job_dir / "release").exists() and (job_dir / "release").read_text().strip() == "raise":
     raise RuntimeError("the driver fails on purpose, with a member in the job")

@@ -44,7 +44,8 @@ while time.monotonic() < deadline and after < restored_rounds and not (job_dir /
     rounds.append({"answers": answers, "hosts": on, "seconds": round(time.monotonic() - t0, 1)})
     if on != start:
         after += 1
-    (job_dir / "heal.json").write_text(json.dumps({"start": start, "rounds": rounds}))
+    (job_dir / "heal.json.tmp").write_text(json.dumps({"start": start, "rounds": rounds}))  # read meanwhile: whole
+    (job_dir / "heal.json.tmp").replace(job_dir / "heal.json")
     print("round", len(rounds), answers, on, flush=True)
 group.shutdown(force=True)
 print("done", flush=True)
