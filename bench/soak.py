@@ -56,7 +56,7 @@ from soak_faults import (
     submit_flags,
     wait_until,
 )
-from soak_shapes import SHAPES, left_on_nodes, run_shape, settled, states
+from soak_shapes import SHAPES, left_on_nodes, run_shape, settled, states, status_json
 
 JOB = REPO / "tests" / "lab" / "experiments" / "soak_job.py"
 JOB_BOUND_S = 420  # from submission to out of the queue (a time limit: SLURM's minute, then its grace)
@@ -170,11 +170,9 @@ def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailure
         say(f"still in the queue {JOB_BOUND_S} s after submission")
         subprocess.run(["scancel", out.job_id], capture_output=True, timeout=30)
         return out
-    status = cli("status", out.job_id, "--json")
-    if status.returncode != 0 or "Traceback" in status.stderr:
-        say(f"status exited {status.returncode}: {status.stderr.strip()[-300:]}")
+    said = status_json(out.job_id, say)
+    if not said:
         return out
-    said = json.loads(status.stdout.splitlines()[-1])
     out.state = str(said.get("state"))
     caught = failures.caught(job_dir, since, time.time())
     out.violations += expected(plan.fault, plan.nodes, said, job_dir, caught) + ([] if caught else missed)

@@ -56,7 +56,7 @@ def settled(spec: str, job: Path, ids: list[str]) -> list[str]:
     )
 
 
-def _status(job_id: str, say) -> dict:  # type: ignore[no-untyped-def]
+def status_json(job_id: str, say) -> dict:  # type: ignore[no-untyped-def]
     res = cli("status", job_id, "--json")
     if res.returncode != 0 or "Traceback" in res.stderr:
         say(f"`status {job_id}` exited {res.returncode}: {res.stderr.strip()[-300:]}")
@@ -99,7 +99,7 @@ def _sweep(base: list[str], job: Path, nodes: int, runtime: str, say) -> tuple[s
     if not _gone([str(data["array_id"])], say):
         return str(data["array_id"]), [t for t, _ in tasks]
     for task, job_dir in tasks:
-        said = _status(task, say)
+        said = status_json(task, say)
         if said and (said.get("state") != "COMPLETED" or said.get("exit_code") != 0 or not _answered(job_dir, nodes)):
             say(f"sweep task {task}: {said.get('state')}, exit {said.get('exit_code')} ({said.get('exit_reason')})")
         say_all(left_on_nodes(task, runtime), say)
@@ -121,7 +121,7 @@ def _chain(base: list[str], job: Path, nodes: int, runtime: str, say) -> tuple[s
     ids, dirs = [str(i) for i in data["chain"]], [Path(d) for d in data["job_dirs"]]
     if not _gone(ids, say):
         return ids[0], ids
-    first, second = _status(ids[0], say), _status(ids[1], say)
+    first, second = status_json(ids[0], say), status_json(ids[1], say)
     if first and (first.get("state") != "COMPLETED" or not _answered(dirs[0], nodes)):
         say(f"chain job 1 ({ids[0]}): {first.get('state')}, exit {first.get('exit_code')} ({first.get('exit_reason')})")
     # the run finished in job 1: job 2 is cancelled while pending, or starts and does nothing
@@ -143,7 +143,7 @@ def _interactive(base: list[str], job: Path, nodes: int, runtime: str, say) -> t
     wait_until(lambda: ready() or not in_queue(jid), 240, 1.0)
     ended = not in_queue(jid)  # before it was ready: a node failure aimed at a neighbour caught it
     if ended:
-        said = _status(jid, say)
+        said = status_json(jid, say)
         if said.get("state") == "COMPLETED" or not any(n in str(said.get("exit_reason")) for n in NODES):
             say(f"interactive {jid} ended by itself: {said.get('state')} ({said.get('exit_reason')})")
     elif not ready():
@@ -169,7 +169,7 @@ def _interactive(base: list[str], job: Path, nodes: int, runtime: str, say) -> t
     if (down.returncode != 0 and not busy) or "Traceback" in down.stderr:
         say(f"teardown {jid} exited {down.returncode}: {down.stderr.strip()[-300:]}")
     if _gone([jid], say):
-        said = _status(jid, say)
+        said = status_json(jid, say)
         if said and said.get("state") == "COMPLETED":
             say(f"interactive {jid} torn down says COMPLETED ({said.get('exit_reason')})")
         say_all(left_on_nodes(jid, runtime), say)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NODE_TMP_ROOT = "/tmp"  # the spec's node_local_dir by default
+NODE_TEMP_PREFIX = "srl-"  # a job's node-local temp dir is <root>/srl-<job id>
 MARKERS_DIR = "nodes"
 SECRETS_FILE = "secrets.env"
 
@@ -21,7 +22,7 @@ SECRETS_FILE = "secrets.env"
 def node_temp_dir(job_id: int | str, root: str = NODE_TMP_ROOT) -> str:
     """Node-local Ray temp dir of a job under ``root`` (the spec's node_local_dir); short so
     Ray's socket paths fit in 107 bytes."""
-    return f"{root}/srl-{job_id}"
+    return f"{root}/{NODE_TEMP_PREFIX}{job_id}"
 
 
 def image_cache_dir(root: str = NODE_TMP_ROOT) -> str:

@@ -13,31 +13,25 @@ import shutil
 import subprocess
 from collections.abc import Callable
 
+from ..core.paths import NODE_TEMP_PREFIX, node_temp_dir
 from ..core.procs import job_processes
-
-PREFIX = "srl-"
 
 
 def stale_dirs(root: str, own_job: str, jobs_here: Callable[[], set[str] | None]) -> list[str]:
     """The temp dirs under ``root`` of this user's jobs that no longer run on this node."""
     try:
-        entries = [e for e in os.scandir(root) if e.name.startswith(PREFIX) and e.is_dir(follow_symlinks=False)]
+        jobs = [
+            e.name.removeprefix(NODE_TEMP_PREFIX)
+            for e in os.scandir(root)
+            if e.name.startswith(NODE_TEMP_PREFIX)
+            and e.is_dir(follow_symlinks=False)
+            and e.stat(follow_symlinks=False).st_uid == os.getuid()
+        ]
     except OSError:
         return []
-    uid = os.getuid()
-    candidates = [
-        e.path
-        for e in entries
-        if e.name[len(PREFIX) :] != own_job
-        and e.stat(follow_symlinks=False).st_uid == uid
-        and not job_processes(e.name[len(PREFIX) :], e.path)
-    ]
-    if not candidates:
-        return []
-    running = jobs_here()  # asked only when there is something to remove
-    if running is None:
-        return []
-    return [p for p in candidates if os.path.basename(p)[len(PREFIX) :] not in running]
+    idle = [j for j in jobs if j != own_job and not job_processes(j, node_temp_dir(j, root))]
+    running = jobs_here() if idle else None  # SLURM is asked only when there is something to remove
+    return [node_temp_dir(j, root) for j in idle if running is not None and j not in running]
 
 
 def slurm_jobs_on(node: str) -> Callable[[], set[str] | None]:
