@@ -11,7 +11,7 @@ import time
 import psutil
 
 from ..core.procs import stop_job_processes, stop_processes
-from . import log_relay
+from . import ray_threads
 from .context import NodeContext
 
 
@@ -35,7 +35,7 @@ def clean_node(ctx: NodeContext) -> None:
             ctx.driver.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
             ctx.driver.kill()
-    log_relay.stop(timeout_s=0.5)  # the driver has ended: no one reads the workers' output now
+    ray_threads.stop()  # the driver has ended: before the GCS they talk to goes
     if ctx.is_service:  # a service part's task: its own instances only (a Ray node may share the node)
         killed = stop_processes(children, grace_s=0.5)
         if ctx.node not in ctx.nodes:  # no Ray node of the job here: the node-local dir is this task's

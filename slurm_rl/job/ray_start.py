@@ -9,8 +9,8 @@ other command groups (`ray list/get/summary/logs`, `ray job`, `ray serve`): Ray'
 each one it cannot import, as on a minimal install, and `ray start` uses none of them (~0.4
 CPU-s less per node, measured). Workers with a runtime_env start through slurm-rl's light setup
 script instead of Ray's (distributed/worker_env/setup_worker.py), and without the dashboard
-the dashboard agent through job/minimal_agent.py; Ray's log monitor runs as a thread of the
-bootstrap (job/log_relay.py). Everything else is the unmodified `ray start`.
+the dashboard agent through job/minimal_agent.py; Ray's log monitor and autoscaler monitor run
+as threads of the bootstrap (job/ray_threads.py). Everything else is the unmodified `ray start`.
 """
 
 from __future__ import annotations
@@ -81,10 +81,10 @@ def start_in_process(argv: list[str], dashboard: bool = False) -> None:
     import ray._private.utils
 
     from ..distributed.worker_env.setup_worker import use_light_setup_worker
-    from . import log_relay
+    from . import ray_threads
 
     use_light_setup_worker()
-    log_relay.run_in_this_process()
+    ray_threads.run_in_this_process()
     with _without_cli_groups():
         from ray.scripts import scripts
 

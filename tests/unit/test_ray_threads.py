@@ -1,5 +1,6 @@
-"""The node bootstrap's `ray start` runs Ray's log monitor as a thread of its own, not as a
-process: a worker's print still reaches the driver, and no `log_monitor.py` process runs."""
+"""The node bootstrap's `ray start` runs Ray's log monitor and autoscaler monitor as threads of
+its own, not as processes: a worker's print still reaches the driver, `ray status` still reports
+the cluster, and no `log_monitor.py` or `monitor.py` process runs."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.ray
 NODE = """
 import json, sys, threading
 import psutil
-from slurm_rl.job import log_relay
+from slurm_rl.job import ray_threads
 from slurm_rl.job.ray_start import start_in_process
 from slurm_rl.core.procs import stop_processes
 temp_dir, port = sys.argv[1], sys.argv[2]
@@ -29,13 +30,13 @@ children = psutil.Process().children(recursive=True)
 from ray._private.services import get_node_ip_address
 print(json.dumps({
     "address": f"{get_node_ip_address()}:{port}",
-    "log_monitor_processes": [p.pid for p in children if any("log_monitor" in a for a in p.cmdline())],
-    "threads": [t.name for t in threading.enumerate()],
+    "python_processes": [" ".join(p.cmdline()[:3]) for p in children if "python" in p.name()],
+    "threads": ray_threads.running(),
 }), flush=True)
 sys.stdin.read()  # until the test is done with this node
-log_relay.stop()
+ray_threads.stop(timeout_s=10)
 stopped = stop_processes(psutil.Process().children(recursive=True), grace_s=2)
-print(json.dumps({"relay_threads": [t.name for t in threading.enumerate() if t.name == "ray-log-monitor"]}), flush=True)
+print(json.dumps({"threads": [t.name for t in threading.enumerate() if t.name.startswith("ray ")]}), flush=True)
 """
 
 DRIVER = """
@@ -68,7 +69,7 @@ def _line_with(proc: subprocess.Popen[str], text: str, timeout_s: float) -> str 
     return None
 
 
-def test_a_workers_print_reaches_the_driver_through_the_bootstraps_own_log_monitor() -> None:
+def test_worker_output_and_ray_status_come_from_monitors_running_as_threads_of_the_bootstrap() -> None:
     temp_dir = Path(tempfile.mkdtemp(prefix="srl-relay-", dir="/tmp"))  # short: Ray's sockets live there
     try:
         _node_and_driver(temp_dir, _free_port())
@@ -82,19 +83,33 @@ def _node_and_driver(tmp_path: Path, port: int) -> None:
     node = subprocess.Popen([sys.executable, "-c", NODE, str(tmp_path / "ray"), str(port)], **opts)  # type: ignore[call-overload]
     driver = None
     try:
-        started = _line_with(node, "log_monitor_processes", 120)
+        started = _line_with(node, "python_processes", 120)
         assert started, "the node's `ray start` did not return"
         seen = json.loads(started)
-        assert seen["log_monitor_processes"] == [] and "ray-log-monitor" in seen["threads"], seen
+        assert seen["threads"] == ["log monitor", "monitor"], seen
+        # Ray's two agents stay processes (the raylet starts them); no monitor script runs
+        assert not [p for p in seen["python_processes"] if "monitor" in p], seen
 
         driver = subprocess.Popen([sys.executable, "-c", DRIVER, seen["address"]], **opts)  # type: ignore[call-overload]
         line = _line_with(driver, "a line a worker printed", 60)
         assert line and "pid=" in line, line  # Ray's prefix: it came through the log monitor
-        logs = list((tmp_path / "ray").glob("session_*/logs/log_monitor.log"))
-        assert logs and "Starting log monitor" in logs[0].read_text(), logs
+        logs = tmp_path / "ray" / "session_latest" / "logs"
+        assert "Starting log monitor" in (logs / "log_monitor.log").read_text()
+        # `ray status` reads what the monitor reports each round (every 5 s)
+        ray_cli = str(Path(sys.executable).parent / "ray")
+        deadline = time.monotonic() + 30
+        while True:
+            out = subprocess.run(
+                [ray_cli, "status", "--address", seen["address"]], capture_output=True, text=True, env=env, timeout=60
+            ).stdout
+            if "Active:" in out or time.monotonic() > deadline:
+                break
+            time.sleep(1)  # its next round
+        assert "Active:" in out and "1 node_" in out, out
+        assert "Monitor: Started" in (logs / "monitor.log").read_text()
     finally:
         if driver is not None and driver.poll() is None:
             driver.communicate(timeout=60)  # closes its stdin: it ends
         rest = node.communicate(timeout=60)[0] if node.poll() is None else ""  # the node stops its Ray
     assert node.returncode == 0
-    assert json.loads(rest.splitlines()[-1]) == {"relay_threads": []}, rest  # stop() ended the thread
+    assert json.loads(rest.splitlines()[-1]) == {"threads": []}, rest  # stop() ended both threads
