@@ -6,13 +6,14 @@ printed with the seed, the job and the step that reproduces it. The last line:
     tests/lab/slurm-lab up --nodes 3 --pyxis --gpus 4
     python bench/soak.py --seed 7 --jobs 30 --concurrency 3 [--spec cluster_specs/lab.json]
         [--pyxis-spec cluster_specs/lab-pyxis.json] [--gpu-spec cluster_specs/lab-gpu.json]
-        [--all-faults] [--oom (on `up --cgroup`)] [--parts] [--shapes]
+        [--all-faults] [--oom (on `up --cgroup`)] [--parts] [--shapes] [--heal]
 
 Jobs: 1 to 3 nodes, bare or in containers (Pyxis with --pyxis-spec, Apptainer with
 --apptainer-spec, on a lab that has them), about one in four with a GPU per node (--gpu-spec, on
 the GPU lab); each driver checks an answer computed on every node
 (tests/lab/experiments/soak_job.py); with --shapes also sweeps, chains and interactive clusters
-attached to, grown and torn down (bench/soak_shapes.py). Faults (chosen by the seed, at moments
+attached to, grown and torn down (bench/soak_shapes.py); with --heal also 2-node jobs with
+--heal 1 whose worker node fails or loses its raylet (they must complete right). Faults (chosen by the seed, at moments
 chosen by the seed):
 driver exception, driver SIGKILL, scancel during bring-up and during the run, teardown during
 bring-up and during the run, a Ray daemon SIGKILLed while the job runs (a worker node's raylet,
@@ -29,10 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -56,32 +55,11 @@ from soak_faults import (
     submit_flags,
     wait_until,
 )
-from soak_shapes import SHAPES, left_on_nodes, run_shape, settled, states, status_json
+from soak_plans import HEAL_FLAGS, Plan, plans, shape_flags
+from soak_shapes import _members, left_on_nodes, run_shape, settled, states, status_json
 
 JOB = REPO / "tests" / "lab" / "experiments" / "soak_job.py"
 JOB_BOUND_S = 420  # from submission to out of the queue (a time limit: SLURM's minute, then its grace)
-
-
-@dataclass
-class Plan:
-    index: int
-    nodes: int
-    runtime: str  # the spec's container runtime: "none", "pyxis" or "apptainer"
-    fault: str  # "none" or one of FAULTS
-    delay_s: float  # when a bring-up fault lands after submission
-    gpus: bool = False  # one GPU per node (the GPU lab's spec)
-    parts: bool = False  # a job of parts: its Ray nodes on labgpu, a required service on labcpu
-    shape: str = "plain"  # or one of SHAPES (bench/soak_shapes.py): a sweep, a chain, an interactive cluster
-
-    @property
-    def container(self) -> bool:
-        return self.runtime != "none"
-
-    def describe(self, seed: int) -> str:
-        kind = (self.runtime if self.container else "bare") + (", 1 GPU per node" if self.gpus else "")
-        kind += ", parts: Ray + a required service" if self.parts else ""
-        kind += f", a {self.shape}" if self.shape != "plain" else ""
-        return f"seed {seed} job #{self.index} ({self.nodes} node(s), {kind}, fault {self.fault})"
 
 
 @dataclass
@@ -91,55 +69,6 @@ class Outcome:
     state: str = ""
     violations: list[str] = field(default_factory=list)
     index_ids: list[str] = field(default_factory=list)  # what the job index must list once each
-
-
-def plans(
-    seed: int,
-    jobs: int,
-    runtimes: tuple[str, ...] = (),
-    faults: tuple[str, ...] = FAULTS,
-    gpus: bool = False,
-    parts: bool = False,
-    shapes: bool = False,
-) -> list[Plan]:
-    """The seed's jobs; about 3 in 10 in a container of one of ``runtimes`` (those the lab has),
-    with ``gpus`` about 1 in 4 bare ones on GPUs, with ``parts`` about 3 in 10 a job of parts,
-    with ``shapes`` about 1 in 4 of the rest a sweep, a chain or an interactive cluster, with no
-    fault of its own (each drawn apart: a seed's other draws stay)."""
-    rng, gpu_rng, parts_rng = random.Random(seed), random.Random(f"{seed}-gpus"), random.Random(f"{seed}-parts")
-    shape_rng = random.Random(f"{seed}-shapes")
-    out = []
-    for i in range(jobs):
-        fault = rng.choice(faults) if rng.random() < 1 / 3 else "none"
-        nodes, boxed, delay = rng.choice((1, 2, 3)), rng.random() < 0.3, rng.uniform(0.0, 4.0)
-        runtime = rng.choice(runtimes) if boxed and runtimes else "none"
-        # a GPU job: bare, not preempted (labspot is not the GPU spec's partition)
-        on_gpus = gpus and gpu_rng.random() < 0.25 and runtime == "none" and fault != "preempt"
-        # a job of parts: its own partitions (no preemption's labspot, no OOM's --mem)
-        in_parts = parts and parts_rng.random() < 0.3 and not on_gpus and fault not in PARTS_SKIP
-        shape = shape_rng.choice(SHAPES) if shapes and shape_rng.random() < 0.25 else "plain"
-        if shape != "plain" and not (in_parts or on_gpus):
-            out.append(Plan(i, nodes, runtime, "none", delay, shape=shape))
-            continue
-        out.append(Plan(i, min(nodes, 2) if in_parts else nodes, runtime, fault, delay, on_gpus, in_parts))
-    return out
-
-
-PARTS_SKIP = ("preempt", "oom", "held_port")
-PARTS_FILE = (
-    "ray: {{nodes: {nodes}, partition: labgpu}}\n"
-    "svc: {{nodes: 1, partition: labcpu, service: 'python3 -m http.server --bind 0.0.0.0 {{port}}', "
-    "ready: 'http:/', required: true}}\n"
-)
-
-
-def shape_flags(plan: Plan, seed: int) -> list[str]:
-    """How many nodes the job asks for: --nodes, or a parts file (Ray nodes and a service's)."""
-    if not plan.parts:
-        return ["--nodes", str(plan.nodes)]
-    path = Path(tempfile.gettempdir()) / f"soak-{seed}-{plan.index}-parts.yaml"
-    path.write_text(PARTS_FILE.format(nodes=plan.nodes))
-    return ["--parts", str(path)]
 
 
 def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailures) -> Outcome:
@@ -153,6 +82,7 @@ def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailure
         submitted.append(out.index_ids[-1] if out.index_ids else out.job_id)  # `logs` takes a sweep's task
         return out
     argv = ["submit", str(spec), str(JOB), *submit_flags(plan.fault), *(["--gpus-per-node", "1"] if plan.gpus else [])]
+    argv += HEAL_FLAGS if plan.heal else []
     argv += [*shape_flags(plan, seed), "--cpus-per-node", "1", "--json", "--name", f"soak{seed}"]
     argv += ["--", hold_s(plan.fault), *driver_args(plan.fault)]
     since = time.time()
@@ -175,9 +105,12 @@ def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailure
         return out
     out.state = str(said.get("state"))
     caught = failures.caught(job_dir, since, time.time())
-    out.violations += expected(plan.fault, plan.nodes, said, job_dir, caught) + ([] if caught else missed)
+    out.violations += expected(plan.fault, plan.nodes, said, job_dir, caught, plan.heal) + ([] if caught else missed)
     crashed = caught[0] if caught and caught[1] == "failure" else ""
     out.violations += left_on_nodes(out.job_id, plan.runtime, crashed)
+    members = _members(str(job_dir))  # a healing job's replacements end with it
+    if members and not wait_until(lambda: not any(in_queue(m) for m in members), 60, 1.0):
+        say(f"member jobs left in the queue after the job ended: {[m for m in members if in_queue(m)]}")
     for name in ("manifest.json", "events.jsonl"):
         if not (job_dir / name).exists():
             say(f"the job dir lacks {name}")
@@ -215,6 +148,7 @@ def soak(
     spec_gpu: Path | None = None,
     parts: bool = False,
     shapes: bool = False,
+    heal: bool = False,
 ) -> tuple[list[Outcome], list[str]]:
     """Run the seed's plan; returns every job's outcome and the soak-wide violations."""
     failures = NodeFailures()
@@ -230,7 +164,7 @@ def soak(
         w.start()
     try:
         with ThreadPoolExecutor(concurrency) as pool:
-            todo = plans(seed, jobs, runtimes, faults, gpus=spec_gpu is not None, parts=parts, shapes=shapes)
+            todo = plans(seed, jobs, runtimes, faults, gpus=spec_gpu is not None, parts=parts, shapes=shapes, heal=heal)
             outcomes = list(pool.map(lambda p: run_one(p, seed, specs, failures), todo))
     finally:
         stop.set()
@@ -279,12 +213,13 @@ def main() -> None:
     ap.add_argument("--oom", action="store_true", help="also OOM kills (the cgroup lab: `up --cgroup`)")
     ap.add_argument("--parts", action="store_true", help="also jobs of parts (a GPU lab: labgpu and labcpu)")
     ap.add_argument("--shapes", action="store_true", help="also sweeps, chains and interactive clusters")
+    ap.add_argument("--heal", action="store_true", help="also 2-node jobs with --heal 1, healed")
     args = ap.parse_args()
     faults = (*FAULTS, *LONG_FAULTS) if args.all_faults else FAULTS
     faults = (*faults, "oom") if args.oom else faults
     outcomes, problems = soak(
         args.seed, args.jobs, args.concurrency, args.spec, args.pyxis_spec, args.apptainer_spec, faults, args.gpu_spec,
-        args.parts, args.shapes,
+        args.parts, args.shapes, args.heal,
     )  # fmt: skip
     for o in outcomes:
         mark = "ok" if not o.violations else "VIOLATION"

@@ -221,10 +221,19 @@ def hold_the_port(job_id: str, say) -> None:  # type: ignore[no-untyped-def]
             h.wait(timeout=30)
 
 
-def expected(fault: str, n_nodes: int, status: dict, job_dir: Path, caught: tuple[str, str] | None) -> list[str]:
-    """What the job must say for its fault (``caught``: a node failure or a preemption under it)."""
+def expected(
+    fault: str, n_nodes: int, status: dict, job_dir: Path, caught: tuple[str, str] | None, heal: bool = False
+) -> list[str]:
+    """What the job must say for its fault (``caught``: a node failure or a preemption under it;
+    ``heal``: a job with --heal 1, which must outlive the loss of a worker node)."""
     state, code, reason = status.get("state"), status.get("exit_code"), status.get("exit_reason") or ""
     answer = _read(job_dir / "answer.json")
+    head = _read(job_dir / "cluster.json").get("head_node")
+    lost_worker = (caught and caught[1] == "failure" and caught[0] != head) or (not caught and fault == "raylet_kill")
+    if heal and lost_worker:  # healed: the job goes on and completes with its answer
+        if state != "COMPLETED" or code != 0 or not answer.get("ok"):
+            return [f"healing job, a worker node lost ({fault}): {state}, exit {code} ({reason}), answer {answer}"]
+        return []
     if caught and caught[1] == "failure":  # the node failure it was aimed at, or a neighbour's
         if state == "CANCELLED" and fault.startswith(("scancel", "teardown")):  # its own cancel came too
             return []
