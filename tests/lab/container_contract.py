@@ -43,7 +43,7 @@ def assert_attach_runs_in_the_container(job_id: int) -> None:
         assert res.returncode == 0, said[0]
         return "Active:" in res.stdout
 
-    assert wait_for(ray_status_active, 30), said[0]
+    assert wait_for(ray_status_active, 30, poll_s=2), said[0]  # each try an attach: ~1 CPU-s
 
 
 def assert_cancelled_crashed_and_clean_end_right(cancelled: dict, crash: dict, clean: dict) -> None:

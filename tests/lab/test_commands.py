@@ -120,7 +120,7 @@ def test_status_and_list_show_the_last_progress_not_the_workers_lines(lab: list[
 
     try:
         reached("step")
-        assert wait_for(lambda: (status()["progress"] or {}).get("what") == "step 3", 15), status()
+        assert wait_for(lambda: (status()["progress"] or {}).get("what") == "step 3", 15, poll_s=0.5), status()
         (jd / "go-step").touch()
         reached("chatter")
         seen = status()["progress"]

@@ -87,5 +87,6 @@ def test_array_tasks_are_jobs_to_status_logs_attach_and_teardown(lab: list[str])
     down = run_cli("teardown", str(array_id), "--json", timeout=180)  # the array: every task
     assert down.returncode == 0, down.stderr
     for t in tasks:
-        assert wait_for(lambda t=t: json.loads(run_cli("status", t, "--json").stdout)["state"] != "RUNNING", 60)
+        ended = lambda t=t: json.loads(run_cli("status", t, "--json").stdout)["state"] != "RUNNING"  # noqa: E731
+        assert wait_for(ended, 60, poll_s=1)
         assert_no_leftovers(lab, t)  # type: ignore[arg-type]

@@ -82,14 +82,14 @@ def test_a_paused_driver_is_stalled_then_running_again_and_stacks_show_every_nod
         kept = Path(head.split("(kept in ")[1].rstrip(")"))
         assert kept.read_text() == stacks.stdout and kept.is_relative_to(jd)
 
-        assert wait_for(lambda: _status(jid)["phase"] == "stalled", STALL_S + 40), _status(jid)
+        assert wait_for(lambda: _status(jid)["phase"] == "stalled", STALL_S + 40, poll_s=1), _status(jid)
         said = _status(jid)
         assert said["state"] == "RUNNING" and said["stall"]["line"].startswith("stalled for "), said
         table = run_cli("status", str(jid)).stdout
         assert f"job {jid}: stalled for " in table and "(last progress: step 1 at " in table, table
         (jd / "go").touch()
         assert wait_for(lambda: (jd / "phase-resumed").exists(), 60)
-        assert wait_for(lambda: _status(jid)["phase"] != "stalled", 20), _status(jid)
+        assert wait_for(lambda: _status(jid)["phase"] != "stalled", 20, poll_s=1), _status(jid)
         names = [e["event"] for e in read_events(jd / "events.jsonl")]
         assert names.count("stalled") == 1 and "stall_ended" in names[names.index("stalled") :], names
     finally:
