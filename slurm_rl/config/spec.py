@@ -46,7 +46,7 @@ SECRET_NAME = re.compile(r"TOKEN|KEY|PASSWORD|SECRET|PASSWD|CREDENTIAL", re.IGNO
 class ClusterSpec(BaseModel):
     """A resolved, validated cluster spec. Frozen: resolve once, pass around."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
     cluster_type: Literal["slurm", "local", "ray"] = "slurm"
     cluster_name: str

@@ -32,7 +32,7 @@ class Container(BaseModel):
     """How every process of the job is started: the runtime's name (slurm_rl/runtimes: each
     runtime turns this into its node step's flags), the image and its mounts."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     runtime: str = "none"
     image: str | None = None

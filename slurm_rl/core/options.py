@@ -52,7 +52,7 @@ from .parts import Part
 class JobOptions(BaseModel):
     """Everything a job needs besides the spec, resolved once on the login node. Paths are absolute."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     experiment: str = ""  # the driver script; "" is an interactive cluster (no driver)
     experiment_args: tuple[str, ...] = ()

@@ -29,7 +29,7 @@ PART_RESOURCE_PREFIX = "part:"  # each node of a Ray part: Ray resource "part:NA
 class Part(BaseModel):
     """One part of a job: its nodes and what runs on them."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     nodes: int = Field(default=0, ge=0)
     partition: SlurmName | None = None  # None: the job's (the spec's partition)

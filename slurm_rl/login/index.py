@@ -48,12 +48,12 @@ def record(job_id: int | str, paths: JobPaths, cluster: str) -> None:
         pass  # an unwritable home must not fail a submit: lookups fall back to SLURM and the spec
 
 
-def entries() -> list[dict[str, object]]:
-    """Every indexed job whose job dir still exists, newest first, one entry per job id."""
+def _latest() -> dict[str, dict[str, object]]:
+    """The index's last line for each job id (a resubmit's line replaces the first)."""
     try:
         lines = index_path().read_text().splitlines()
     except OSError:
-        return []
+        return {}
     seen: dict[str, dict[str, object]] = {}
     for line in lines:
         try:
@@ -61,12 +61,30 @@ def entries() -> list[dict[str, object]]:
             seen[str(item["job_id"])] = item
         except (ValueError, KeyError, TypeError):
             continue
-    alive = [e for e in seen.values() if JobPaths(Path(str(e["job_dir"]))).manifest.exists()]
-    return sorted(alive, key=lambda e: float(str(e.get("submitted") or 0)), reverse=True)
+    return seen
+
+
+def _alive(item: dict[str, object]) -> bool:
+    return JobPaths(Path(str(item["job_dir"]))).manifest.exists()
+
+
+def _newest_first(items: list[dict[str, object]]) -> list[dict[str, object]]:
+    return sorted(items, key=lambda e: float(str(e.get("submitted") or 0)), reverse=True)
+
+
+def entries() -> list[dict[str, object]]:
+    """Every indexed job whose job dir still exists, newest first, one entry per job id."""
+    return _newest_first([e for e in _latest().values() if _alive(e)])
+
+
+def with_prefix(prefix: str) -> list[dict[str, object]]:
+    """The indexed jobs whose id starts with ``prefix`` (a sweep's ``ARRAYID_``) and whose job
+    dir still exists, newest first. Only theirs are looked at on disk: a user's index of
+    thousands of jobs costs one read, not a stat per job."""
+    return _newest_first([e for k, e in _latest().items() if k.startswith(prefix) and _alive(e)])
 
 
 def lookup(job_id: int | str) -> JobPaths | None:
-    for e in entries():
-        if str(e["job_id"]) == str(job_id):
-            return JobPaths(Path(str(e["job_dir"])))
-    return None
+    """The job dir of ``job_id`` if the index has it and it still holds a manifest."""
+    item = _latest().get(str(job_id))
+    return JobPaths(Path(str(item["job_dir"]))) if item is not None and _alive(item) else None

@@ -262,12 +262,10 @@ def load_sweep(sweep_dir: Path) -> Sweep | None:
 
 def find_sweep(array_id: int, user: str, spec: ClusterSpec | None = None) -> Sweep | None:
     """A sweep by its array id: from the index (its tasks' job dirs), else under the spec's fileroot."""
-    prefix = f"{array_id}_"
-    for e in index.entries():
-        if str(e["job_id"]).startswith(prefix):
-            found = load_sweep(sweep_dir_for(Path(str(e["job_dir"])).parent, array_id))
-            if found is not None:
-                return found
+    for e in index.with_prefix(f"{array_id}_"):
+        found = load_sweep(sweep_dir_for(Path(str(e["job_dir"])).parent, array_id))
+        if found is not None:
+            return found
     if spec is not None:
         for candidate in sorted((Path(spec.fileroot) / user).glob(f"*/sweep-{array_id}")):
             found = load_sweep(candidate)

@@ -53,6 +53,28 @@ def test_a_job_is_found_by_id_from_the_index_whatever_its_spec(own_index: Path) 
     assert stat.S_IMODE(index.index_path().stat().st_mode) == 0o600
 
 
+def test_finding_one_job_looks_at_its_own_dir_only_however_long_the_index(
+    own_index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user with years of jobs: `status JOB` reads the index once and checks one job dir (it
+    checked all of them: 0.33 of 0.42 CPU-s per call with 3,700 jobs). A job whose dir is gone
+    is still not found, and a resubmit's newer line wins."""
+    gone = JobPaths.for_job(str(own_index / "old"), "alice", "exp", 1)
+    for job_id in range(1000, 4000):
+        index.record(job_id, gone, "site")  # dirs long removed
+    old, new = _job(own_index / "siteA", 4001), _job(own_index / "siteB", 4001, "again")
+    index.record(4001, old, "siteA")
+    index.record(4001, new, "siteB")
+    looked: list[Path] = []
+    alive = index._alive
+    monkeypatch.setattr(index, "_alive", lambda item: looked.append(Path(str(item["job_dir"]))) or alive(item))
+    assert find_job_dir(4001, "alice") == new and looked == [new.job_dir]
+    looked.clear()
+    with pytest.raises(UsageError, match="job 1500: no slurm-rl job dir found"):
+        find_job_dir(1500, "alice")
+    assert looked == [gone.job_dir]  # its own entry only (and no sweep of that id: no task has it)
+
+
 def test_a_job_is_found_from_slurms_record_of_its_output(own_index: Path) -> None:
     paths = _job(own_index / "site", 77)
     out = f"JobId=77 JobState=RUNNING StdOut={paths.batch_log} StdErr={paths.batch_log}\n"
