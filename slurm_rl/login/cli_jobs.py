@@ -40,15 +40,25 @@ def status(job: str | None, spec_flag: str | None, as_json: bool) -> None:
     show_status(job, current_user(), SlurmClient(), load_spec(spec_flag), as_json)
 
 
+LIST_LAST = 50
+
+
 @click.command("list", context_settings=CONTEXT)
+@click.option("-n", "--last", default=LIST_LAST, show_default=True, type=click.IntRange(min=1), help="Newest N jobs.")
+@click.option("--all", "every", is_flag=True, help="Every job of yours (a long history takes a while).")
 @spec_option()
-def list_jobs(spec_flag: str | None) -> None:
-    """Your jobs and local runs, of every spec, newest first: id, name, state, when, job dir."""
+def list_jobs(last: int, every: bool, spec_flag: str | None) -> None:
+    """Your jobs and local runs, of every spec, newest first: id, name, state, when, job dir. The
+    newest 50 unless -n or --all says otherwise; a line on stderr says how many older ones exist."""
     from ..slurm import SlurmClient
     from .job_tables import print_list
     from .lookup import all_job_dirs
 
-    print_list(all_job_dirs(current_user(), load_spec(spec_flag)), SlurmClient())
+    dirs = all_job_dirs(current_user(), load_spec(spec_flag))
+    shown = dirs if every else dirs[:last]
+    print_list(shown, SlurmClient())
+    if len(dirs) > len(shown):
+        click.echo(f"({len(dirs) - len(shown)} older job(s) not shown: `slurm-rl list --all` or `-n N`)", err=True)
 
 
 @click.command(context_settings=CONTEXT)

@@ -75,6 +75,33 @@ def test_finding_one_job_looks_at_its_own_dir_only_however_long_the_index(
     assert looked == [gone.job_dir]  # its own entry only (and no sweep of that id: no task has it)
 
 
+def test_list_shows_the_newest_fifty_and_says_how_many_more_there_are(own_index: Path) -> None:
+    """`slurm-rl list` of a long history: the newest 50 (it rendered all, 3 s for 3,700 jobs),
+    a line on stderr for the rest; -n N and --all ask for more."""
+    import os
+    import time
+
+    from click.testing import CliRunner
+
+    from slurm_rl.login.cli_jobs import list_jobs
+
+    for k in range(53):  # local runs: their states come from their files, not SLURM
+        paths = _job(own_index / "site", f"local-{k:03d}", f"run{k:03d}")
+        os.utime(paths.manifest, (time.time() - 1000 + k,) * 2)  # newest: the highest k
+        index.record(paths.job_id, paths, "site")
+    runner = CliRunner()
+    res = runner.invoke(list_jobs, [], env={"COLUMNS": "120"})
+    ids = [line.split()[0] for line in res.stdout.splitlines()[1:] if line.startswith("local-")]
+    assert res.exit_code == 0 and len(ids) == 50 and ids[0] == "local-052" and ids[-1] == "local-003", res.stdout
+    assert "(3 older job(s) not shown: `slurm-rl list --all` or `-n N`)" in res.stderr
+    few = runner.invoke(list_jobs, ["-n", "2"], env={"COLUMNS": "120"})
+    shown = [ln.split()[0] for ln in few.stdout.splitlines() if ln.startswith("local-")]
+    assert shown == ["local-052", "local-051"], few.stdout
+    every = runner.invoke(list_jobs, ["--all"], env={"COLUMNS": "120"})
+    assert sum(ln.startswith("local-") for ln in every.stdout.splitlines()) == 53 and "not shown" not in every.stderr
+    assert runner.invoke(list_jobs, ["-n", "0"]).exit_code == 2
+
+
 def test_a_job_is_found_from_slurms_record_of_its_output(own_index: Path) -> None:
     paths = _job(own_index / "site", 77)
     out = f"JobId=77 JobState=RUNNING StdOut={paths.batch_log} StdErr={paths.batch_log}\n"
