@@ -77,7 +77,13 @@ def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailure
     spec = specs["gpu" if plan.gpus else plan.runtime]
     if plan.shape != "plain":
         base = [str(spec), "--cpus-per-node", "1", "--name", f"soak{seed}"]
-        out.job_id, out.index_ids = run_shape(plan.shape, base, JOB, plan.nodes, plan.runtime, say)
+        began = time.time()
+
+        def caught(job_dir: Path, said: dict) -> tuple[str, str] | None:  # ended by a neighbour's fault, named
+            hit = failures.caught(job_dir, began, time.time())
+            return hit if hit and not expected("none", plan.nodes, said, job_dir, hit) else None
+
+        out.job_id, out.index_ids = run_shape(plan.shape, base, JOB, plan.nodes, plan.runtime, say, caught)
         out.state = " ".join(f"{i}:{states.get(i, '?')}" for i in out.index_ids)
         submitted.append(out.index_ids[-1] if out.index_ids else out.job_id)  # `logs` takes a sweep's task
         return out

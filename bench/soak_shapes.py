@@ -81,13 +81,17 @@ def _gone(ids: list[str], say) -> bool:  # type: ignore[no-untyped-def]
     return False
 
 
-def run_shape(shape: str, base: list[str], job: Path, nodes: int, runtime: str, say) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
+def run_shape(shape: str, base: list[str], job: Path, nodes: int, runtime: str, say, caught) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
     """Runs one shape; ``base`` is the spec and the flags every soak job has. Returns the id
-    `status` takes and the ids the job index must list once each (their states: ``states``)."""
-    return {"sweep": _sweep, "chain": _chain, "interactive": _interactive}[shape](base, job, nodes, runtime, say)
+    `status` takes and the ids the job index must list once each (their states: ``states``).
+    ``caught(job_dir, status)``: the node failure or preemption aimed at a neighbour that ended
+    one of its jobs, if it did and the job says so (node, kind), else None."""
+    return {"sweep": _sweep, "chain": _chain, "interactive": _interactive}[shape](
+        base, job, nodes, runtime, say, caught
+    )
 
 
-def _sweep(base: list[str], job: Path, nodes: int, runtime: str, say) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
+def _sweep(base: list[str], job: Path, nodes: int, runtime: str, say, caught) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
     res = cli(
         "sweep", base[0], str(job), *base[1:], "--nodes", str(nodes), "--max-concurrent", "2", "--json", "--", "3,4"
     )
@@ -98,21 +102,28 @@ def _sweep(base: list[str], job: Path, nodes: int, runtime: str, say) -> tuple[s
     tasks = [(str(t["job_id"]), Path(str(t["job_dir"]))) for t in data["tasks"]]
     if not _gone([str(data["array_id"])], say):
         return str(data["array_id"]), [t for t, _ in tasks]
+    hit: set[str] = set()  # tasks a neighbour's node failure or preemption ended, and which say so
     for task, job_dir in tasks:
         said = status_json(task, say)
-        if said and (said.get("state") != "COMPLETED" or said.get("exit_code") != 0 or not _answered(job_dir, nodes)):
+        by = caught(job_dir, said) if said else None
+        hit |= {task.rsplit("_", 1)[1]} if by else set()
+        if (
+            said
+            and not by
+            and (said.get("state") != "COMPLETED" or said.get("exit_code") != 0 or not _answered(job_dir, nodes))
+        ):
             say(f"sweep task {task}: {said.get('state')}, exit {said.get('exit_code')} ({said.get('exit_reason')})")
-        say_all(left_on_nodes(task, runtime), say)
+        say_all(left_on_nodes(task, runtime, by[0] if by and by[1] == "failure" else ""), say)
     summary = cli("sweep-summary", str(data["array_id"]))  # a row per task: its index, arguments, state
     rows = [line.split() for line in summary.stdout.splitlines()]
     done = {row[0] for row in rows if len(row) > 2 and "COMPLETED" in row}
-    if summary.returncode != 0 or done != {t.rsplit("_", 1)[1] for t, _ in tasks}:
+    if summary.returncode != 0 or done | hit != {t.rsplit("_", 1)[1] for t, _ in tasks}:
         said = (summary.stdout + summary.stderr)[-300:]
         say(f"sweep-summary exited {summary.returncode} without every task: {said}")
     return str(data["array_id"]), [t for t, _ in tasks]
 
 
-def _chain(base: list[str], job: Path, nodes: int, runtime: str, say) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
+def _chain(base: list[str], job: Path, nodes: int, runtime: str, say, caught) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
     res = cli("submit", base[0], str(job), *base[1:], "--nodes", str(nodes), "--chain", "2", "--json", "--", "3")
     if res.returncode != 0:
         say(f"submit --chain exited {res.returncode}: {res.stderr.strip()[-300:]}")
@@ -122,17 +133,19 @@ def _chain(base: list[str], job: Path, nodes: int, runtime: str, say) -> tuple[s
     if not _gone(ids, say):
         return ids[0], ids
     first, second = status_json(ids[0], say), status_json(ids[1], say)
-    if first and (first.get("state") != "COMPLETED" or not _answered(dirs[0], nodes)):
+    by = [caught(d, said) if said else None for d, said in zip(dirs, (first, second))]
+    if first and not by[0] and (first.get("state") != "COMPLETED" or not _answered(dirs[0], nodes)):
         say(f"chain job 1 ({ids[0]}): {first.get('state')}, exit {first.get('exit_code')} ({first.get('exit_reason')})")
-    # the run finished in job 1: job 2 is cancelled while pending, or starts and does nothing
-    if second and second.get("state") not in ("CANCELLED", "COMPLETED"):
-        say(f"chain job 2 ({ids[1]}) after a finished run: {second.get('state')} ({second.get('exit_reason')})")
-    for i in ids:
-        say_all(left_on_nodes(i, runtime), say)
+    # the run finished in job 1: job 2 is cancelled while pending, or starts and does nothing;
+    # after a job 1 a neighbour's fault ended, job 2 runs the experiment again and completes
+    if second and not by[1] and second.get("state") not in ("CANCELLED", "COMPLETED"):
+        say(f"chain job 2 ({ids[1]}): {second.get('state')} ({second.get('exit_reason')})")
+    for i, b in zip(ids, by):
+        say_all(left_on_nodes(i, runtime, b[0] if b and b[1] == "failure" else ""), say)
     return ids[0], ids
 
 
-def _interactive(base: list[str], job: Path, nodes: int, runtime: str, say) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
+def _interactive(base: list[str], job: Path, nodes: int, runtime: str, say, caught) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
     res = cli("submit", base[0], *base[1:], "--nodes", str(nodes), "--time", "10", "--json")
     if res.returncode != 0:
         say(f"submit (interactive) exited {res.returncode}: {res.stderr.strip()[-300:]}")
