@@ -15,6 +15,7 @@ from .job_env import MEMBER_RANK_BASE
 from .job_ids import JobId, parse_job_id
 from .manifest import JobManifest, load_manifest
 from .members import joined_nodes, member_history, member_jobs
+from .nodelist import expand_hostlist
 from .paths import JobPaths
 from .progress import open_stall
 
@@ -107,6 +108,15 @@ def ended_nodes(events: list[dict[str, Any]]) -> set[str]:
     last = last_attempt(events) or 0
     ends = (e for e in events if e.get("event") in NODE_ENDS and e.get("attempt", 0) == last)
     return {str(e["node"]) for e in ends if e.get("node")}
+
+
+def silent_nodes(paths: JobPaths, nodelist: str) -> list[str] | None:
+    """SLURM's nodes of a job (``nodelist``) whose bootstrap never said how it ended; None where
+    SLURM named none."""
+    if not nodelist:
+        return None
+    ended = ended_nodes(read_events(paths.events))
+    return [n for n in expand_hostlist(nodelist) if n not in ended]
 
 
 def cleaned_nodes(events: list[dict[str, Any]]) -> set[str]:

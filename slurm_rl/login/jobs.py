@@ -15,10 +15,9 @@ from ..core.end_time import read_time_left
 from ..core.events import read_events
 from ..core.exits import OomKills, RayDeath, read_exit, record_exit, with_kills, with_ray_deaths
 from ..core.fields import human_time_limit
-from ..core.job_dir import ended_nodes, read_job_dir
+from ..core.job_dir import read_job_dir, silent_nodes
 from ..core.job_ids import JobId, is_local
 from ..core.members import GROW, nodes_now
-from ..core.nodelist import expand_hostlist
 from ..core.paths import JobPaths
 from ..core.progress import Progress, stall_line
 from ..core.progress import last as last_progress
@@ -111,6 +110,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         slurm_state = "COMPLETING"
     lost = v.lost if state is not None and not state.in_queue and exit_code != 0 else []
     lost = [] if exit_reason.startswith("the job step could not start on") else lost  # srun killed the others
+    not_one_silent = slurm_state == "NODE_FAIL" and state is not None and silent_nodes(paths, state.nodelist) == []
     if slurm_state == "TIMEOUT":  # SLURM's SIGTERM/SIGKILL at the limit is no crash, whatever killed the driver
         exit_reason = f"hit the time limit ({human_time_limit(v.manifest.time if v.manifest else None)})"
     elif slurm_state == "PREEMPTED" and exit_code == 0:  # the driver was done: SLURM took the job's last seconds
@@ -119,6 +119,12 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         slurm_state = "COMPLETED"
         if "NODE_FAIL" not in exit_reason:
             exit_reason = f"{exit_reason or 'driver exited 0'}; then a node failed as the job ended (SLURM: NODE_FAIL)"
+    elif slurm_state == "NODE_FAIL" and exit_code is not None and not lost and state and not_one_silent:
+        # every node of the job had reported its end: the job ended of its own cause (a driver
+        # that failed, was killed or cancelled), and a node failed as it ended
+        slurm_state = "FAILED"
+        if "NODE_FAIL" not in exit_reason:
+            exit_reason = f"{exit_reason or 'stopped'}; then a node failed as the job ended (SLURM: NODE_FAIL)"
     elif slurm_state == "PREEMPTED" and not exit_reason.startswith("preempted"):  # the cause, not the SIGTERM
         exit_reason = f"preempted by SLURM (a higher-priority job took its nodes); then: {exit_reason or 'stopped'}"
     elif lost:  # the other nodes only saw the consequence (a SIGTERM, a dead actor)
@@ -132,8 +138,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
     elif slurm_state == "NODE_FAIL" and state is not None and " failed (SLURM: NODE_FAIL" not in exit_reason:
         # a node that failed before its bootstrap started (or said anything): SLURM's nodes of the
         # job that never said how they ended, not the SIGTERM the others got
-        ended = ended_nodes(read_events(paths.events))
-        silent = [n for n in expand_hostlist(state.nodelist) if n not in ended] if state.nodelist else []
+        silent = silent_nodes(paths, state.nodelist) or []
         which = ", ".join(silent) if silent else "a node of the job"
         exit_reason = f"{which} failed (SLURM: NODE_FAIL; `sinfo -N` shows its state); then: {exit_reason or 'stopped'}"
         if exit_code is None:

@@ -260,6 +260,24 @@ def test_a_node_that_failed_after_the_driver_finished_leaves_the_job_completed(t
     assert summary.exit_reason == "driver exited 0; then a node failed as the job ended (SLURM: NODE_FAIL)"
 
 
+def test_a_node_that_failed_after_every_node_ended_leaves_the_jobs_own_failure_first(tmp_path: Path) -> None:
+    """Seen in the soak (seed 42): a driver SIGKILLed, every node reported its end, then a node
+    failed (a neighbour's fault) before SLURM ended the job: NODE_FAIL. The job failed of its own
+    cause: FAILED, the driver's reason first, the node failure after it (it said "a node of the
+    job failed ...; then: driver killed", as if the failure had come first). A node that never
+    said how it ended is still named as the cause."""
+    paths = _job(tmp_path)
+    for rank, node in enumerate(("node1", "node2", "node3")):
+        append_event(paths.events, "node_start", node=node, rank=rank, attempt=0)
+        append_event(paths.events, "node_cleaned" if rank == 0 else "node_stopped", node=node, attempt=0)
+    record_exit(paths, 137, "driver killed by signal SIGKILL")
+    summary = summarize(paths, JobState(4242, "NODE_FAIL", "node[1-3]"))
+    assert (summary.state, summary.exit_code) == ("FAILED", 137)
+    then = "then a node failed as the job ended (SLURM: NODE_FAIL)"
+    assert summary.exit_reason == f"driver killed by signal SIGKILL; {then}"
+    assert summarize(paths, JobState(4242, "NODE_FAIL", "node[1-4]")).exit_reason.startswith("node4 failed (SLURM")
+
+
 def test_a_step_that_could_not_start_on_one_node_names_it_not_the_nodes_srun_killed(tmp_path: Path) -> None:
     paths = _job(tmp_path)
     for rank, node in enumerate(("node1", "node2")):  # started; srun killed them when node3's launch failed
