@@ -237,6 +237,8 @@ def expected(
     if caught and caught[1] == "failure":  # the node failure it was aimed at, or a neighbour's
         if state == "CANCELLED" and fault.startswith(("scancel", "teardown")):  # its own cancel came too
             return []
+        if state == "COMPLETED" and code == 0 and answer.get("ok"):  # done before the loss could end it
+            return []  # (Ray declares a node lost ~10 s after it died; SLURM's NODE_FAIL then comes too late)
         if state == "COMPLETED" or caught[0] not in reason:
             return [f"caught by {caught[0]}'s failure: {state}, exit {code} ({reason}): the node is not named"]
         return []
