@@ -81,14 +81,12 @@ def stop(timeout_s: float = 0.2) -> None:
 
 def _start(kind: str, target: Callable[..., None], *args: str) -> None:
     """Start ``kind``'s thread, ending the one of an earlier `ray start` in this process."""
-    with _lock:
-        before = _running.pop(kind, None)
-    if before is not None:
-        before[0].set()
     halt = threading.Event()
     thread = threading.Thread(target=target, args=(halt, *args), name=f"ray {kind}", daemon=True)
     with _lock:
-        _running[kind] = (halt, thread)
+        before, _running[kind] = _running.get(kind), (halt, thread)
+    if before is not None:
+        before[0].set()
     thread.start()
 
 

@@ -110,7 +110,8 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         slurm_state = "COMPLETING"
     lost = v.lost if state is not None and not state.in_queue and exit_code != 0 else []
     lost = [] if exit_reason.startswith("the job step could not start on") else lost  # srun killed the others
-    not_one_silent = slurm_state == "NODE_FAIL" and state is not None and silent_nodes(paths, state.nodelist) == []
+    # NODE_FAIL: SLURM's nodes of the job that never said how they ended (None: SLURM named none)
+    silent = silent_nodes(paths, state.nodelist) if slurm_state == "NODE_FAIL" and state is not None else None
     if slurm_state == "TIMEOUT":  # SLURM's SIGTERM/SIGKILL at the limit is no crash, whatever killed the driver
         exit_reason = f"hit the time limit ({human_time_limit(v.manifest.time if v.manifest else None)})"
     elif slurm_state == "PREEMPTED" and exit_code == 0:  # the driver was done: SLURM took the job's last seconds
@@ -119,7 +120,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         slurm_state = "COMPLETED"
         if "NODE_FAIL" not in exit_reason:
             exit_reason = f"{exit_reason or 'driver exited 0'}; then a node failed as the job ended (SLURM: NODE_FAIL)"
-    elif slurm_state == "NODE_FAIL" and exit_code is not None and not lost and state and not_one_silent:
+    elif slurm_state == "NODE_FAIL" and exit_code is not None and not lost and silent == []:
         # every node of the job had reported its end: the job ended of its own cause (a driver
         # that failed, was killed or cancelled), and a node failed as it ended
         slurm_state = "FAILED"
@@ -138,7 +139,6 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
     elif slurm_state == "NODE_FAIL" and state is not None and " failed (SLURM: NODE_FAIL" not in exit_reason:
         # a node that failed before its bootstrap started (or said anything): SLURM's nodes of the
         # job that never said how they ended, not the SIGTERM the others got
-        silent = silent_nodes(paths, state.nodelist) or []
         which = ", ".join(silent) if silent else "a node of the job"
         exit_reason = f"{which} failed (SLURM: NODE_FAIL; `sinfo -N` shows its state); then: {exit_reason or 'stopped'}"
         if exit_code is None:
