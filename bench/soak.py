@@ -56,7 +56,7 @@ from soak_faults import (
     wait_until,
 )
 from soak_plans import HEAL_FLAGS, Plan, plans, shape_flags
-from soak_shapes import _members, left_on_nodes, run_shape, settled, states, status_json
+from soak_shapes import left_on_nodes, member_jobs_of, run_shape, settled, states, status_json
 
 JOB = REPO / "tests" / "lab" / "experiments" / "soak_job.py"
 JOB_BOUND_S = 420  # from submission to out of the queue (a time limit: SLURM's minute, then its grace)
@@ -114,7 +114,7 @@ def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailure
     out.violations += expected(plan.fault, plan.nodes, said, job_dir, caught, plan.heal) + ([] if caught else missed)
     crashed = caught[0] if caught and caught[1] == "failure" else ""
     out.violations += left_on_nodes(out.job_id, plan.runtime, crashed)
-    members = _members(str(job_dir))  # a healing job's replacements end with it
+    members = member_jobs_of(str(job_dir))  # a healing job's replacements end with it
     if members and not wait_until(lambda: not any(in_queue(m) for m in members), 60, 1.0):
         say(f"member jobs left in the queue after the job ended: {[m for m in members if in_queue(m)]}")
     for name in ("manifest.json", "events.jsonl"):

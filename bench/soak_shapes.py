@@ -173,7 +173,7 @@ def _interactive(base: list[str], job: Path, nodes: int, runtime: str, say, caug
                 say(f"grow {jid} exited {grown.returncode}: {grown.stderr.strip()[-300:]}")
             if joined:  # and released again: its SLURM job ends, the cluster goes on
                 shrunk = cli("shrink", jid, "--member", "1")
-                member = _members(data["job_dir"])
+                member = member_jobs_of(data["job_dir"])
                 if shrunk.returncode != 0 or not wait_until(lambda: not any(in_queue(m) for m in member), 60, 1.0):
                     say(f"shrink {jid} exited {shrunk.returncode}, member {member}: {shrunk.stderr.strip()[-300:]}")
     down = cli("teardown", jid)
@@ -186,13 +186,14 @@ def _interactive(base: list[str], job: Path, nodes: int, runtime: str, say, caug
         if said and said.get("state") == "COMPLETED":
             say(f"interactive {jid} torn down says COMPLETED ({said.get('exit_reason')})")
         say_all(left_on_nodes(jid, runtime), say)
-        members = _members(data["job_dir"])
+        members = member_jobs_of(data["job_dir"])
         if [m for m in members if in_queue(m)]:
             say(f"interactive {jid}: member jobs left in the queue: {members}")
     return jid, [jid]
 
 
-def _members(job_dir: str) -> list[str]:
+def member_jobs_of(job_dir: str) -> list[str]:
+    """The SLURM ids of a job's member jobs (--heal's replacements, grow's nodes)."""
     return [f.read_text().strip() for f in (Path(job_dir) / "members").glob("*.job")]
 
 

@@ -173,6 +173,12 @@ class JobPaths:
         return self.markers / warned_marker_name(attempt)
 
     @property
+    def cleanup_script(self) -> Path:
+        """job/cleanup_node.sh, for the batch script: the nodes of a step that srun killed (SIGKILL,
+        no bootstrap cleanup) are cleaned from there (templates/finalize.sh.j2)."""
+        return self.job_dir / "cleanup_node.sh"
+
+    @property
     def image_cache_script(self) -> Path:
         """The per-node image cache's script (runtimes/pyxis_image_cache.sh), for the batch script's steps."""
         return self.job_dir / "container" / "image_cache.sh"

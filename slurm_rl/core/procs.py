@@ -16,6 +16,9 @@ from dataclasses import dataclass
 import psutil
 
 MARKER_ENV = "SLURM_RL_JOB_ID"
+# A cleanup's own command line, and its launcher's (an srun, a timeout) on a node of the job,
+# carries the job's temp dir but is never the job's: one of these words marks it.
+CLEANUP_WORDS = frozenset({"slurm-rl-cleanup", "slurm_rl.job.cleanup"})
 
 
 @dataclass(frozen=True)
@@ -44,13 +47,20 @@ def _inside(path: str, temp_dir: str) -> bool:
 
 def belongs_to_job(proc: psutil.Process, job_id: str, temp_dir: str | None) -> bool:
     """Positive evidence only: the marker variable, or the job's temp dir in the command line
-    or among the open files (Ray daemons and agents keep their logs there open)."""
+    or among the open files (Ray daemons and agents keep their logs there open); never a
+    cleanup's command or its launcher's (CLEANUP_WORDS)."""
+    try:
+        cmdline = proc.cmdline()
+    except (psutil.Error, OSError):
+        cmdline = []
+    if CLEANUP_WORDS.intersection(cmdline):
+        return False
     if _environ_marker(proc) == job_id:
         return True
     if not temp_dir:
         return False
     try:
-        if any(_inside(arg, temp_dir) or f"{temp_dir}/" in arg for arg in proc.cmdline()):
+        if any(_inside(arg, temp_dir) or f"{temp_dir}/" in arg for arg in cmdline):
             return True
         return any(_inside(f.path, temp_dir) for f in proc.open_files())
     except (psutil.Error, OSError):

@@ -4,10 +4,12 @@
 # `python -m slurm_rl.job.cleanup` for container jobs: it runs on the bare node (which may have
 # no python) and never starts the job's image again.
 #
-#   bash -c "$(cat cleanup_node.sh)" cleanup JOB_ID GRACE_S TEMP_DIR [LEFTOVERS]
+#   bash -c "$(cat cleanup_node.sh)" slurm-rl-cleanup JOB_ID GRACE_S TEMP_DIR [LEFTOVERS]
 #
 # A process is the job's only on positive evidence, as in core/procs.py: SLURM_RL_JOB_ID=J in
-# its environment, or the job's temp dir in its command line. Containers share the node's PID
+# its environment, or the job's temp dir in its command line; never a cleanup's own command, nor
+# what launched it here (an srun on the batch host carries the temp dir too): the word
+# slurm-rl-cleanup or slurm_rl.job.cleanup in its command line. Containers share the node's PID
 # namespace, so their processes are visible (and killable) from here.
 set -u
 # Killing the job's driver ends the job, and SLURM then signals this step too (SIGTERM, then
@@ -28,18 +30,21 @@ done
 # Bash builtins only while scanning, so the scan's own processes never carry the temp dir.
 job_pids() {
   local d pid item state
-  local -a items
+  local -a items args
   for d in /proc/[0-9]*; do
     pid=${d#/proc/}
     case "$ancestors$BASHPID " in *" $pid "*) continue;; esac  # us, and this subshell
+    args=()
+    mapfile -d '' args 2>/dev/null <"$d/cmdline" || continue
+    for item in "${args[@]}"; do
+      case $item in slurm-rl-cleanup | slurm_rl.job.cleanup) continue 2;; esac
+    done
     items=()
     mapfile -d '' items 2>/dev/null <"$d/environ" || continue
     for item in "${items[@]}"; do
       [ "$item" = "SLURM_RL_JOB_ID=$job" ] && { echo "$pid"; continue 2; }
     done
-    items=()
-    mapfile -d '' items 2>/dev/null <"$d/cmdline" || continue
-    for item in "${items[@]}"; do
+    for item in "${args[@]}"; do
       case $item in "$temp" | *"$temp/"*) echo "$pid"; continue 2;; esac
     done
   done

@@ -17,7 +17,7 @@ from ..config.spec import ClusterSpec
 from ..core.exits import REQUESTED_REQUEUE_LIMIT
 from ..core.manifest import JOB_ID_PLACEHOLDER, Container, JobManifest
 from ..core.options import JobOptions
-from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, image_cache_dir, warned_marker_name
+from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, image_cache_dir, node_temp_dir, warned_marker_name
 from .directives import member_directives, sbatch_directives
 from .parts_render import image_steps, part_nodes
 from .plan import JobPlan, plan_job
@@ -75,10 +75,15 @@ def shell_words(argv: list[str], key: str = JOB_KEY) -> list[str]:
             flag, _, value = item.partition("=")
             out.append(f'{flag}="{value.replace(JOB_ID_PLACEHOLDER, key)}"')
         elif JOB_ID_PLACEHOLDER in item:  # an awkward path: quote the pieces around the id
-            out.append(f'"{key}"'.join(shlex.quote(p) if p else "" for p in item.split(JOB_ID_PLACEHOLDER)))
+            out.append(shell_word(item, key))
         else:
             out.append(shlex.quote(item))
     return out
+
+
+def shell_word(item: str, key: str = JOB_KEY) -> str:
+    """One word for the shell, its job id placeholder(s) ``key``, the pieces around quoted."""
+    return f'"{key}"'.join(shlex.quote(p) if p else "" for p in item.split(JOB_ID_PLACEHOLDER))
 
 
 def _manifest(spec: ClusterSpec, opts: JobOptions, setup_first_line: int, container: Container) -> JobManifest:
@@ -116,6 +121,7 @@ def finalize_files() -> dict[str, str]:
         "member_script": paths.member_script,
         "member_log": paths.member_log(""),
         "services_stop": paths.services_stop,
+        "cleanup_script": paths.cleanup_script,
     }
     return {name: shlex.quote(str(p.relative_to(paths.job_dir))) for name, p in files.items()}
 
@@ -164,6 +170,8 @@ def render_job(spec: ClusterSpec, opts: JobOptions, plan: JobPlan | None = None)
         secrets_file=SECRETS_FILE,
         launch=launch,
         files=finalize_files(),
+        node_temp=shell_word(node_temp_dir(JOB_ID_PLACEHOLDER, spec.node_local_dir), key),
+        runtime_leftovers=shlex.quote(runtime.leftovers_shell() if runtime.contained else ""),
         runtime_requeue_cleanup=runtime.requeue_cleanup(),  # a requeue first removes the attempt's containers
         requeue=opts.requeue,
         stall_fails=opts.stall_action == "fail",  # a stall under --stall-action fail is never requeued

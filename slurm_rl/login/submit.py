@@ -64,6 +64,7 @@ def stage_job_dir(
         stage.members.mkdir()
         write_atomic(stage.member_script, job.member_script)
     write_token(stage.ray_auth_token)
+    write_atomic(stage.cleanup_script, (resources.files("slurm_rl.job") / "cleanup_node.sh").read_text())
     if spec.secret_env:
         write_private(stage.secrets, "".join(f"{k}={shlex.quote(v)}\n" for k, v in sorted(spec.secret_env.items())))
     write_atomic(stage.spec, spec.redacted_json())

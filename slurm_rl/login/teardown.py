@@ -205,8 +205,8 @@ def cleanup_command(paths: JobPaths, job_id: int | str, grace_s: float, inside: 
     temp_dir = manifest.temp_dir(job_id)
     runtime = runtime_of(manifest.container.runtime)
     if runtime.contained:
-        leftovers = runtime.leftovers_shell()
-        return ["bash", "-c", CLEANUP_SHELL.read_text(), "cleanup", str(job_id), str(grace_s), temp_dir, leftovers]
+        script, leftovers = CLEANUP_SHELL.read_text(), runtime.leftovers_shell()
+        return ["bash", "-c", script, "slurm-rl-cleanup", str(job_id), str(grace_s), temp_dir, leftovers]
     return [
         manifest.python,
         "-m",

@@ -20,12 +20,15 @@ pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 def revive(node: str) -> None:
     res = subprocess.run([str(LAB), "revive", node], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
+    wait_serving(node, 90)
 
+
+def wait_serving(node: str, timeout_s: float) -> None:
     def serving() -> bool:
         state = subprocess.run(["sinfo", "-h", "-n", node, "-o", "%t"], capture_output=True, text=True, timeout=10)
         return state.stdout.strip() in ("idle", "mix", "alloc")
 
-    assert wait_for(serving, 90), f"{node} did not come back into service"
+    assert wait_for(serving, timeout_s), f"{node} did not come back into service"
 
 
 def fail_and_wait(job: dict, node: str) -> tuple[dict, float]:
@@ -57,3 +60,29 @@ def test_a_failed_head_node_ends_the_job_even_one_that_heals(lab: list[str]) -> 
         assert_no_leftovers([n for n in lab if n != head], job["job_id"])
     finally:
         revive(head)
+
+
+def test_a_step_srun_cannot_start_on_one_node_leaves_nothing_on_the_others(lab: list[str]) -> None:
+    """Found by the soak (seed 41): SLURM gives a job a node whose slurmd no longer answers (it has
+    not noticed yet); srun cannot start the step there and SIGKILLs the tasks it started on the
+    other nodes, before their bootstraps clean up. The batch script then runs the job's cleanup on
+    those nodes, and the job names the node. (A stopped slurmd: srun's launch there times out
+    after MessageTimeout, 10 s, while the other nodes' bootstraps are well under way.)"""
+    node, others = lab[-1], lab[:-1]
+    stop = subprocess.run([str(LAB), "exec", node, "--", "pkill", "-STOP", "-x", "slurmd"], timeout=30)
+    assert stop.returncode == 0
+    try:
+        job = start("hold.py", "ok", nodes=3)
+        wait_gone(job["job_id"], 120)
+    finally:
+        subprocess.run([str(LAB), "exec", node, "--", "pkill", "-CONT", "-x", "slurmd"], timeout=30)
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True, timeout=30)
+    status = json.loads(run_cli("status", str(job["job_id"]), "--json", timeout=60).stdout.splitlines()[-1])
+    assert status["exit_reason"].startswith(f"the job step could not start on {node} (srun: "), status
+    events = [json.loads(line) for line in (job_dir(job) / "events.jsonl").read_text().splitlines()]
+    cleanup = [e for e in events if e["event"] == "step_cleanup"]
+    assert len(cleanup) == 1 and cleanup[0]["skipped"] == node, cleanup
+    assert sorted(r["node"] for r in cleanup[0]["reports"]) == others, cleanup
+    assert any(r["temp_dir_removed"] for r in cleanup[0]["reports"]), cleanup  # what srun's SIGKILL left
+    assert_no_leftovers(lab, job["job_id"], within_s=0)
+    wait_serving(node, 60)

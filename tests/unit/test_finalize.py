@@ -4,13 +4,15 @@ run here with bash against a real job dir and a recording `scontrol` on PATH."""
 from __future__ import annotations
 
 import os
-import stat
+import shlex
+import signal
 import subprocess
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from slurm_rl.core.events import read_events
+from slurm_rl.core.events import append_event, read_events
 from slurm_rl.core.exits import read_exit, record_exit
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.login.render import _env, finalize_files
@@ -18,28 +20,62 @@ from slurm_rl.login.render import _env, finalize_files
 pytestmark = pytest.mark.unit
 
 
+# `srun` on "node N": records its flags, then runs its command here as that node's task
+FAKE_SRUN = """#!/bin/bash
+node=
+while [ "$1" != bash ]; do
+  case $1 in --nodelist=*) node=${1#--nodelist=};; esac
+  printf '%s ' "$1" >>"$0.calls"; shift
+done
+echo >>"$0.calls"
+SLURMD_NODENAME=$node exec "$@"
+"""
+
+
 def finalize(
-    tmp_path: Path, srun_rc: int, requeue: int = 0, attempt: int = 0, run_dir: Path | None = None, job_id: str = "42"
+    tmp_path: Path,
+    srun_rc: int,
+    requeue: int = 0,
+    attempt: int = 0,
+    run_dir: Path | None = None,
+    job_id: str = "42",
+    nodes: str = "",
+    dir_name: str = "job",
 ) -> tuple[int, list[str]]:
-    """Run finalize; ``run_dir``: as a job of a chain sharing it. Returns (exit, scontrol and
-    scancel calls)."""
+    """Run finalize; ``run_dir``: as a job of a chain sharing it; ``nodes``: the job's (a,b,c).
+    Returns (exit, scontrol and scancel calls); srun's are in bin/srun.calls."""
     script = (
         _env()
         .get_template("finalize.sh.j2")
-        .render(files=finalize_files(), requeue=requeue, requested_limit=20, chain=run_dir is not None)
+        .render(
+            files=finalize_files(),
+            requeue=requeue,
+            requested_limit=20,
+            chain=run_dir is not None,
+            node_temp=shlex.quote(str(tmp_path / f"srl-{job_id}")),
+            runtime_leftovers="''",
+        )
     )
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     log = tmp_path / "scontrol.calls"
-    for command in ("scontrol", "scancel"):
+    fakes = {
+        "scontrol": f'[ "$1 $2" != "show hostnames" ] || {{ echo "$3" | tr , "\\n"; exit; }}\n'
+        f'echo "scontrol $*" >>{log}',
+        "scancel": f'echo "scancel $*" >>{log}',
+    }
+    for command, body in fakes.items():
         fake = bin_dir / command
-        fake.write_text(f'#!/bin/sh\necho "$(basename "$0") $*" >>{log}\n')
-        fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+        fake.write_text(f"#!/bin/sh\n{body}\n")
+        fake.chmod(0o755)
+    (bin_dir / "srun").write_text(FAKE_SRUN)
+    (bin_dir / "srun").chmod(0o755)
     env = {
         **os.environ,
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "SLURM_RL_JOB_DIR": str(tmp_path / "job"),
+        "SLURM_RL_JOB_DIR": str(tmp_path / dir_name),  # named by the job's id, as on the cluster
         "SLURM_JOB_ID": job_id,
+        "SLURM_JOB_NODELIST": nodes,
         "SLURM_RESTART_COUNT": str(attempt),
         "SLURM_RL_RUN_DIR": str(run_dir or ""),
     }
@@ -80,6 +116,45 @@ def test_a_step_srun_could_not_start_on_a_node_names_that_node(tmp_path: Path) -
     code, reason = read_exit(paths)
     assert (rc, code) == (233, 233)
     assert reason.startswith("the job step could not start on node3 (srun: Communication connection failure)"), reason
+
+
+def test_the_nodes_srun_killed_are_cleaned_from_the_batch_script(tmp_path: Path) -> None:
+    """Seen in the soak (seed 41): when srun could not start the step on node3 it SIGKILLed the
+    tasks on node1 and node2, so their bootstraps never cleaned up and the job's temp dir stayed
+    there. The batch script runs the job's cleanup on each node that did not report its own
+    (node2 did), never on the node that is gone."""
+    job_id = f"77{os.getpid()}"  # what marks this test's "job processes" on this machine
+    paths = JobPaths(tmp_path / job_id)
+    paths.logs.mkdir(parents=True)
+    paths.cleanup_script.write_text((resources.files("slurm_rl.job") / "cleanup_node.sh").read_text())
+    paths.batch_log.write_text(
+        f"srun: error: Task launch for StepId={job_id}.0 failed on node node3: Communication connection failure\n"
+    )
+    append_event(paths.events, "node_cleaned", node="node2", attempt=0, killed=0)
+    append_event(paths.events, "node_cleaned", node="node1", attempt=1, killed=0)  # another attempt's
+    temp = tmp_path / f"srl-{job_id}"
+    (temp / "session").mkdir(parents=True)
+    left = subprocess.Popen(["sleep", "60"], env={**os.environ, "SLURM_RL_JOB_ID": job_id})
+    # another node's srun from this batch host: it carries the cleanup's arguments, the temp dir too
+    launcher = subprocess.Popen(["bash", "-c", "sleep 60; :", "slurm-rl-cleanup", job_id, "2", str(temp)])
+    try:
+        rc, _ = finalize(tmp_path, srun_rc=233, job_id=job_id, nodes="node1,node2,node3", dir_name=job_id)
+        assert left.wait(timeout=10) == -signal.SIGTERM
+        assert launcher.poll() is None
+    finally:
+        left.kill()
+        launcher.kill()
+        launcher.wait()
+    assert rc == 233 and read_exit(paths)[1].startswith("the job step could not start on node3")
+    assert not temp.exists()
+    assert [c.split() for c in (tmp_path / "bin" / "srun.calls").read_text().splitlines()] == [
+        ["--overlap", "--nodelist=node1", "--nodes=1", "--ntasks=1", "--kill-on-bad-exit=0", "--quiet"]
+    ]
+    event = next(e for e in read_events(paths.events) if e["event"] == "step_cleanup")
+    assert event["skipped"] == "node3"
+    assert [(r["node"], r["temp_dir_removed"], [k["pid"] for k in r["killed"]]) for r in event["reports"]] == [
+        ("node1", True, [left.pid])
+    ]
 
 
 def test_a_failed_attempt_is_requeued_while_attempts_are_left(tmp_path: Path) -> None:
@@ -153,7 +228,11 @@ def test_a_chain_job_that_starts_after_the_run_finished_ends_at_once(tmp_path: P
     job = JobPaths(tmp_path / "job44")
     job.job_dir.mkdir()
     script = (
-        _env().get_template("finalize.sh.j2").render(files=finalize_files(), requeue=0, requested_limit=20, chain=True)
+        _env()
+        .get_template("finalize.sh.j2")
+        .render(
+            files=finalize_files(), requeue=0, requested_limit=20, chain=True, node_temp="/tmp/x", runtime_leftovers=""
+        )
     )
     env = {**os.environ, "SLURM_RL_JOB_DIR": str(job.job_dir), "SLURM_RL_RUN_DIR": str(run_dir), "SLURM_JOB_ID": "44"}
     call = f'{script}\nslurm_rl_chain_skip\necho "went on"'

@@ -289,7 +289,15 @@ def test_finalize_cancels_a_pending_member_at_once_and_waits_for_a_running_one(t
     script = (
         _env()
         .get_template("finalize.sh.j2")
-        .render(files=finalize_files(), requeue=0, requested_limit=20, chain=False, heal=1)
+        .render(
+            files=finalize_files(),
+            requeue=0,
+            requested_limit=20,
+            chain=False,
+            heal=1,
+            node_temp="/tmp/x",
+            runtime_leftovers="''",
+        )
     )
     paths = JobPaths(tmp_path / "job")
     paths.members.mkdir(parents=True)

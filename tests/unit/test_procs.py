@@ -52,6 +52,23 @@ def test_finds_processes_by_open_file_in_temp_dir(tmp_path: Path) -> None:
         bystander.wait()
 
 
+def test_a_cleanups_launcher_on_the_node_is_never_the_jobs(tmp_path: Path) -> None:
+    """The batch script's srun of the job's cleanup (templates/finalize.sh.j2) runs on node 0 and
+    carries the job's temp dir in its arguments: the cleanup there killed it, and the reports of
+    every node with it. A cleanup's command line is marked; a job process naming the dir is not."""
+    temp_dir = str(tmp_path / "srl-78")
+    for word in ("slurm-rl-cleanup", "slurm_rl.job.cleanup"):
+        launcher = subprocess.Popen(["bash", "-c", "sleep 60; :", word, "78", "2", temp_dir])
+        daemon = subprocess.Popen(["bash", "-c", "sleep 60; :", "raylet", f"--session-dir={temp_dir}/session"])
+        try:
+            found = {p.pid for p in job_processes("78", temp_dir)}
+            assert daemon.pid in found and launcher.pid not in found, word
+        finally:
+            for p in (launcher, daemon):
+                p.kill()
+                p.wait()
+
+
 def test_sigkill_after_grace_for_processes_ignoring_sigterm() -> None:
     stubborn = _spawn(
         "unit-job-3",

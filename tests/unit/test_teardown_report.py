@@ -83,7 +83,7 @@ def test_cleanup_of_a_container_job_is_plain_shell_on_the_bare_node(tmp_path: Pa
     paths = JobPaths(tmp_path)
     _manifest(Container(runtime=runtime, image="/img", mounts=("/a:/a",))).write(paths.manifest)
     argv = cleanup_command(paths, 4242, 1.0)
-    assert argv[:2] == ["bash", "-c"] and argv[3:7] == ["cleanup", "4242", "1.0", "/tmp/srl-4242"]
+    assert argv[:2] == ["bash", "-c"] and argv[3:7] == ["slurm-rl-cleanup", "4242", "1.0", "/tmp/srl-4242"]
     temp = tmp_path / "srl-4242"
     temp.mkdir()
     # a stand-in enroot with this job's container and another job's (an id with the same prefix)
