@@ -185,7 +185,8 @@ def _interactive(base: list[str], job: Path, nodes: int, runtime: str, say, caug
         said = status_json(jid, say)
         if said and said.get("state") == "COMPLETED":
             say(f"interactive {jid} torn down says COMPLETED ({said.get('exit_reason')})")
-        say_all(left_on_nodes(jid, runtime), say)
+        by = caught(Path(data["job_dir"]), said) if said else None  # a neighbour's failed node keeps its dir
+        say_all(left_on_nodes(jid, runtime, by[0] if by and by[1] == "failure" else ""), say)
         members = member_jobs_of(data["job_dir"])
         if [m for m in members if in_queue(m)]:
             say(f"interactive {jid}: member jobs left in the queue: {members}")
