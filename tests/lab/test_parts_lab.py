@@ -184,18 +184,20 @@ def test_a_job_of_parts_is_requeued_whole_and_chained(lab: list[str], tmp_path: 
         assert_no_leftovers(nodes, job, within_s=30)
 
 
-def test_a_gpu_service_pool_gives_each_instance_its_own_share_of_the_gpus(lab: list[str], tmp_path: Path) -> None:
+def test_a_gpu_service_pool_gives_each_instance_its_own_share_of_the_gpus(pyxis_lab: list[str], tmp_path: Path) -> None:
     """A judge pool of two 2-GPU replicas on one 4-GPU node (the issue's two 4-GPU replicas on an
-    8-GPU node, halved): each instance sees only its own GPUs, and the two shares are apart."""
-    nodes = gpu_lab(lab)
+    8-GPU node, halved), in an image of its own (so isolated: each instance is PID 1 of its own
+    namespace): each instance sees only its own GPUs, and the two shares are apart."""
+    nodes = gpu_lab(pyxis_lab)
     parts = tmp_path / "gpu_pool.yaml"
     parts.write_text(
         "trainer: {nodes: 1, partition: labgpu}\n"
         "judge: {nodes: 1, partition: labgpu, gpus_per_node: 4, replicas_per_node: 2,\n"
-        "        service: 'python3 judge.py --port {port}', ready: 'http:/health', required: true}\n"
+        "        service: 'python3 judge.py --port {port}', ready: 'http:/health', required: true,\n"
+        f"        image: {SANDBOX_IMAGE}}}\n"
     )
     res = run_cli(
-        "submit", SPEC_GPU, str(PARTS / "hello_parts.py"), "--parts", str(parts), "--wait", "--json",
+        "submit", SPEC_PYXIS, str(PARTS / "hello_parts.py"), "--parts", str(parts), "--wait", "--json",
         cwd=PARTS, timeout=240,
     )  # fmt: skip
     job = json.loads(res.stdout.splitlines()[-1])
@@ -203,7 +205,7 @@ def test_a_gpu_service_pool_gives_each_instance_its_own_share_of_the_gpus(lab: l
     seen = []
     for instance in ("0", "1"):
         log = run_cli("logs", str(job["job_id"]), "--service", "judge", "--instance", instance, timeout=60).stdout
-        found = re.search(r"'gpus': '([0-9,]*)'", log)
+        found = re.search(r"'pid': 1, 'gpus': '([0-9,]*)'", log)
         assert found, log
         seen.append(set(found.group(1).split(",")))
     assert all(len(s) == 2 for s in seen) and not seen[0] & seen[1], seen
