@@ -207,9 +207,11 @@ def check_node_paths(spec: ClusterSpec, opts: JobOptions, plan: JobPlan | None =
             )
     if bare and opts.workdir and not Path(opts.workdir).is_dir() and seen_alike(Path(opts.workdir), spec):
         raise UsageError(f"--workdir {opts.workdir}: no such directory; create it or choose another")
+    fileroot = Path(os.path.normpath(spec.fileroot))
     for mount in container.mounts if not bare else ():
-        source = Path(mount.split(":")[0])
-        if source.is_absolute() and not source.exists() and seen_alike(source, spec):
+        source = Path(os.path.normpath(mount.split(":")[0]))
+        made_here = source == fileroot or source in fileroot.parents  # submit makes the fileroot first
+        if source.is_absolute() and not source.exists() and not made_here and seen_alike(source, spec):
             raise UsageError(
                 f"default_mount {mount}: {source} does not exist, and the nodes see that filesystem as this "
                 f"login node does; create it or remove the mount from the spec"

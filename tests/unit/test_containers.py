@@ -99,3 +99,23 @@ def test_the_object_store_fits_dev_shm(available: int, shm: int, size: int, warn
     assert got == size and (warning is not None) == warns
     if warning:
         assert warning.startswith("/dev/shm has") and "larger /dev/shm" in warning
+
+
+def test_a_first_submit_may_mount_the_fileroot_it_makes_but_not_a_missing_dir(tmp_path: Path) -> None:
+    """A new site's spec mounts its fileroot (the lab's own specs do) before any job made it:
+    submit makes the fileroot before the job starts, so only a mount nothing makes is refused."""
+    from slurm_rl.login.preflight import check_node_paths
+    from slurm_rl.login.resolve import resolve_options
+
+    exp, image = tmp_path / "exp.py", tmp_path / "rl.sqsh"
+    exp.write_text("print('hi')\n")
+    image.write_bytes(b"hsqs")
+    root = tmp_path / "shared" / "srl"  # not made yet; tmp_path's filesystem: seen alike by the nodes
+    for mount, refused in ((f"{root}:{root}", False), (f"{root.parent}:/shared", False), (f"{tmp_path}/data:/d", True)):
+        spec = _pyxis(tmp_path, fileroot=str(root), node_local_dir="/local", default_mount=mount, cpu_image=str(image))
+        opts = resolve_options(spec, str(exp), user="u")
+        if refused:
+            with pytest.raises(UsageError, match=f"default_mount {mount}: {tmp_path}/data does not exist"):
+                check_node_paths(spec, opts)
+        else:
+            check_node_paths(spec, opts)  # no error
