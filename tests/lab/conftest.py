@@ -47,8 +47,11 @@ def lab4(lab: list[str]) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def _lab_as_the_suite_had_it(request: pytest.FixtureRequest) -> None:
+    """Back to the suite's lab before a test that is not for 4 nodes, but for a ``lab_last``
+    one: it restarts the lab as it finds it (and the session's end switches back after it)."""
     global _suite_lab
-    if _suite_lab is not None and "lab4" not in request.fixturenames:
+    lab_last = request.node.get_closest_marker("lab_last") is not None
+    if _suite_lab is not None and "lab4" not in request.fixturenames and not lab_last:
         lab_up(*_suite_lab)
         _suite_lab = None
 

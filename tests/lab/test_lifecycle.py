@@ -1,5 +1,6 @@
-"""Lab lifecycle (marked lab_last: conftest runs it after every other test; it leaves the lab up): a lab whose processes
-were all killed (what a stopped session leaves) comes back with `up`; `down` leaves nothing."""
+"""Lab lifecycle (marked lab_last: conftest runs it after every other test, on the lab as they left it, 4 nodes in
+the whole suite; it leaves the lab up as it found it): a lab whose processes were all killed (what a stopped session
+leaves) comes back with `up`; `down` leaves nothing."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import LAB
+from tests.conftest import LAB, lab_nodes
 from tests.lab.helpers import STATE, lab_up_args
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_last, pytest.mark.timeout(300)]
@@ -38,7 +39,7 @@ def _quick_job(n: int) -> None:
 
 
 def test_up_repairs_a_killed_lab_and_down_leaves_nothing(lab: list[str]) -> None:
-    n = len(lab)
+    n = len(lab_nodes())  # the lab as it is now (the session's `lab` is as it was at the start)
     args = lab_up_args()  # the lab as it is (containers, accounting, cgroups): brought back the same
     # what a stopped session leaves: every process gone, namespaces/bridge/config/state/database still there
     for p in psutil.process_iter(["name"]):
