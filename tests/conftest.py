@@ -20,16 +20,17 @@ LAB = REPO / "tests" / "lab" / "slurm-lab"
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Layers: every test under tests/lab is ``lab``; a unit test that starts a local Ray is
     marked ``ray`` in its module; the rest are ``unit`` (`pytest -m unit`: seconds, no Ray, no
-    SLURM). The order (``lab_order``; the sort is stable, so within a class files and tests
-    keep theirs): the lab tests that must be alone first, then the ``lab_shared`` ones (beside
-    which the second lab stream runs), then those marked ``four_nodes`` (the lab switches to 4
-    nodes once, near the end, and is not switched back between them), and last those marked
-    ``lab_last`` (they restart the lab as it then is, 4 nodes: one switch fewer than before them).
+    SLURM). The order (``lab_order``; the sort is stable, so the rest keep their order): tests
+    marked ``four_nodes`` after all others, whatever their file names (the lab switches to 4
+    nodes once, near the end, and is not switched back between them), and after them those
+    marked ``lab_last`` (they restart the lab as it then is, 4 nodes: one switch fewer than
+    before them).
 
-    Three streams under ``-n 3 --dist loadgroup`` (the README's command): the lab tests in two
-    (``lab`` and ``lab-b``, the tests that mostly wait on SLURM's clocks: tests/lab/sharing.py),
-    beside everything else, one after another (a local Ray is found by ``address="auto"``: two
-    at once on one host would meet)."""
+    Two streams under ``-n 2 --dist loadgroup`` (the README's command): the lab tests, one after
+    another (they share the lab's nodes and some restart it; ``SLURM_RL_LAB_STREAMS=2`` with
+    ``-n 3`` makes two lab streams, tests/lab/sharing.py), beside everything else, one after
+    another (a local Ray is found by ``address="auto"``: two at once on one host would meet).
+    The lab tests mostly wait on SLURM's clocks, so the machine has room for the second stream."""
     for item in items:
         if "tests/lab/" in str(item.path).replace("\\", "/"):
             item.add_marker(pytest.mark.lab)
@@ -41,9 +42,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lab_order)
 
 
-def lab_order(item: pytest.Item) -> tuple[bool, bool, bool]:
-    """Sort key: alone, shared, 4 nodes, lab_last (False sorts first; unit tests are all "alone")."""
-    return _marked(item, "lab_last"), _marked(item, "four_nodes"), _marked(item, "lab_shared")
+def lab_order(item: pytest.Item) -> tuple[bool, bool]:
+    """Sort key: the rest, then 4 nodes, then lab_last (False sorts first)."""
+    return _marked(item, "lab_last"), _marked(item, "four_nodes")
 
 
 def _marked(item: pytest.Item, name: str) -> bool:

@@ -1,16 +1,11 @@
 """Two streams of lab tests on one lab, and the lock that keeps a test alone when it must be.
 
-The README's command (``-n 3 --dist loadgroup``) runs the lab tests in two pytest-xdist groups,
-beside the unit tests' ``local``: ``lab-b``, the tests marked ``lab_waits`` (their wall time is
-mostly SLURM's own clocks: a time limit SLURM checks every 30 s, its requeue delay, a stall
-timeout; they start few processes), and ``lab``, every other lab test. On 2 cores two streams of
-ordinary lab tests gained nothing (they competed for the CPUs: 1812 s against 1780 s for one
-stream, when the shared tests were split by module); a test that mostly waits leaves the CPUs to
-the stream beside it. Within ``lab`` the exclusive tests run first (tests/conftest.py orders
-them), so ``lab-b`` waits once, at the start, and then runs beside ``lab``'s shared tests; the
-4-node and ``lab_last`` tests come after those. Running lab tests side by side also found two
-product bugs (two heads starting together on one node took one GCS port; teardown of an ended
-job asked a full node for a step).
+The README's command runs the lab tests in one stream (pytest-xdist group ``lab``, beside the
+unit tests' ``local``). With ``SLURM_RL_LAB_STREAMS=2`` and ``-n 3`` they run in two (``lab`` and
+``lab-b``): jobs of two tests side by side on the nodes, as on a shared cluster. That mode found
+two product bugs (two heads starting together on one node took one GCS port; teardown of an
+ended job asked a full node for a step), but on two cores it gained no time (the tests then
+compete for the CPUs: 1812 s against 1780 s for the one stream), so CI keeps one.
 
 A test marked ``lab_shared`` submits its own jobs and looks only at them (their processes,
 files, states and logs): it runs under a shared lock, so one such test of each stream may run at
@@ -18,8 +13,8 @@ once, their jobs side by side on the lab's nodes as users' jobs are. Every other
 restarts or reconfigures the lab, fails a node, kills daemons by name, counts the whole queue,
 times itself, or needs the nodes' free CPUs or GPUs: it takes the lock exclusively, waits for
 the test beside it to end, and nothing starts beside it. Consecutive exclusive tests of a stream
-keep the lock between them, so a lab switched for a module (4 nodes) is never seen by the other
-stream. A ``lab_waits`` test must also be ``lab_shared`` (else it stays in ``lab``).
+keep the lock between them, so a lab switched for a module (cgroups, 4 nodes) is never seen by
+the other stream.
 
 A waiting exclusive test goes first: it holds a turnstile that a shared test passes through
 before it takes its own lock (flock(2) alone lets one stream's run of shared tests starve the
@@ -37,8 +32,26 @@ from typing import IO
 import pytest
 
 SHARED_MARK = "lab_shared"
-WAITS_MARK = "lab_waits"
+STREAMS_ENV = "SLURM_RL_LAB_STREAMS"
 SECOND_STREAM = "lab-b"
+# Shared tests of these modules run in the second stream; the rest of the lab tests in the first
+# (with every exclusive one and every container test, so that the Pyxis image is made and the lab
+# switched by one process). Chosen so the two streams' shared work is about even (the durations
+# `pytest --durations=0 tests/lab` prints): add a new module to whichever has less.
+SECOND_STREAM_MODULES = frozenset(
+    {
+        "test_commands.py",
+        "test_distributed_lab.py",
+        "test_head_shapes.py",
+        "test_laptop_lab.py",
+        "test_nemo_compat_lab.py",
+        "test_python_api.py",
+        "test_rollouts_lab.py",
+        "test_scale_and_shapes.py",
+        "test_worker_reliability_lab.py",
+        "test_workflows_lab.py",
+    }
+)
 
 
 def is_shared(item: pytest.Item) -> bool:
@@ -46,8 +59,8 @@ def is_shared(item: pytest.Item) -> bool:
 
 
 def stream(item: pytest.Item) -> str:
-    """The xdist group of a lab test: ``lab-b`` for a shared test that mostly waits, else ``lab``."""
-    if is_shared(item) and item.get_closest_marker(WAITS_MARK) is not None:
+    """The xdist group of a lab test: one stream, unless SLURM_RL_LAB_STREAMS=2 asks for two."""
+    if os.environ.get(STREAMS_ENV) == "2" and is_shared(item) and item.path.name in SECOND_STREAM_MODULES:
         return SECOND_STREAM
     return "lab"
 

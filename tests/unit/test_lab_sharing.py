@@ -1,6 +1,6 @@
 """The lab lock of the two lab-test streams (tests/lab/sharing.py): shared tests run together, an
 exclusive one runs alone, and a waiting exclusive one goes before a shared one that comes later;
-which stream a lab test is in, and the order of the lab tests (tests/conftest.py)."""
+the order of the lab tests (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from tests.conftest import lab_order
-from tests.lab.sharing import LabLock, stream
+from tests.lab.sharing import LabLock
 
 
 def taken_in_thread(lock: LabLock, exclusive: bool) -> threading.Event:
@@ -54,7 +54,7 @@ def test_an_exclusive_hold_covers_the_next_tests_and_a_second_take_is_a_no_op(tm
 
 
 class Item:
-    """What the ordering and the streams read of a collected test: its marks."""
+    """What the ordering reads of a collected test: its marks."""
 
     def __init__(self, name: str, *marks: str) -> None:
         self.name, self.marks = name, marks
@@ -63,20 +63,7 @@ class Item:
         return name if name in self.marks else None
 
 
-def test_only_a_shared_test_that_waits_runs_in_the_second_stream() -> None:
-    assert stream(Item("t", "lab_shared", "lab_waits")) == "lab-b"  # type: ignore[arg-type]
-    assert stream(Item("t", "lab_waits")) == "lab"  # type: ignore[arg-type]  # must be alone: never beside
-    assert stream(Item("t", "lab_shared")) == "lab"  # type: ignore[arg-type]
-
-
-def test_lab_tests_run_alone_first_then_shared_then_on_four_nodes_then_the_lab_restarts() -> None:
-    items = [
-        Item("last", "lab_last"),
-        Item("shared-1", "lab_shared"),
-        Item("four", "four_nodes"),
-        Item("alone-1"),
-        Item("shared-2", "lab_shared", "lab_waits"),
-        Item("alone-2"),
-    ]
+def test_the_4_node_tests_run_after_the_others_and_the_lab_restarts_last() -> None:
+    items = [Item("last", "lab_last"), Item("a"), Item("four", "four_nodes"), Item("b", "lab_shared"), Item("c")]
     items.sort(key=lab_order)  # type: ignore[arg-type]
-    assert [i.name for i in items] == ["alone-1", "alone-2", "shared-1", "shared-2", "four", "last"]
+    assert [i.name for i in items] == ["a", "b", "c", "four", "last"]
