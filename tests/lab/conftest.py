@@ -32,9 +32,10 @@ _suite_lab: list[str] | None = None  # `up` options of the lab before a test swi
 def lab4(lab: list[str]) -> list[str]:
     """The lab with 4 nodes (a spare node for healing; on 23.11+, blocks of two for --segment).
     Brought up once and kept while the next tests need it: a test that asks for it is marked
-    ``four_nodes``, and tests/conftest.py runs those last, so the lab switches once. The first
-    lab test after them that does not need it brings the lab back as the suite had it, and so
-    does the session's end unless SLURM_LAB_KEEP_4 is set (the caller replaces the lab next)."""
+    ``four_nodes``, and tests/conftest.py runs those after every other test but the ``lab_last``
+    ones (which restart the lab as they find it), so the lab switches once. The first other lab
+    test after them brings the lab back as the suite had it, and so does the session's end
+    unless SLURM_LAB_KEEP_4 is set (the caller replaces the lab next)."""
     global _suite_lab
     if len(lab) >= 4:
         return lab
@@ -47,8 +48,8 @@ def lab4(lab: list[str]) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def _lab_as_the_suite_had_it(request: pytest.FixtureRequest) -> None:
-    """Back to the suite's lab before a test that is not for 4 nodes, but for a ``lab_last``
-    one: it restarts the lab as it finds it (and the session's end switches back after it)."""
+    """Back to the suite's lab before a test that needs neither 4 nodes nor to be ``lab_last``
+    (that one restarts the lab as it finds it; the session's end switches back after it)."""
     global _suite_lab
     lab_last = request.node.get_closest_marker("lab_last") is not None
     if _suite_lab is not None and "lab4" not in request.fixturenames and not lab_last:
