@@ -85,6 +85,10 @@ def _manifest_or_none(paths: JobPaths) -> JobManifest | None:
 
 
 NODE_ENDS = ("node_cleaned", "node_stopped", "node_failed")
+# a bootstrap that acted on SLURM's stop signal (job/lifecycle.py) was alive when the job's end
+# reached it: SLURM's kill KillWait later (or a cgroup's, after a node failure) may take it before
+# it writes one of NODE_ENDS, and it is then no lost node
+STOP_HEARD = "stop_heard"
 
 
 def last_attempt(events: list[dict[str, Any]]) -> int | None:
@@ -93,20 +97,22 @@ def last_attempt(events: list[dict[str, Any]]) -> int | None:
 
 
 def lost_nodes(events: list[dict[str, Any]]) -> list[str]:
-    """Nodes of the last attempt whose bootstrap started and never said how it ended: the node
-    died (or SLURM lost it) with everything on it. Every other end writes one of NODE_ENDS."""
+    """Nodes of the last attempt whose bootstrap started and never said how it ended, nor that
+    SLURM's stop reached it: the node died (or SLURM lost it) with everything on it. Every other
+    end writes one of NODE_ENDS, or STOP_HEARD first."""
     last = last_attempt(events)
     if last is None:
         return []
     started = {e.get("node") for e in events if e.get("event") == "node_start" and e.get("attempt", 0) == last}
-    ended = {e.get("node") for e in events if e.get("event") in NODE_ENDS and e.get("attempt", 0) == last}
-    return sorted(str(n) for n in started - ended if n)
+    return sorted(str(n) for n in started - ended_nodes(events) if n)
 
 
 def ended_nodes(events: list[dict[str, Any]]) -> set[str]:
-    """Nodes of the last attempt whose bootstrap said how it ended (one of NODE_ENDS)."""
+    """Nodes of the last attempt whose bootstrap said how it ended (one of NODE_ENDS) or heard
+    SLURM's stop (STOP_HEARD)."""
     last = last_attempt(events) or 0
-    ends = (e for e in events if e.get("event") in NODE_ENDS and e.get("attempt", 0) == last)
+    said = (*NODE_ENDS, STOP_HEARD)
+    ends = (e for e in events if e.get("event") in said and e.get("attempt", 0) == last)
     return {str(e["node"]) for e in ends if e.get("node")}
 
 

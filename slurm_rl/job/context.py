@@ -283,3 +283,10 @@ def port_open(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def describe_error(exc: BaseException) -> str:
+    """An exception in one line; an OSError names its path (``FileNotFoundError: ... '/tmp/x'``)."""
+    if isinstance(exc, OSError) and exc.filename:
+        return f"{type(exc).__name__}: {exc.strerror}: {exc.filename!r} does not exist or is not usable on this node"
+    return repr(exc)

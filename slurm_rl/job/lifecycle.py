@@ -23,10 +23,11 @@ from ..core.exits import (
     with_oom_kills,
     with_ray_deaths,
 )
+from ..core.job_dir import STOP_HEARD
 from ..core.job_env import MEMBER_RANK_BASE, JobEnvironment
 from ..core.option_rules import duration_seconds
 from ..core.stacks import STACKS_DIR_ENV, nccl_evidence_env
-from .context import POLL_S, NodeContext, NodeFailure, Stopped
+from .context import POLL_S, NodeContext, NodeFailure, Stopped, describe_error
 from .end_time import EndTimeWatch
 from .memory import OomWatch, warn_driver, warn_driver_line
 from .network import socket_ifname_env
@@ -43,13 +44,6 @@ from .worker import PRE_JOIN_FILE_POLL_S
 DRIVER_GRACE_S = 2.0  # a signalled driver gets this long to exit (checkpoint) before the kill
 
 
-def describe_error(exc: BaseException) -> str:
-    """An exception in one line; an OSError names its path (``FileNotFoundError: ... '/tmp/x'``)."""
-    if isinstance(exc, OSError) and exc.filename:
-        return f"{type(exc).__name__}: {exc.strerror}: {exc.filename!r} does not exist or is not usable on this node"
-    return repr(exc)
-
-
 class Lifecycle:
     """Runs this node's role in a thread so that a stop (signal, failed node) is acted on at
     once, even while `ray start` is blocked in C code; then records the exit and cleans up."""
@@ -58,6 +52,7 @@ class Lifecycle:
         self.ctx = ctx
         self.failed_setup = failed_setup
         self._stop_seen_at: float | None = None
+        self._stop_heard = False
         self.failed_by = ""  # why node 0 ended the job as failed: a stall (--stall-action fail), Ray's death
         self.signals = SignalInbox()  # node.py installs its handler
 
@@ -66,6 +61,9 @@ class Lifecycle:
         for sig in self.signals.take():
             if not ctx.stop_requested.is_set():
                 ctx.stop_reason = f"{sig.name} received on {ctx.node} (scancel, time limit or preemption)"
+            if not self._stop_heard:  # alive when SLURM's stop came: never a lost node (core/job_dir.py)
+                self._stop_heard = True
+                ctx.event(STOP_HEARD, signal=sig.name)
             ctx.stop_requested.set()
             ctx.say(f"received {sig.name}")
             if ctx.driver is not None and ctx.driver.poll() is None:

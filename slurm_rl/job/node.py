@@ -22,8 +22,11 @@ from ..core.exits import record_exit
 from ..core.job_env import JobEnvironment
 from ..core.manifest import load_manifest
 from ..core.paths import JobPaths
-from .context import NodeContext
-from .lifecycle import Lifecycle, describe_error  # noqa: F401 - importable here as before
+from .context import (
+    NodeContext,
+    describe_error,  # noqa: F401 - importable here as before
+)
+from .lifecycle import Lifecycle
 from .node_env import become_subreaper, config_dir_env, raise_open_files_limit, set_job_environment  # noqa: F401
 from .stale_dirs import remove_stale_dirs
 

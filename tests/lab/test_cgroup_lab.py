@@ -1,6 +1,7 @@
 """The lab as a cgroup site (`slurm-lab up --cgroup`: proctrack/cgroup, task/cgroup, memory
 allocated and confined), as most GPU sites run SLURM: a clean end, a cancel, a lost node and the
-memory limit. The module switches the running lab to cgroup mode and back (about a minute)."""
+memory limit. Marked cgroup_site: tests/lab/slurm-versions runs them on a lab it brings up with
+--cgroup (SLURM 24.11's); on another lab the module switches it to cgroup mode and back (~35 s)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from tests.lab.helpers import (
 )
 from tests.lab.test_node_failure_lab import revive
 
-pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.lab, pytest.mark.cgroup_site, pytest.mark.timeout(420)]
 MIB = 2**20
 
 

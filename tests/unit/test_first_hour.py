@@ -232,8 +232,9 @@ def test_worker_tables_fit_80_columns(capsys: pytest.CaptureFixture[str]) -> Non
         ({"node1": "node_cleaned"}, "NODE_FAIL", "node2 lost: its node bootstrap never reported an end"),
         ({"node1": "node_cleaned", "node2": "node_stopped"}, "FAILED", "SIGTERM received on node1"),
         ({"node1": "node_cleaned"}, "RUNNING", "SIGTERM received on node1"),  # still ending: no verdict yet
+        ({"node1": "stop_heard"}, "NODE_FAIL", "node2 lost: its node bootstrap never reported an end"),
     ],
-    ids=["node2-died", "both-ended", "still-in-queue"],
+    ids=["node2-died", "both-ended", "still-in-queue", "head-killed-after-it-heard-the-stop"],
 )
 def test_a_node_that_died_is_named_not_the_signal_the_others_got(
     tmp_path: Path, ends: dict[str, str], state: str, expected: str

@@ -8,6 +8,7 @@ import io
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +18,9 @@ import pytest
 import ray
 
 from slurm_rl.config.spec import parse_spec
+from slurm_rl.core.events import append_event, read_events
 from slurm_rl.core.exits import STOPPED_RC, read_exit, record_exit
+from slurm_rl.core.job_dir import STOP_HEARD, lost_nodes
 from slurm_rl.core.job_env import JobEnvironment
 from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.paths import JobPaths
@@ -156,6 +159,22 @@ def test_a_driver_that_dies_of_a_signal_after_a_stop_names_the_stop_first(tmp_pa
     assert read_exit(life.ctx.paths)[1] == (
         "SIGTERM received on node1 (scancel, time limit or preemption); driver killed by signal SIGSEGV"
     )
+
+
+def test_a_node_that_heard_slurms_stop_is_not_lost_if_killed_before_it_said_how_it_ended(tmp_path: Path) -> None:
+    """Seen on 24.11's cgroup lab, busy: node2 was killed whole, SLURM's SIGTERM reached the
+    head, and SLURM's kill took the head's bootstrap before its end was written; status called
+    the head lost too. A bootstrap says, once, that the stop reached it."""
+    life = Lifecycle(_ctx(tmp_path, rank=0))
+    for sig in (signal.SIGTERM, signal.SIGTERM, signal.SIGHUP):  # a burst: SLURM's, srun's, a forward
+        life.signals.handler(sig, None)
+    life.act_on_signals()
+    events = read_events(life.ctx.paths.events)
+    heard = [e for e in events if e["event"] == STOP_HEARD]
+    assert [(e["node"], e["signal"]) for e in heard] == [("node1", "SIGTERM")]
+    for node in ("node1", "node2"):
+        append_event(life.ctx.paths.events, "node_start", node=node, attempt=0)
+    assert lost_nodes(read_events(life.ctx.paths.events)) == ["node2"]  # it never heard anything
 
 
 def test_a_stopped_worker_after_a_normal_end_is_not_a_failure(tmp_path: Path) -> None:
