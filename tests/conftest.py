@@ -42,9 +42,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lab_order)
 
 
-def lab_order(item: pytest.Item) -> tuple[bool, bool]:
-    """Sort key: the rest, then 4 nodes, then lab_last (False sorts first)."""
-    return _marked(item, "lab_last"), _marked(item, "four_nodes")
+def lab_order(item: pytest.Item) -> tuple[bool, bool, bool]:
+    """Sort key (False sorts first): the lab_waits tests, then the rest, then 4 nodes, then
+    lab_last. The lab_waits tests spend their time on SLURM's clocks at a fraction of a core:
+    first, they run beside the local stream, which takes the CPU they leave; the lab tests that
+    compute then run after the local stream has ended, with the CPU to themselves."""
+    return _marked(item, "lab_last"), _marked(item, "four_nodes"), not _marked(item, "lab_waits")
 
 
 def _marked(item: pytest.Item, name: str) -> bool:

@@ -76,6 +76,7 @@ def test_scancel_one_of_two_jobs_sharing_nodes(lab: list[str]) -> None:
 
 
 @pytest.mark.lab_shared
+@pytest.mark.lab_waits  # SLURM's clocks: first in the lab stream (tests/conftest.py)
 def test_time_limit(lab: list[str]) -> None:
     """The time limit, with a grown member in the job (`slurm-rl grow`: its --time is what the
     job has left): both leave the queue, nothing of either stays on any node."""
@@ -110,6 +111,7 @@ def test_ray_actor_killed(lab: list[str]) -> None:
 
 
 @pytest.mark.lab_shared
+@pytest.mark.lab_waits  # SLURM's clocks: first in the lab stream (tests/conftest.py)
 def test_a_node_whose_raylet_gave_up_on_its_agents_starts_ray_again_and_others_join_only_a_head_that_is_up(
     lab: list[str], tmp_path: Path
 ) -> None:

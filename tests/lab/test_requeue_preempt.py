@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 
 
 @pytest.mark.lab_shared
+@pytest.mark.lab_waits  # SLURM's clocks: first in the lab stream (tests/conftest.py)
 def test_requeue_after_failure(lab: list[str]) -> None:
     res, data = submit("flaky.py", nodes=2, extra=("--requeue", "1"), timeout=240)
     assert res.returncode == 0, (res.stdout, res.stderr)
@@ -46,6 +47,7 @@ def test_no_requeue_beyond_the_limit(lab: list[str]) -> None:
 
 
 @pytest.mark.lab_shared
+@pytest.mark.lab_waits  # SLURM's clocks: first in the lab stream (tests/conftest.py)
 def test_warning_signal_reaches_the_driver(lab: list[str]) -> None:
     # SLURM sends the signal up to 60 s early; with 2:00 and @100 it comes 0-40 s after start
     res, data = submit("preempt.py", nodes=2, extra=("--time", "2:00", "--signal", "B:USR2@100"), timeout=200)
@@ -81,6 +83,7 @@ def _scontrol_end(job_id: int) -> float:
 
 
 @pytest.mark.lab_shared
+@pytest.mark.lab_waits  # SLURM's clocks: first in the lab stream (tests/conftest.py)
 def test_time_left_follows_slurms_end_time_also_after_the_limit_changes(lab: list[str]) -> None:
     """The driver's slurm_rl.time_left() (and `status`) agree with `scontrol show job`'s end time
     within 5 s, and follow `scontrol update TimeLimit` while the job runs."""

@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(300)]
 STALL_S = 20  # the shortest --stall-timeout slurm-rl takes
 
 
+@pytest.mark.lab_waits  # SLURM's clocks: first in the lab stream (tests/conftest.py)
 def test_a_rank_that_never_joins_the_all_reduce_fails_the_job_as_stalled_with_every_ranks_stack(
     lab: list[str],
 ) -> None:

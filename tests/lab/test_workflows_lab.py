@@ -100,6 +100,7 @@ def test_map_array_runs_each_call_as_a_task_with_its_own_cluster(lab: list[str])
     assert [j.result() for j in jobs] == [(20, 2, f"{array_id}_0"), (300, 2, f"{array_id}_1")]
 
 
+@pytest.mark.lab_waits  # SLURM's clocks: first in the lab stream (tests/conftest.py)
 def test_a_chained_run_spans_two_jobs_and_matches_an_uninterrupted_one(lab: list[str]) -> None:
     res = run_cli(
         "submit",

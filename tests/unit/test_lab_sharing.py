@@ -63,7 +63,8 @@ class Item:
         return name if name in self.marks else None
 
 
-def test_the_4_node_tests_run_after_the_others_and_the_lab_restarts_last() -> None:
+def test_the_tests_that_wait_run_first_the_4_node_tests_after_the_others_and_the_lab_restarts_last() -> None:
     items = [Item("last", "lab_last"), Item("a"), Item("four", "four_nodes"), Item("b", "lab_shared"), Item("c")]
+    items[3:3] = [Item("w", "lab_shared", "lab_waits")]
     items.sort(key=lab_order)  # type: ignore[arg-type]
-    assert [i.name for i in items] == ["a", "b", "c", "four", "last"]
+    assert [i.name for i in items] == ["w", "a", "b", "c", "four", "last"]
