@@ -42,12 +42,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lab_order)
 
 
-def lab_order(item: pytest.Item) -> tuple[bool, bool, bool]:
-    """Sort key (False sorts first): the lab_waits tests, then the rest, then 4 nodes, then
-    lab_last. The lab_waits tests spend their time on SLURM's clocks at a fraction of a core:
-    first, they run beside the local stream, which takes the CPU they leave; the lab tests that
-    compute then run after the local stream has ended, with the CPU to themselves."""
-    return _marked(item, "lab_last"), _marked(item, "four_nodes"), not _marked(item, "lab_waits")
+def lab_order(item: pytest.Item) -> tuple[bool, bool, bool, bool]:
+    """Sort key (False sorts first): the lab tests that must be alone (and the local tests),
+    then the shared ones, then lab_waits (group lab-b: tests/lab/sharing.py), then 4 nodes, then
+    lab_last. So the lab stream's shared tests are running when lab-b starts beside them (after
+    the local stream), and lab-b is the last group to appear: pytest-xdist queues it, never
+    giving it to a worker at the start."""
+    waits = _marked(item, "lab_waits")
+    return _marked(item, "lab_last"), _marked(item, "four_nodes"), waits, _marked(item, "lab_shared") and not waits
 
 
 def _marked(item: pytest.Item, name: str) -> bool:

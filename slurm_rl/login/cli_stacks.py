@@ -51,7 +51,7 @@ def stacks(job: str, node: str | None, native: bool, timeout: float, spec_flag: 
     job_id, paths = resolve_job(job, current_user(), client, load_spec(spec_flag))
     events = read_events(paths.events)
     state = job_state_for(paths, client)
-    running = lost_nodes(events)  # nodes of the last attempt that started and have not ended
+    running = lost_nodes(events)  # nodes of the last attempt that started, not ended, not stopping
     if state.state != "RUNNING" or not running:
         old = kept(paths.job_dir)
         why = "has not started" if state.state == "PENDING" else f"is not running ({state.state})"

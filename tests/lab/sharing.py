@@ -32,6 +32,7 @@ from typing import IO
 import pytest
 
 SHARED_MARK = "lab_shared"
+WAITS_MARK = "lab_waits"
 STREAMS_ENV = "SLURM_RL_LAB_STREAMS"
 SECOND_STREAM = "lab-b"
 # Shared tests of these modules run in the second stream; the rest of the lab tests in the first
@@ -59,8 +60,17 @@ def is_shared(item: pytest.Item) -> bool:
 
 
 def stream(item: pytest.Item) -> str:
-    """The xdist group of a lab test: one stream, unless SLURM_RL_LAB_STREAMS=2 asks for two."""
-    if os.environ.get(STREAMS_ENV) == "2" and is_shared(item) and item.path.name in SECOND_STREAM_MODULES:
+    """The xdist group of a lab test: ``lab``, but ``lab-b`` for a shared test marked lab_waits
+    (its time is SLURM's clocks), and with SLURM_RL_LAB_STREAMS=2 for the shared tests of
+    SECOND_STREAM_MODULES. Under ``-n 2`` the group ``lab-b`` is the third: pytest-xdist gives it
+    to the first worker near the end of its own, the local stream's, which ends long before the
+    lab's; its tests then run beside the lab stream's shared ones (ordered after its exclusive
+    ones: tests/conftest.py lab_order) on the CPU the lab stream alone leaves idle."""
+    if not is_shared(item):
+        return "lab"
+    if item.get_closest_marker(WAITS_MARK) is not None:
+        return SECOND_STREAM
+    if os.environ.get(STREAMS_ENV) == "2" and item.path.name in SECOND_STREAM_MODULES:
         return SECOND_STREAM
     return "lab"
 

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from tests.conftest import lab_order
-from tests.lab.sharing import LabLock
+from tests.lab.sharing import LabLock, stream
 
 
 def taken_in_thread(lock: LabLock, exclusive: bool) -> threading.Event:
@@ -63,8 +63,15 @@ class Item:
         return name if name in self.marks else None
 
 
-def test_the_tests_that_wait_run_first_the_4_node_tests_after_the_others_and_the_lab_restarts_last() -> None:
+def test_alone_then_shared_then_those_that_wait_then_4_nodes_and_the_lab_restarts_last() -> None:
     items = [Item("last", "lab_last"), Item("a"), Item("four", "four_nodes"), Item("b", "lab_shared"), Item("c")]
     items[3:3] = [Item("w", "lab_shared", "lab_waits")]
     items.sort(key=lab_order)  # type: ignore[arg-type]
-    assert [i.name for i in items] == ["w", "a", "b", "c", "four", "last"]
+    assert [i.name for i in items] == ["a", "c", "b", "w", "four", "last"]
+
+
+def test_the_shared_tests_that_wait_are_a_group_of_their_own_a_test_that_must_be_alone_never() -> None:
+    waits = Item("w", "lab_shared", "lab_waits")
+    assert stream(waits) == "lab-b"  # type: ignore[arg-type]
+    assert stream(Item("alone", "lab_waits")) == "lab"  # type: ignore[arg-type]
+    assert stream(Item("shared", "lab_shared")) == "lab"  # type: ignore[arg-type]
