@@ -20,7 +20,8 @@ LAB = REPO / "tests" / "lab" / "slurm-lab"
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Layers: every test under tests/lab is ``lab``; a unit test that starts a local Ray is
     marked ``ray`` in its module; the rest are ``unit`` (`pytest -m unit`: seconds, no Ray, no
-    SLURM). The order (``lab_order``; the sort is stable, so the rest keep their order): tests
+    SLURM). The order (``lab_order``; the sort is stable, so the rest keep their order): the
+    lab tests that must be alone before the shared ones, then ``lab_waits``; tests
     marked ``four_nodes`` after all others, whatever their file names (the lab switches to 4
     nodes once, near the end, and is not switched back between them), and after them those
     marked ``lab_last`` (they restart the lab as it then is, 4 nodes: one switch fewer than
@@ -30,7 +31,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     another (they share the lab's nodes and some restart it; ``SLURM_RL_LAB_STREAMS=2`` with
     ``-n 3`` makes two lab streams, tests/lab/sharing.py), beside everything else, one after
     another (a local Ray is found by ``address="auto"``: two at once on one host would meet).
-    The lab tests mostly wait on SLURM's clocks, so the machine has room for the second stream."""
+    The lab tests mostly wait on SLURM's clocks, so the machine has room for the second stream;
+    the ``lab_waits`` tests are a third group that the local stream's worker takes as it ends."""
     for item in items:
         if "tests/lab/" in str(item.path).replace("\\", "/"):
             item.add_marker(pytest.mark.lab)
@@ -42,14 +44,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lab_order)
 
 
-def lab_order(item: pytest.Item) -> tuple[bool, bool, bool, bool]:
+def lab_order(item: pytest.Item) -> tuple[bool, ...]:
     """Sort key (False sorts first): the lab tests that must be alone (and the local tests),
     then the shared ones, then lab_waits (group lab-b: tests/lab/sharing.py), then 4 nodes, then
     lab_last. So the lab stream's shared tests are running when lab-b starts beside them (after
     the local stream), and lab-b is the last group to appear: pytest-xdist queues it, never
     giving it to a worker at the start."""
-    waits = _marked(item, "lab_waits")
-    return _marked(item, "lab_last"), _marked(item, "four_nodes"), waits, _marked(item, "lab_shared") and not waits
+    return tuple(_marked(item, name) for name in ("lab_last", "four_nodes", "lab_waits", "lab_shared"))
 
 
 def _marked(item: pytest.Item, name: str) -> bool:
