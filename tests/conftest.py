@@ -6,33 +6,37 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.lab.sharing import SECOND_STREAM
 from tests.lab.sharing import stream as lab_stream
 
 REPO = Path(__file__).resolve().parent.parent
 LAB = REPO / "tests" / "lab" / "slurm-lab"
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)  # marks before `-m` and pytest-xdist read them; the order after `-m`
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
     """Layers: every test under tests/lab is ``lab``; a unit test that starts a local Ray is
     marked ``ray`` in its module; the rest are ``unit`` (`pytest -m unit`: seconds, no Ray, no
-    SLURM). The order (``lab_order``; the sort is stable, so the rest keep their order): the
-    lab tests that must be alone before the shared ones, then ``lab_waits``; tests
-    marked ``four_nodes`` after all others, whatever their file names (the lab switches to 4
-    nodes once, near the end, and is not switched back between them), and after them those
-    marked ``lab_last`` (they restart the lab as it then is, 4 nodes: one switch fewer than
-    before them).
+    SLURM). The order (``lab_order``; the sort is stable, so the rest keep their order), by
+    their marks whatever their file names: the lab tests that need ``four_nodes`` first (the lab
+    switches to 4 nodes once and is not switched back between them), then those marked
+    ``lab_last`` (they restart the lab as it then is), then the rest that must be alone, the
+    shared ones, and ``lab-b`` last. A run without ``lab-b`` (``pytest -m smoke_versions``) runs
+    the 4-node tests and then ``lab_last`` at its end instead (``lab_order_alone``): the lab
+    then never switches back.
 
     Two streams under ``-n 2 --dist loadgroup`` (the README's command): the lab tests, one after
     another (they share the lab's nodes and some restart it; ``SLURM_RL_LAB_STREAMS=2`` with
     ``-n 3`` makes two lab streams, tests/lab/sharing.py), beside everything else, one after
     another (a local Ray is found by ``address="auto"``: two at once on one host would meet).
     The lab tests mostly wait on SLURM's clocks, so the machine has room for the second stream;
-    the ``lab_waits`` tests are a third group that the local stream's worker takes as it ends."""
+    ``lab-b`` (tests/lab/sharing.py) is a third group that the local stream's worker takes as it
+    ends."""
     for item in items:
         if "tests/lab/" in str(item.path).replace("\\", "/"):
             item.add_marker(pytest.mark.lab)
@@ -41,16 +45,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if item.get_closest_marker("ray") is None:
                 item.add_marker(pytest.mark.unit)
             item.add_marker(pytest.mark.xdist_group("local"))
-    items.sort(key=lab_order)
+    yield  # `-m` deselects
+    items.sort(key=lab_order if any(map(_in_tail, items)) else lab_order_alone)
 
 
 def lab_order(item: pytest.Item) -> tuple[bool, ...]:
-    """Sort key (False sorts first): the lab tests that must be alone (and the local tests),
-    then the shared ones, then lab_waits (group lab-b: tests/lab/sharing.py), then 4 nodes, then
-    lab_last. So the lab stream's shared tests are running when lab-b starts beside them (after
-    the local stream), and lab-b is the last group to appear: pytest-xdist queues it, never
-    giving it to a worker at the start."""
-    return tuple(_marked(item, name) for name in ("lab_last", "four_nodes", "lab_waits", "lab_shared"))
+    """Sort key (False sorts first) of a run with lab-b: the lab tests that need 4 nodes, then
+    lab_last, then the others that must be alone (and the local tests), then the shared ones,
+    then lab-b. So nothing that must be alone is left in the lab stream when lab-b starts (after
+    the local stream): it runs beside the lab stream's shared tests to the end. The lab switches
+    to 4 nodes and back (one `up` more, ~20 s) before any test has made a node's image cache,
+    which an `up` empties. (pytest-xdist queues lab-b, the smallest group, whatever the order.)"""
+    return (_in_tail(item), _marked(item, "lab_shared"), *(not _marked(item, n) for n in ("four_nodes", "lab_last")))
+
+
+def lab_order_alone(item: pytest.Item) -> tuple[bool, ...]:
+    """Sort key of a run with one lab stream: alone, shared, 4 nodes, lab_last (no switch back)."""
+    return tuple(_marked(item, name) for name in ("lab_last", "four_nodes", "lab_shared"))
+
+
+def _in_tail(item: pytest.Item) -> bool:
+    return any(m.args == (SECOND_STREAM,) for m in item.iter_markers("xdist_group"))
 
 
 def _marked(item: pytest.Item, name: str) -> bool:

@@ -1,9 +1,9 @@
 """Two streams of lab tests on one lab, and the lock that keeps a test alone when it must be.
 
 The README's command runs the lab tests in one stream (pytest-xdist group ``lab``, beside the
-unit tests' ``local``) but for the shared tests marked ``lab_waits`` (``lab-b``): the local
-stream's worker takes those once its own tests are done, and they run beside the lab stream's
-shared tests in the run's tail (``stream`` below). With ``SLURM_RL_LAB_STREAMS=2`` and ``-n 3``
+unit tests' ``local``) but for the shared tests marked ``lab_waits`` and those of TAIL_MODULES
+(``lab-b``): the local stream's worker takes those once its own tests are done, and they run
+beside the lab stream's shared tests in the run's tail (``stream`` below). With ``SLURM_RL_LAB_STREAMS=2`` and ``-n 3``
 the shared tests of SECOND_STREAM_MODULES run in ``lab-b`` too, from the start: jobs of two tests
 side by side on the nodes, as on a shared cluster. That mode found two product bugs (two heads
 starting together on one node took one GCS port; teardown of an ended job asked a full node for
@@ -58,20 +58,31 @@ SECOND_STREAM_MODULES = frozenset(
 )
 
 
+# Shared tests of these modules run in lab-b in every mode, beside the lab_waits ones: CI's tail
+# (after the local stream) then holds two streams' worth of shared work, split about evenly
+# (ci67: ~900 s of shared lab tests left when the local stream ended; these four ~260 s of them,
+# the lab_waits ones ~330 s). None of them uses containers, so the lab stream alone makes the
+# Pyxis image.
+TAIL_MODULES = frozenset(
+    {"test_distributed_lab.py", "test_nemo_compat_lab.py", "test_scale_and_shapes.py", "test_worker_reliability_lab.py"}
+)
+
+
 def is_shared(item: pytest.Item) -> bool:
     return item.get_closest_marker(SHARED_MARK) is not None
 
 
 def stream(item: pytest.Item) -> str:
     """The xdist group of a lab test: ``lab``, but ``lab-b`` for a shared test marked lab_waits
-    (its time is SLURM's clocks), and with SLURM_RL_LAB_STREAMS=2 for the shared tests of
-    SECOND_STREAM_MODULES. Under ``-n 2`` the group ``lab-b`` is the third: pytest-xdist gives it
-    to the first worker near the end of its own, the local stream's, which ends long before the
-    lab's; its tests then run beside the lab stream's shared ones (ordered after its exclusive
-    ones: tests/conftest.py lab_order) on the CPU the lab stream alone leaves idle."""
+    (its time is SLURM's clocks) or of TAIL_MODULES, and with SLURM_RL_LAB_STREAMS=2 for the
+    shared tests of SECOND_STREAM_MODULES. Under ``-n 2`` the group ``lab-b`` is the third:
+    pytest-xdist gives it to the first worker near the end of its own, the local stream's, which
+    ends long before the lab's; its tests then run beside the lab stream's shared ones (ordered
+    after all its exclusive ones, 4 nodes included: tests/conftest.py lab_order) on the CPU the
+    lab stream alone leaves idle."""
     if not is_shared(item):
         return "lab"
-    if item.get_closest_marker(WAITS_MARK) is not None:
+    if item.get_closest_marker(WAITS_MARK) is not None or item.path.name in TAIL_MODULES:
         return SECOND_STREAM
     if os.environ.get(STREAMS_ENV) == "2" and item.path.name in SECOND_STREAM_MODULES:
         return SECOND_STREAM

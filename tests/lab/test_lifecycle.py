@@ -1,6 +1,6 @@
-"""Lab lifecycle (marked lab_last: conftest runs it after every other test, on the lab as they left it, 4 nodes in
-the whole suite; it leaves the lab up as it found it): a lab whose processes were all killed (what a stopped session
-leaves) comes back with `up`; `down` leaves nothing."""
+"""Lab lifecycle (marked lab_last: conftest runs it right after the four_nodes tests, on the lab as they left it,
+4 nodes in the whole suite; it leaves the lab up as it found it): a lab whose processes were all killed (what a
+stopped session leaves) comes back with `up`; `down` leaves nothing."""
 
 from __future__ import annotations
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from tests.conftest import lab_order
-from tests.lab.sharing import LabLock, stream
+import pytest
+
+from tests.conftest import lab_order, lab_order_alone
+from tests.lab.sharing import TAIL_MODULES, LabLock, stream
 
 
 def taken_in_thread(lock: LabLock, exclusive: bool) -> threading.Event:
@@ -54,24 +56,35 @@ def test_an_exclusive_hold_covers_the_next_tests_and_a_second_take_is_a_no_op(tm
 
 
 class Item:
-    """What the ordering reads of a collected test: its marks."""
+    """What the ordering reads of a collected test: its marks (an xdist group among them) and file."""
 
-    def __init__(self, name: str, *marks: str) -> None:
-        self.name, self.marks = name, marks
+    def __init__(self, name: str, *marks: str, group: str = "lab", module: str = "test_x.py") -> None:
+        self.name, self.marks, self.group, self.path = name, marks, group, Path("tests/lab", module)
 
     def get_closest_marker(self, name: str) -> object | None:
         return name if name in self.marks else None
 
+    def iter_markers(self, name: str) -> list[pytest.MarkDecorator]:
+        return [pytest.mark.xdist_group(self.group)] if name == "xdist_group" else []
 
-def test_alone_then_shared_then_those_that_wait_then_4_nodes_and_the_lab_restarts_last() -> None:
+
+def test_with_a_tail_group_4_nodes_then_the_restart_then_alone_then_shared_then_the_tail() -> None:
     items = [Item("last", "lab_last"), Item("a"), Item("four", "four_nodes"), Item("b", "lab_shared"), Item("c")]
-    items[3:3] = [Item("w", "lab_shared", "lab_waits")]
+    items[3:3] = [Item("w", "lab_shared", "lab_waits", group="lab-b"), Item("local", group="local")]
     items.sort(key=lab_order)  # type: ignore[arg-type]
-    assert [i.name for i in items] == ["a", "c", "b", "w", "four", "last"]
+    assert [i.name for i in items] == ["four", "last", "a", "local", "c", "b", "w"]
 
 
-def test_the_shared_tests_that_wait_are_a_group_of_their_own_a_test_that_must_be_alone_never() -> None:
-    waits = Item("w", "lab_shared", "lab_waits")
-    assert stream(waits) == "lab-b"  # type: ignore[arg-type]
+def test_without_a_tail_group_the_shared_tests_come_before_4_nodes_so_the_lab_never_switches_back() -> None:
+    items = [Item("last", "lab_last"), Item("a"), Item("four", "four_nodes"), Item("b", "lab_shared"), Item("c")]
+    items.sort(key=lab_order_alone)  # type: ignore[arg-type]
+    assert [i.name for i in items] == ["a", "c", "b", "four", "last"]
+
+
+def test_the_tail_group_holds_shared_tests_that_wait_or_are_of_its_modules_never_one_that_must_be_alone() -> None:
+    assert stream(Item("w", "lab_shared", "lab_waits")) == "lab-b"  # type: ignore[arg-type]
+    tail_module = sorted(TAIL_MODULES)[0]
+    assert stream(Item("t", "lab_shared", module=tail_module)) == "lab-b"  # type: ignore[arg-type]
     assert stream(Item("alone", "lab_waits")) == "lab"  # type: ignore[arg-type]
+    assert stream(Item("alone", module=tail_module)) == "lab"  # type: ignore[arg-type]
     assert stream(Item("shared", "lab_shared")) == "lab"  # type: ignore[arg-type]
