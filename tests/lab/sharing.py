@@ -3,12 +3,13 @@
 The README's command runs the lab tests in one stream (pytest-xdist group ``lab``, beside the
 unit tests' ``local``) but for the shared tests marked ``lab_waits`` and those of TAIL_MODULES
 (``lab-b``): the local stream's worker takes those once its own tests are done, and they run
-beside the lab stream's shared tests in the run's tail (``stream`` below). With ``SLURM_RL_LAB_STREAMS=2`` and ``-n 3``
-the shared tests of SECOND_STREAM_MODULES run in ``lab-b`` too, from the start: jobs of two tests
-side by side on the nodes, as on a shared cluster. That mode found two product bugs (two heads
-starting together on one node took one GCS port; teardown of an ended job asked a full node for
-a step), but on two cores it gained no time (the tests then compete for the CPUs with the local
-stream: 1812 s against 1780 s for the one stream), so CI does not use it.
+beside the lab stream's shared tests in the run's tail (``stream`` below). With
+``SLURM_RL_LAB_STREAMS=2`` and ``-n 3`` the shared tests of SECOND_STREAM_MODULES run in
+``lab-b`` too, from the start: jobs of two tests side by side on the nodes, as on a shared
+cluster. That mode found two product bugs (two heads starting together on one node took one GCS
+port; teardown of an ended job asked a full node for a step), but on two cores it gained no time
+(the tests then compete for the CPUs with the local stream: 1812 s against 1780 s for the one
+stream), so CI does not use it.
 
 A test marked ``lab_shared`` submits its own jobs and looks only at them (their processes,
 files, states and logs): it runs under a shared lock, so one such test of each stream may run at
