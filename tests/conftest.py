@@ -54,8 +54,8 @@ def lab_order(item: pytest.Item) -> tuple[bool, ...]:
     lab_last, then the others that must be alone (and the local tests), then the shared ones,
     then lab-b. So nothing that must be alone is left in the lab stream when lab-b starts (after
     the local stream): it runs beside the lab stream's shared tests to the end. The lab switches
-    to 4 nodes and back (one `up` more: 15 s busy) before any test has made a node's image cache,
-    which an `up` empties. (pytest-xdist queues lab-b, the smallest group, whatever the order.)"""
+    to 4 nodes and back (one `up` more: 15 s busy) before any test but the 4-node ones has made
+    a node's image cache, which an `up` empties. (pytest-xdist queues lab-b, the smallest group, whatever the order.)"""
     return (_in_tail(item), _marked(item, "lab_shared"), *(not _marked(item, n) for n in ("four_nodes", "lab_last")))
 
 
