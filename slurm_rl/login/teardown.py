@@ -27,6 +27,7 @@ from ..core.paths import JobPaths
 from ..runtimes import runtime_of
 from ..slurm import SlurmClient
 from ..slurm.client import step_flags
+from ..slurm.records import JobState
 from .lookup import find_job_dir
 
 
@@ -101,30 +102,17 @@ def teardown(
             f"job {job_id} was submitted by {submitter!r}, not {user!r}; teardown only touches your own jobs"
         )
     state = client.job_state(job_id)
-    cancelled = False
     events = read_events(paths.events)
     lost = lost_to_healing(events)  # nothing survived on them, and SLURM took them out of the job
     nodes = [n for n in job_nodes(paths, state.nodelist) if n not in lost]
     started = any(e.get("event") == "node_start" for e in events)
-    inside: list[dict[str, Any]] = []
-    if state.state == "RUNNING" and nodes and started:
-        # Stop the job's processes inside its live allocation first (srun --overlap: no new
-        # allocation, which a node full of other jobs, or of this job's GPUs, could not give),
-        # then cancel. The exit is recorded first: the bootstraps' own SIGTERM report comes later.
+    targets = [Target(job_id, nodes, state), *member_targets(events, client)]
+    if state.state == "RUNNING" and nodes and started:  # the bootstraps' own SIGTERM report comes later
         record_exit(paths, STOPPED_RC, f"cancelled by slurm-rl teardown (was {state.state})")
-        argv = cleanup_command(paths, job_id, 0.0 if force else grace_s, inside=True)
-        inside = parse_reports(client.run_on_nodes(client.numeric_job_id(job_id), nodes, argv).stdout)
-    if state.in_queue:
-        client.scancel(job_id)
-        cancelled = True
-        append_event(paths.events, "teardown_cancel", state=state.state)
-        # the bootstraps clean up on SIGTERM; wait (bounded) for the job to leave the queue
-        end = time.monotonic() + gone_timeout_s
-        while client.job_state(job_id).in_queue and time.monotonic() < end:
-            time.sleep(0.2)
-    members = teardown_members(paths, client, grace_s, gone_timeout_s, started)
-    report = TeardownReport(job_id, cancelled, state.state, nodes + sorted(members), per_node=inside)
-    report.per_node = merge_reports(report.per_node, [r for reports in members.values() for r in reports])
+    inside = stop_inside(paths, job_id, client, targets, 0.0 if force else grace_s) if started else []
+    cancelled = cancel_all(paths, client, targets, gone_timeout_s)
+    report = TeardownReport(job_id, job_id in cancelled, state.state, nodes, per_node=inside)
+    report.nodes += sorted({n for t in targets[1:] for n in t.nodes} - set(nodes))
     # nodes whose bootstrap cleaned up at the job's end (a scancel's SIGTERM, an ended job's own
     # end): nothing is left there to look for, and a node full of other jobs would not take a step.
     # (A container job's nodes are looked at all the same: pyxis removes its container after the
@@ -132,7 +120,7 @@ def teardown(
     answered = {n.get("node") for n in inside}
     clean = sorted(cleaned_nodes(read_events(paths.events)) & set(nodes) - answered) if bare else []
     report.per_node = merge_reports(report.per_node, [{"node": n, "cleaned_at_end": True} for n in clean])
-    rest = sorted(set(nodes) - answered - set(clean))
+    rest = sorted(set(report.nodes) - answered - set(clean))
     if rest and started:  # the job had ended (a lost job's leftovers), or a node did not answer inside it
         argv = cleanup_command(paths, job_id, grace_s)
         res = client.run_on_nodes(None, rest, argv, srun_flags=site_flags(paths))
@@ -144,38 +132,69 @@ def teardown(
                 f"(srun exited {res.returncode}: {res.stderr.strip()[-300:]}); run teardown again, "
                 f"or check those nodes with `sinfo -N`"
             )
-    if cancelled:
+    if report.cancelled:
         record_exit(paths, STOPPED_RC, f"cancelled by slurm-rl teardown (was {state.state})")
     report.seconds = time.monotonic() - t0
     append_event(paths.events, "teardown_done", killed=report.killed_total, seconds=round(report.seconds, 3))
     return report
 
 
-def teardown_members(
-    paths: JobPaths, client: SlurmClient, grace_s: float, gone_timeout_s: float, started: bool
-) -> dict[str, list[dict[str, Any]]]:
-    """The job's member jobs (--heal's, grow's): cancelled (their bootstraps clean up on SIGTERM, as the
-    job's own nodes do), then a cleanup step on their nodes; {node: its reports}."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for member in member_jobs(read_events(paths.events)):
+@dataclass
+class Target:
+    """One SLURM job to stop: the job itself, or one of its member jobs (--heal's, grow's)."""
+
+    slurm_id: int | str
+    nodes: list[str]
+    state: JobState
+    member: int | None = None
+
+
+def member_targets(events: list[dict[str, Any]], client: SlurmClient) -> list[Target]:
+    out = []
+    for member in member_jobs(events):
         sid = member.get("slurm_job")
         if not isinstance(sid, int):
             continue
         state = client.job_state(sid)
         listed = state.nodelist not in ("", "(null)", "None", None)
         nodes = expand_hostlist(state.nodelist) if listed else [n for n in member["nodes"] if n]
-        if state.in_queue:
-            client.scancel(sid)
-            append_event(paths.events, "teardown_cancel", member=member["member"], slurm_job=sid, state=state.state)
-            end = time.monotonic() + gone_timeout_s
-            while client.job_state(sid).in_queue and time.monotonic() < end:
-                time.sleep(0.2)
-        if nodes and started:
-            argv = cleanup_command(paths, paths.job_id, grace_s)
-            res = client.run_on_nodes(None, nodes, argv, srun_flags=site_flags(paths))
-            for item in parse_reports(res.stdout):
-                out.setdefault(item["node"], []).append(item)
+        out.append(Target(sid, nodes, state, member["member"]))
     return out
+
+
+def stop_inside(
+    paths: JobPaths, job_id: int | str, client: SlurmClient, targets: list[Target], grace_s: float
+) -> list[dict[str, Any]]:
+    """Stop the processes of each running job (the job's, each member's) inside its live
+    allocation, before any cancel: srun --overlap needs no new allocation, which a node full of
+    other jobs (or of this job's GPUs) could not give, and a step whose processes are gone ends
+    at once on the cancel instead of after SLURM's KillWait. Per node, what was stopped."""
+    argv = cleanup_command(paths, job_id, grace_s, inside=True)
+    reports: list[dict[str, Any]] = []
+    for t in targets:
+        if t.state.state == "RUNNING" and t.nodes:
+            jid = client.numeric_job_id(t.slurm_id) if t.member is None else int(t.slurm_id)
+            reports = merge_reports(reports, parse_reports(client.run_on_nodes(jid, t.nodes, argv).stdout))
+    return reports
+
+
+def cancel_all(paths: JobPaths, client: SlurmClient, targets: list[Target], gone_timeout_s: float) -> set[int | str]:
+    """scancel every target still queued, then wait (one bound for all) for them to leave the
+    queue: the bootstraps clean up on SIGTERM. The ids cancelled."""
+    cancelled: set[int | str] = set()
+    for t in targets:
+        if t.state.in_queue:
+            client.scancel(t.slurm_id)
+            cancelled.add(t.slurm_id)
+            member = {} if t.member is None else {"member": t.member, "slurm_job": t.slurm_id}
+            append_event(paths.events, "teardown_cancel", **member, state=t.state.state)
+    end = time.monotonic() + gone_timeout_s
+    waiting = set(cancelled)
+    while waiting and time.monotonic() < end:
+        waiting = {j for j in waiting if client.job_state(j).in_queue}
+        if waiting:
+            time.sleep(0.2)
+    return cancelled
 
 
 def site_flags(paths: JobPaths) -> list[str]:

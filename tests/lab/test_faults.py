@@ -124,13 +124,15 @@ def test_a_node_whose_raylet_gave_up_on_its_agents_starts_ray_again_and_others_j
     spec = lab_spec(tmp_path, env={"PYTHONPATH": str(SLOW_AGENT), "SLOW_AGENT_RANKS": "0,1"})
     res, data = submit("check_cluster.py", "2", nodes=2, spec=spec, timeout=240)
     assert res.returncode == 0, exit_reason(data) if data else res.stderr
-    for node in ("node1", "node2"):
+    cluster = json.loads((job_dir(data) / "cluster.json").read_text())  # whichever two nodes SLURM gave it
+    head, worker = cluster["head_node"], next(n for n in cluster["nodes"] if n != cluster["head_node"])
+    for node in (head, worker):
         log = (job_dir(data) / "logs" / f"node-{node}.log").read_text()
         assert "Timed out waiting for file" in log and "starting Ray once more" in log, (node, log[-2000:])
     events = read_events(job_dir(data) / "events.jsonl")
     retried = {e["node"]: e["t"] for e in events if e["event"] == "ray_start_retried"}
-    assert sorted(retried) == ["node1", "node2"], events
+    assert sorted(retried) == sorted([head, worker]), events
     up = {e["node"]: e["t"] for e in events if e["event"] == "node_up"}
-    # node2 joined the head's second GCS only: its own first start began after the head was up
-    assert retried["node1"] < up["node1"] < retried["node2"] < up["node2"], events
+    # the worker joined the head's second GCS only: its own first start began after the head was up
+    assert retried[head] < up[head] < retried[worker] < up[worker], events
     assert_no_leftovers(lab, data["job_id"])

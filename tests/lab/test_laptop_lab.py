@@ -101,11 +101,15 @@ def test_attach_dashboard_and_teardown_of_a_running_cluster(laptop: Laptop, lab:
     try:
         ready = wait_for(lambda: _json(laptop.run("status", job, "--json"))["phase"] == "ready", 120, poll_s=1)
         assert ready, laptop.run("status", job).stdout
+        # whichever two nodes SLURM gave it (other tests' jobs share the lab)
+        cluster = json.loads((Path(_json(laptop.run("status", job, "--json"))["job_dir"]) / "cluster.json").read_text())
+        head, other_node = cluster["head_node"], next(n for n in cluster["nodes"] if n != cluster["head_node"])
         where = laptop.run("attach", job, "--", "hostname")
-        assert where.returncode == 0 and where.stdout.split()[-1] == "node1", where.stdout + where.stderr
-        other = laptop.run("attach", job, "--node", "node2", "--", "hostname")
-        assert other.returncode == 0 and other.stdout.split()[-1] == "node2", other.stdout + other.stderr
-        _refused(laptop.run("attach", job, "--node", "node9", "--", "true"), "has no node 'node9'", "node1, node2")
+        assert where.returncode == 0 and where.stdout.split()[-1] == head, where.stdout + where.stderr
+        other = laptop.run("attach", job, "--node", other_node, "--", "hostname")
+        assert other.returncode == 0 and other.stdout.split()[-1] == other_node, other.stdout + other.stderr
+        refused = laptop.run("attach", job, "--node", "node9", "--", "true")
+        _refused(refused, "has no node 'node9'", ", ".join(cluster["nodes"]))
         relay = laptop.popen("dashboard", job)
         try:
             assert _answers(relay, "/api/version", "ray_version")
