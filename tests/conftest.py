@@ -74,7 +74,11 @@ def _marked(item: pytest.Item, name: str) -> bool:
 
 # How much the stream beside the lab's yields (nice(2) steps): see pytest_runtest_setup.
 LOCAL_STREAM_NICE = 5
-_local_stream_niced = False
+# Ray lowers its workers' priority by this much (its worker_niceness), in the lab's jobs as in
+# local Rays; the local stream's Ray workers are lowered to the same level, not below it.
+RAY_WORKER_NICENESS = 15
+RAY_NICENESS_ENV = "RAY_worker_niceness"
+_local_stream_niced = _ray_niceness_set = False
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -84,12 +88,26 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     (its jobs are chains of daemons: slurmctld, slurmd, Ray on each node, one after another); the
     local stream ends long before it (10 of 31 minutes, idle) and needs only the CPU the lab
     stream leaves. On a machine with other work on it, equal priorities let the local stream
-    slow the lab's by as much as it takes, and the run waits for the lab's."""
-    global _local_stream_niced
-    if _local_stream_niced or "PYTEST_XDIST_WORKER" not in os.environ or item.get_closest_marker("lab"):
+    slow the lab's by as much as it takes, and the run waits for the lab's.
+
+    Its Ray workers end at the niceness the lab's have (Ray's +15 from 0), not 15 below the
+    stream's own (19, the floor): there a nice-0 process (the lab's daemons, a machine's other
+    work) leaves them 1.5% of a core, and a busy CI run saw the README example's policy actor
+    take 188 s to start (27 s the run before) and the test's 360 s bound pass."""
+    global _local_stream_niced, _ray_niceness_set
+    if "PYTEST_XDIST_WORKER" not in os.environ:
         return
-    os.nice(LOCAL_STREAM_NICE)
-    _local_stream_niced = True
+    if item.get_closest_marker("lab"):  # lab-b's tests, after the local ones: their jobs get Ray's own
+        if _ray_niceness_set:
+            del os.environ[RAY_NICENESS_ENV]
+            _ray_niceness_set = False
+        return
+    if not _local_stream_niced:
+        os.nice(LOCAL_STREAM_NICE)
+        _local_stream_niced = True
+        if RAY_NICENESS_ENV not in os.environ:
+            os.environ[RAY_NICENESS_ENV] = str(RAY_WORKER_NICENESS - LOCAL_STREAM_NICE)
+            _ray_niceness_set = True
 
 
 TIMES_ENV = "SLURM_RL_TEST_TIMES"  # .ci/run: a file each test's phases are appended to (its summary)
