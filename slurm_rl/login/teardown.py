@@ -173,8 +173,8 @@ def stop_inside(
     reports: list[dict[str, Any]] = []
     for t in targets:
         if t.state.state == "RUNNING" and t.nodes:
-            jid = client.numeric_job_id(t.slurm_id) if t.member is None else int(t.slurm_id)
-            reports = merge_reports(reports, parse_reports(client.run_on_nodes(jid, t.nodes, argv).stdout))
+            res = client.run_on_nodes(client.numeric_job_id(t.slurm_id), t.nodes, argv)
+            reports = merge_reports(reports, parse_reports(res.stdout))
     return reports
 
 
