@@ -124,6 +124,16 @@ def job_dir(data: dict) -> Path:
     return Path(data["job_dir"])
 
 
+def job_cluster(data: dict) -> dict:
+    """The job's cluster.json: its nodes (whichever SLURM gave it), head, address, ports."""
+    return json.loads((job_dir(data) / "cluster.json").read_text())
+
+
+def fabric_ip(node: str) -> str:
+    """The lab's second network (fab0): nodeK has 10.78.0.1K (tests/lab/slurm-lab)."""
+    return f"10.78.0.{10 + int(node.removeprefix('node'))}"
+
+
 def start(
     experiment: str,
     *args: str,

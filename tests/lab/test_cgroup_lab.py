@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import LAB, run_cli
 from tests.lab.helpers import (
     assert_no_leftovers,
-    job_dir,
+    job_cluster,
     lab_up,
     lab_up_args,
     last_json,
@@ -112,7 +112,7 @@ def test_a_gpu_job_may_open_only_its_own_device_files(cgroup_lab: list[str]) -> 
 def test_a_lost_node_is_named_in_the_exit_reason(cgroup_lab: list[str]) -> None:
     data = start("hold.py", nodes=3)
     wait_ready(data)
-    cluster = json.loads((job_dir(data) / "cluster.json").read_text())
+    cluster = job_cluster(data)
     victim = next(n for n in cluster["nodes"] if n != cluster["head_node"])
     pid = subprocess.run([str(LAB), "pid", victim], capture_output=True, text=True, check=True).stdout.strip()
     try:

@@ -11,6 +11,7 @@ from tests.conftest import REPO, run_cli
 from tests.lab.helpers import (
     SPEC,
     assert_no_leftovers,
+    job_cluster,
     job_dir,
     start,
     submit,
@@ -28,7 +29,7 @@ def test_commands_on_a_live_job(lab: list[str]) -> None:
     jid = str(data["job_id"])
     try:
         wait_ready(data)
-        nodes = json.loads((job_dir(data) / "cluster.json").read_text())["nodes"]  # whichever SLURM gave it
+        nodes = job_cluster(data)["nodes"]  # whichever SLURM gave it
         st = run_cli("status", jid, "--json", "--spec", SPEC)
         row = json.loads(st.stdout)
         assert (
@@ -99,7 +100,7 @@ def test_a_plain_ray_driver_sees_every_node_and_gets_the_state_api_with_dashboar
     assert res.returncode == 0, log[-3000:]
     report = tagged_json(log, "REPORT")
     assert report["nodes_at_connect"] == 2 and report["state_api_nodes"] == 2, report
-    cluster = json.loads((job_dir(data) / "cluster.json").read_text())
+    cluster = job_cluster(data)
     gym = (job_dir(data) / "gym_env.yaml").read_text()
     assert gym == f'ray_head_node_address: "{cluster["address"]}"\n'
     assert_no_leftovers(lab, data["job_id"])

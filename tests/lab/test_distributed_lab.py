@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.helpers import assert_no_leftovers, exit_reason, job_dir, lab_spec, submit, tagged_json
+from tests.lab.helpers import (
+    assert_no_leftovers,
+    exit_reason,
+    fabric_ip,
+    job_cluster,
+    job_dir,
+    lab_spec,
+    submit,
+    tagged_json,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(240)]
 
@@ -37,7 +46,8 @@ def test_network_interface_puts_ray_and_gloo_on_the_fabric(lab: list[str], tmp_p
     log = (job_dir(data) / "logs" / "driver.log").read_text()
     assert res.returncode == 0, log[-3000:]
     results = tagged_json(log, "REPORT")
-    fabric = ["10.78.0.11", "10.78.0.12"]
+    cluster = job_cluster(data)  # whichever two nodes SLURM gave it
+    fabric = sorted(fabric_ip(node) for node in cluster["nodes"])
     assert [r["sum"] for r in results] == [3.0, 3.0]
     assert tagged_json(log, "RAY_NODES") == fabric
     assert sorted(r["ray_ip"] for r in results) == fabric
@@ -45,8 +55,8 @@ def test_network_interface_puts_ray_and_gloo_on_the_fabric(lab: list[str], tmp_p
     assert all(r["tcp_local_ips"] for r in results), results
     assert all(ip.startswith("10.78.") for r in results for ip in r["tcp_local_ips"]), results
     assert {(r["gloo_ifname"], r["nccl_ifname"]) for r in results} == {("fab0", "fab0")}
-    cluster = json.loads((job_dir(data) / "cluster.json").read_text())
-    assert cluster["address"].startswith("10.78.0.11:") and cluster["network_interface"] == "fab0"
+    assert cluster["address"].startswith(fabric_ip(cluster["head_node"]) + ":"), cluster
+    assert cluster["network_interface"] == "fab0"
     assert_no_leftovers(lab, data["job_id"])
 
 

@@ -15,6 +15,7 @@ from tests.lab.helpers import (
     assert_no_leftovers,
     exit_reason,
     in_queue,
+    job_cluster,
     job_dir,
     lab_spec,
     start,
@@ -49,7 +50,8 @@ def test_driver_sigkill(lab: list[str]) -> None:
     data = start("hold.py", nodes=2)
     wait_ready(data)
     exp = str(job_dir(data) / "experiment.py")
-    subprocess.run([str(LAB), "exec", "node1", "--", "pkill", "-KILL", "-f", exp], check=True, timeout=10)
+    head = job_cluster(data)["head_node"]  # the driver's node, whichever SLURM gave the job
+    subprocess.run([str(LAB), "exec", head, "--", "pkill", "-KILL", "-f", exp], check=True, timeout=10)
     wait_gone(data["job_id"])
     assert_no_leftovers(lab, data["job_id"])
     assert "SIGKILL" in exit_reason(data)
@@ -124,7 +126,7 @@ def test_a_node_whose_raylet_gave_up_on_its_agents_starts_ray_again_and_others_j
     spec = lab_spec(tmp_path, env={"PYTHONPATH": str(SLOW_AGENT), "SLOW_AGENT_RANKS": "0,1"})
     res, data = submit("check_cluster.py", "2", nodes=2, spec=spec, timeout=240)
     assert res.returncode == 0, exit_reason(data) if data else res.stderr
-    cluster = json.loads((job_dir(data) / "cluster.json").read_text())  # whichever two nodes SLURM gave it
+    cluster = job_cluster(data)  # whichever two nodes SLURM gave it
     head, worker = cluster["head_node"], next(n for n in cluster["nodes"] if n != cluster["head_node"])
     for node in (head, worker):
         log = (job_dir(data) / "logs" / f"node-{node}.log").read_text()

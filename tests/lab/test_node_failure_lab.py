@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.conftest import LAB, run_cli
-from tests.lab.helpers import assert_no_leftovers, job_dir, start, wait_for, wait_gone, wait_ready
+from tests.lab.helpers import assert_no_leftovers, job_cluster, job_dir, start, wait_for, wait_gone, wait_ready
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 
@@ -48,7 +48,7 @@ def test_a_failed_head_node_ends_the_job_even_one_that_heals(lab: list[str]) -> 
     without --heal is test_cgroup_lab's; with it, test_self_healing_lab's.)"""
     job = start("hold.py", "ok", nodes=3, extra=("--heal", "1"))
     wait_ready(job, timeout_s=120)
-    head = json.loads((job_dir(job) / "cluster.json").read_text())["head_node"]
+    head = job_cluster(job)["head_node"]
     try:
         status, took = fail_and_wait(job, head)
         print(f"head {head} failed: the job ended {took:.1f} s later ({status['state']})")

@@ -22,6 +22,7 @@ from tests.lab.helpers import (
     EXPERIMENTS,
     SPEC,
     assert_no_leftovers,
+    job_cluster,
     job_dir,
     last_json,
     start,
@@ -58,7 +59,7 @@ def test_a_job_whose_would_be_port_is_taken_still_starts(lab: list[str]) -> None
         subprocess.run(["scontrol", "release", str(data["job_id"])], check=True, timeout=30)
         assert wait_for(lambda: (job_dir(data) / "exit_code").exists(), 120), "the job never ended"
         assert (job_dir(data) / "exit_code").read_text().strip() == "0", (job_dir(data) / "exit_reason").read_text()
-        cluster = json.loads((job_dir(data) / "cluster.json").read_text())
+        cluster = job_cluster(data)
         assert cluster["ports"]["gcs"] != port
     finally:
         for h in holders:

@@ -21,6 +21,7 @@ from tests.lab.helpers import (
     SPEC_PYXIS,
     assert_no_leftovers,
     in_queue,
+    job_cluster,
     job_containers,
     job_dir,
     start,
@@ -50,7 +51,7 @@ def test_a_lost_worker_is_replaced_the_work_goes_on_and_past_k_the_job_fails_fas
     job = start("heal_work.py", str(REPO), "100", nodes=3, extra=("--heal", "1", "--heal-timeout", "240"))
     ready = job_dir(job) / "driver_ready"
     assert wait_for(ready.exists, 150), f"the driver never got ready: {job_dir(job) / 'logs'}"
-    cluster = json.loads((job_dir(job) / "cluster.json").read_text())
+    cluster = job_cluster(job)
     head, nodes = cluster["head_node"], cluster["nodes"]
     assert sorted(ready.read_text().split()) == sorted(nodes) and len(nodes) == 3, (ready.read_text(), nodes)
     victim, second = [n for n in nodes if n != head]
@@ -125,7 +126,7 @@ def test_healing_in_containers_replaces_the_node_and_leaves_no_container(
     job = start("heal_work.py", str(REPO), "2", nodes=3, extra=("--heal", "1"), spec=str(spec))
     ready = job_dir(job) / "driver_ready"
     assert wait_for(ready.exists, 240), f"the driver never got ready: {job_dir(job) / 'logs'}"
-    cluster = json.loads((job_dir(job) / "cluster.json").read_text())
+    cluster = job_cluster(job)
     victim = next(n for n in cluster["nodes"] if n != cluster["head_node"])
     spare = next(n for n in lab4 if n not in cluster["nodes"])
     heal_json = job_dir(job) / "heal.json"
@@ -157,7 +158,7 @@ def test_ending_a_healed_job_ends_its_member_and_leaves_nothing(lab4: list[str],
     job = start("heal_work.py", str(REPO), "1000", nodes=3, extra=("--heal", "1"))
     ready = job_dir(job) / "driver_ready"
     assert wait_for(ready.exists, 150), f"the driver never got ready: {job_dir(job) / 'logs'}"
-    cluster = json.loads((job_dir(job) / "cluster.json").read_text())
+    cluster = job_cluster(job)
     victim = next(n for n in cluster["nodes"] if n != cluster["head_node"])
     try:
         fail(victim)

@@ -21,6 +21,7 @@ from tests.lab.helpers import (
     SPEC,
     STATE,
     assert_no_leftovers,
+    job_cluster,
     job_dir,
     lab_spec,
     start,
@@ -172,7 +173,7 @@ def test_teardown_in_an_enforced_account_carries_it_and_leaves_nothing(site: lis
         f"| grep -qx SLURM_RL_JOB_ID={data['job_id']} "
         f"&& tr '\\0' ' ' < $p/cmdline | grep -q 'slurm_rl.job.node' && kill -9 ${{p#/proc/}}; done; true"
     )
-    nodes = json.loads((job_dir(data) / "cluster.json").read_text())["nodes"]
+    nodes = job_cluster(data)["nodes"]
     for node in nodes:  # the first one killed never cleans up; a later one may see the stop first
         subprocess.run([str(LAB), "exec", node, "--", "sh", "-c", bootstraps], check=True, timeout=30)
     subprocess.run(["scancel", str(data["job_id"])], check=True, timeout=30)

@@ -16,7 +16,7 @@ import pytest
 
 from slurm_rl.core.events import read_events
 from tests.conftest import run_cli
-from tests.lab.helpers import SPEC_PYXIS, assert_no_leftovers, job_dir, start, submit, wait_for, wait_gone
+from tests.lab.helpers import SPEC_PYXIS, assert_no_leftovers, job_cluster, job_dir, start, submit, wait_for, wait_gone
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(300)]
 STALL_S = 20  # the shortest --stall-timeout slurm-rl takes
@@ -47,7 +47,7 @@ def test_a_rank_that_never_joins_the_all_reduce_fails_the_job_as_stalled_with_ev
     groups = [line for line in report.splitlines() if line and not line.startswith((" ", "stacks of"))]
     # rank 1 sleeps in step() instead of joining: first, apart from its three peers
     assert groups[0].startswith("1 worker: rank 1 on ") and "differs from its peers" in groups[0], report
-    cluster = json.loads((job_dir(data) / "cluster.json").read_text())  # whichever two nodes SLURM gave it
+    cluster = job_cluster(data)  # whichever two nodes SLURM gave it
     nodes = ",".join(sorted(cluster["nodes"]))
     assert any(g.startswith(f"3 workers: ranks 0,2,3 on {nodes}") for g in groups), report
     peers = report.split(next(g for g in groups if g.startswith("3 workers")))[1]

@@ -12,7 +12,18 @@ import pytest
 
 from slurm_rl.core.events import read_events
 from tests.conftest import run_cli
-from tests.lab.helpers import SPEC, exit_reason, job_dir, job_leftovers, start, submit, tagged_json, wait_for, wait_gone
+from tests.lab.helpers import (
+    SPEC,
+    exit_reason,
+    job_cluster,
+    job_dir,
+    job_leftovers,
+    start,
+    submit,
+    tagged_json,
+    wait_for,
+    wait_gone,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(240)]
 
@@ -84,8 +95,8 @@ def test_two_jobs_share_nodes(lab: list[str]) -> None:
         t.join(timeout=200)
     (ra, da), (rb, db) = results["a"], results["b"]
     assert ra.returncode == 0 and rb.returncode == 0, (ra.stderr, rb.stderr)
-    ca = json.loads((job_dir(da) / "cluster.json").read_text())
-    cb = json.loads((job_dir(db) / "cluster.json").read_text())
+    ca = job_cluster(da)
+    cb = job_cluster(db)
     assert set(ca["nodes"]) & set(cb["nodes"]), "the jobs should have shared a node"
     assert ca["ports"]["gcs"] != cb["ports"]["gcs"]
 
