@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.lab.helpers import assert_no_leftovers, in_queue, wait_for
+from tests.lab.helpers import assert_no_leftovers, in_queue, job_cluster, wait_for
 from tests.lab.laptop import Laptop, accepted_logins
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(600)]
@@ -102,7 +102,7 @@ def test_attach_dashboard_and_teardown_of_a_running_cluster(laptop: Laptop, lab:
         ready = wait_for(lambda: _json(laptop.run("status", job, "--json"))["phase"] == "ready", 120, poll_s=1)
         assert ready, laptop.run("status", job).stdout
         # whichever two nodes SLURM gave it (other tests' jobs share the lab)
-        cluster = json.loads((Path(_json(laptop.run("status", job, "--json"))["job_dir"]) / "cluster.json").read_text())
+        cluster = job_cluster(_json(laptop.run("status", job, "--json")))
         head, other_node = cluster["head_node"], next(n for n in cluster["nodes"] if n != cluster["head_node"])
         where = laptop.run("attach", job, "--", "hostname")
         assert where.returncode == 0 and where.stdout.split()[-1] == head, where.stdout + where.stderr

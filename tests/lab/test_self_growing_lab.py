@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from tests.conftest import REPO, run_cli
-from tests.lab.helpers import assert_no_leftovers, in_queue, job_dir, start, wait_for, wait_gone
+from tests.lab.helpers import assert_no_leftovers, in_queue, job_cluster, job_dir, start, wait_for, wait_gone
 
 pytestmark = [pytest.mark.lab, pytest.mark.four_nodes, pytest.mark.timeout(600)]
 
@@ -45,7 +45,7 @@ def test_grown_members_join_get_work_and_leave_by_preemption_shrink_and_the_jobs
     try:
         # a member from the preemptible partition joins and gets the driver's work
         first, spot_node = grow(jid, "--partition", "labspot")
-        ours = json.loads((jdir / "cluster.json").read_text())["nodes"]
+        ours = job_cluster(job)["nodes"]
         assert first == 1 and spot_node in lab4 and spot_node not in ours, (spot_node, ours)
         assert wait_for(lambda: seen()["worked"].get(spot_node) == spot_node, 60), seen()
         assert (

@@ -80,7 +80,7 @@ def test_a_paused_driver_is_stalled_then_running_again_and_stacks_show_every_nod
         assert head.startswith(f"stacks of job {jid}: ") and "on 2 node(s)" in head, stacks.stdout
         assert any(g.startswith("1 driver: on node") and "experiment.py" in g for g in groups), stacks.stdout
         served = next(g for g in groups if "ray::Resident.serve" in g)
-        nodes = ",".join(sorted(json.loads((jd / "cluster.json").read_text())["nodes"]))  # whichever SLURM gave it
+        nodes = ",".join(sorted(job_cluster(data)["nodes"]))  # whichever SLURM gave it
         assert served.startswith(f"2 workers: on {nodes}"), stacks.stdout  # an actor on each node, in its call
         assert "wait_file (" in stacks.stdout and "serve (" in stacks.stdout  # where each one is
         kept = Path(head.split("(kept in ")[1].rstrip(")"))

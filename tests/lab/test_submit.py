@@ -54,7 +54,7 @@ def test_three_node_job(lab: list[str]) -> None:
         "logs/node-node3.log",
     ):
         assert (jd / name).exists(), name
-    cluster = json.loads((jd / "cluster.json").read_text())
+    cluster = job_cluster(data)
     assert cluster["head_node"] == "node1" and cluster["ready_time"] and len(cluster["nodes"]) == 3
     events = {e["event"] for e in read_events(jd / "events.jsonl")}
     assert {"submitted", "node_start", "node_up", "ready", "driver_start", "driver_end", "node_cleaned"} <= events
