@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.sharing import SECOND_STREAM
+from tests.lab.sharing import SECOND_STREAM, refuse_oversubscribe
 from tests.lab.sharing import stream as lab_stream
 
 REPO = Path(__file__).resolve().parent.parent
@@ -139,6 +139,7 @@ def run_cli(
     *args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `slurm-rl` entry point in a subprocess (exit codes and stderr as users see)."""
+    refuse_oversubscribe(args)
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "slurm_rl", *args],

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import LAB, lab_nodes
 from tests.lab.helpers import lab_up, lab_up_args, pyxis_missing
-from tests.lab.sharing import is_shared, lab_lock
+from tests.lab.sharing import is_shared, lab_lock, note_running
 
 
 @pytest.fixture(scope="session")
@@ -72,9 +72,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return
     lock = lab_lock()
     lock.take(exclusive=_alone(item) or _suite_lab is not None)
+    note_running(item)
     try:
         yield
     finally:
+        note_running(None)
         if not (_alone(nextitem) or _suite_lab is not None):
             lock.release()
 

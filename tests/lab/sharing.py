@@ -20,6 +20,12 @@ the test beside it to end, and nothing starts beside it. Consecutive exclusive t
 keep the lock between them, so a lab switched for a module (cgroups, 4 nodes) is never seen by
 the other stream.
 
+A shared test's jobs do not ask for ``--oversubscribe`` (``run_cli`` fails one that does): SLURM
+puts such a job only on nodes where every job allows sharing, and the other stream's jobs do not,
+so a 3-node one stayed pending (Reason=Resources) with free CPUs on all three nodes for as long
+as one of them ran (measured on the lab, 26.05, cons_tres, OverSubscribe=YES:4); a job that does
+not oversubscribe starts beside either kind.
+
 A waiting exclusive test goes first: it holds a turnstile that a shared test passes through
 before it takes its own lock (flock(2) alone lets one stream's run of shared tests starve the
 other's exclusive one). The lock is outside the test's timeout (the hook wraps pytest-timeout's)
@@ -120,6 +126,25 @@ class LabLock:
         if self.held == "exclusive":
             fcntl.flock(self._turnstile, fcntl.LOCK_UN)
         self.held = None
+
+
+_running_shared = False  # the test this process runs now is marked lab_shared
+
+
+def note_running(item: pytest.Item | None) -> None:
+    global _running_shared
+    _running_shared = item is not None and is_shared(item)
+
+
+def refuse_oversubscribe(args: tuple[str, ...]) -> None:
+    """A shared test's `slurm-rl` command may not ask for --oversubscribe (the module's docstring)."""
+    if _running_shared and "--oversubscribe" in args:
+        pytest.fail(
+            "a lab_shared test's job asks for --oversubscribe: SLURM starts it only on nodes whose jobs all"
+            " allow sharing, so jobs of the test beside it hold it pending; fit the jobs in the lab's CPUs"
+            " (--cpus-per-node) or run the test alone",
+            pytrace=False,
+        )
 
 
 _lock: LabLock | None = None

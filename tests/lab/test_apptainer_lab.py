@@ -74,8 +74,11 @@ def assert_nothing_left(nodes: list[str], job: dict) -> None:
 
 
 def start(experiment: str, *args: str, nodes: int, extra: tuple[str, ...] = (), **kw: object) -> dict:
+    """An Apptainer job beside the others; a 1-node job takes one CPU, so the end-path test's jobs
+    and its member fit in the lab's 12 together (6 + 6: no --oversubscribe, tests/lab/sharing.py)."""
     spec = str(kw.pop("spec", SPEC))
-    return helpers.start(experiment, *args, nodes=nodes, extra=("--oversubscribe", *extra), spec=spec, **kw)  # type: ignore[arg-type]
+    cpus = ("--cpus-per-node", "1") if nodes == 1 else ()
+    return helpers.start(experiment, *args, nodes=nodes, extra=(*cpus, *extra), spec=spec, **kw)  # type: ignore[arg-type]
 
 
 def gpu_spec(tmp_path: Path) -> Path:

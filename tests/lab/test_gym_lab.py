@@ -100,7 +100,7 @@ def test_gym_code_gen_in_containers_on_three_nodes(pyxis_lab: list[str], gym_pyt
     spec_path.write_text(json.dumps(spec))
     experiment = str(EXPERIMENTS / "gym_codegen.py")
     res = run_cli(
-        "submit", str(spec_path), experiment, "--nodes", "3", "--dashboard", "--oversubscribe", "--wait", "--json",
+        "submit", str(spec_path), experiment, "--nodes", "3", "--dashboard", "--wait", "--json",
         timeout=400,
     )  # fmt: skip
     assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-3000:])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import lab_order, lab_order_alone
-from tests.lab.sharing import TAIL_MODULES, LabLock, stream
+from tests.lab.sharing import TAIL_MODULES, LabLock, note_running, refuse_oversubscribe, stream
 
 
 def taken_in_thread(lock: LabLock, exclusive: bool) -> threading.Event:
@@ -88,3 +88,18 @@ def test_the_tail_group_holds_shared_tests_that_wait_or_are_of_its_modules_never
     assert stream(Item("alone", "lab_waits")) == "lab"  # type: ignore[arg-type]
     assert stream(Item("alone", module=tail_module)) == "lab"  # type: ignore[arg-type]
     assert stream(Item("shared", "lab_shared")) == "lab"  # type: ignore[arg-type]
+
+
+def test_a_shared_tests_job_may_not_oversubscribe_an_exclusive_ones_may() -> None:
+    """SLURM starts an --oversubscribe job only on nodes whose jobs all allow sharing: beside the
+    other stream's jobs it waits (tests/lab/sharing.py), so a shared test's command is refused."""
+    try:
+        note_running(Item("alone"))  # type: ignore[arg-type]
+        refuse_oversubscribe(("submit", "spec.json", "x.py", "--oversubscribe"))
+        note_running(Item("shared", "lab_shared"))  # type: ignore[arg-type]
+        refuse_oversubscribe(("submit", "spec.json", "x.py", "--nodes", "3"))
+        with pytest.raises(pytest.fail.Exception, match="--cpus-per-node"):
+            refuse_oversubscribe(("submit", "spec.json", "x.py", "--oversubscribe"))
+    finally:
+        note_running(None)
+    refuse_oversubscribe(("submit", "spec.json", "x.py", "--oversubscribe"))
