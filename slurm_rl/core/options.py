@@ -100,7 +100,10 @@ class JobOptions(BaseModel):
         180.0, "--ready-timeout", metavar="SECONDS", help="Seconds for all nodes to join before the job fails."
     )
     oversubscribe: bool = option(
-        False, "--oversubscribe", help="Let other jobs share this job's nodes (sbatch --oversubscribe)."
+        False,
+        "--oversubscribe",
+        help="Share CPUs with other --oversubscribe jobs (sbatch --oversubscribe); it then starts only on"
+        " nodes whose jobs all allow sharing.",
     )
     signal: WarningSignal = option(
         DEFAULT_SIGNAL,
