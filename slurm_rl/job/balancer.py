@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 import threading
 import time
 from pathlib import Path
@@ -55,7 +56,7 @@ class Pool:
         self.urls = [u for u in self.urls if u != url]
 
 
-async def _serve(pools: dict[str, Pool], host: str, ports: dict[str, int], started: threading.Event) -> None:
+async def _serve(pools: dict[str, Pool], socks: dict[str, socket.socket], started: threading.Event) -> None:
     import aiohttp
     from aiohttp import web
 
@@ -88,7 +89,7 @@ async def _serve(pools: dict[str, Pool], host: str, ports: dict[str, int], start
         app.router.add_route("*", "/{tail:.*}", handler(pool))
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        await web.TCPSite(runner, host, ports[name]).start()
+        await web.SockSite(runner, socks[name]).start()
         runners.append(runner)
     started.set()
     await asyncio.Event().wait()  # until the process ends (the head's bootstrap: the job's end)
@@ -96,19 +97,21 @@ async def _serve(pools: dict[str, Pool], host: str, ports: dict[str, int], start
 
 def start_balancers(services_dir: Path, names: list[str], attempt: int, host: str) -> dict[str, str]:
     """A balancer per service on ``host`` (a daemon thread of the head's bootstrap); their URLs,
-    also written to ``services/balancers.json``."""
-    from .services import free_port
-
+    also written to ``services/balancers.json``. Each listens on a socket bound here to a port
+    the kernel picks: a port found free and bound later can be taken in between, as the source
+    port of any outgoing connection on the node (seen in CI: Errno 98 on a head whose Ray was
+    starting)."""
     if not names:
         return {}
-    ports = {name: free_port() for name in names}
+    socks = {name: _bound(host) for name in names}
+    ports = {name: int(sock.getsockname()[1]) for name, sock in socks.items()}
     pools = {name: Pool(services_dir, name, attempt) for name in names}
     started = threading.Event()
     failed: list[BaseException] = []
 
     def serve() -> None:
         try:
-            asyncio.run(_serve(pools, host, ports, started))
+            asyncio.run(_serve(pools, socks, started))
         except BaseException as exc:  # noqa: BLE001 - said by the caller
             failed.append(exc)
             started.set()
@@ -120,3 +123,10 @@ def start_balancers(services_dir: Path, names: list[str], attempt: int, host: st
     urls = {name: f"http://{host}:{port}" for name, port in ports.items()}
     write_json(services_dir / "balancers.json", {"attempt": attempt, "urls": urls})
     return urls
+
+
+def _bound(host: str) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp's own sites do
+    sock.bind((host, 0))
+    return sock

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from ..core.events import write_json
 from ..core.job_env import JobEnvironment
 from ..core.parts import Part
+from ..core.ports import free_ports
 from .context import NodeContext
 from .isolation import code_dir_for, hidden_dirs, isolated_argv
 from .service_remote import RemoteProcess, run_script
@@ -27,13 +28,6 @@ RESTART_BACKOFF_S = 0.5  # times the restart's number, at most 5 s
 STOP_GRACE_S = 3.0
 # what an isolated instance never gets: the job's Ray (address, token) and its job dir
 ISOLATED_DROP = ("RAY_", "SLURM_RL_")
-
-
-def free_port() -> int:
-    """A port free on this node right now (the kernel's choice: never one another job holds)."""
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
 
 
 def is_ready(how: str, host: str, port: int) -> bool:
@@ -79,7 +73,10 @@ class ServiceRunner:
         self.ctx, self.name = ctx, name
         self.part: Part = ctx.manifest.parts[name]
         shares = gpu_shares(visible, self.part.gpus_per_instance, count)
-        self.instances = [Instance(i, free_port(), shares[i]) for i in range(count)]
+        # each instance binds its port itself, later: drawn outside the kernel's ephemeral range,
+        # where no outgoing connection's source port can take it first (core/ports.py)
+        ports = free_ports(count)
+        self.instances = [Instance(i, ports[i], shares[i]) for i in range(count)]
         self.workdir = ctx.manifest.service_code_dir(ctx.paths.job_dir)  # the job's copy of the experiment's dir
         self.isolated = self.part.is_isolated(ctx.manifest.container.image)
         self.remote = name in ctx.manifest.own_image_parts

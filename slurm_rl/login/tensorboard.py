@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..core.errors import UsageError
 from ..core.paths import JobPaths
+from ..core.ports import free_port
 from ..driver.metrics import TENSORBOARD_DIR
 
 START_TIMEOUT_S = 120
@@ -28,15 +29,9 @@ def logdir_of(job: str, paths: JobPaths) -> Path:
     return logdir
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start(logdir: Path) -> tuple[subprocess.Popen[bytes], int]:
     """TensorBoard on a free port of 127.0.0.1, once it answers; (its process, the port)."""
-    port = _free_port()
+    port = free_port()  # outside the ephemeral range: no outgoing connection takes it before TensorBoard binds
     argv = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1"]
     proc = subprocess.Popen([*argv, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     end = time.monotonic() + START_TIMEOUT_S

@@ -20,6 +20,7 @@ import pytest
 
 from slurm_rl.core.parts import Part
 from slurm_rl.core.paths import JobPaths
+from slurm_rl.core.ports import ephemeral_range, listen_range
 from slurm_rl.job.balancer import start_balancers
 from slurm_rl.job.context import NodeFailure
 from slurm_rl.job.service_watch import ServiceWatch
@@ -97,6 +98,9 @@ def test_instances_start_on_their_own_ports_with_their_gpus_and_restart_until_th
         assert a["pid"] == b["pid"] == 1  # isolated: each the first process of a PID namespace of its own
         assert a["token"] is None  # an isolated part (an image of its own): no Ray token variable
         assert runner.instances[0].port != runner.instances[1].port
+        # drawn where no outgoing connection's source port can take it before the instance binds
+        low, high = listen_range(ephemeral_range()) or (0, 0)
+        assert all(low <= i.port < high for i in runner.instances), [i.port for i in runner.instances]
         state = json.loads(ctx.paths.service_state("judge", "n1", 0).read_text())
         assert state["ready"] and state["url"] == f"http://127.0.0.1:{runner.instances[0].port}"
         assert "serving" in ctx.paths.service_log("judge", "n1", 0).read_text()
