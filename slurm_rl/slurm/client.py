@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from ..core.errors import SlurmCommandError, UsageError
 from ..core.job_ids import as_slurm_id, is_array_task, is_slurm_job_id
+from .node_steps import run_own_step
 from .records import (
     SINFO_NODE_FORMAT,
     JobRecord,
@@ -282,18 +283,7 @@ class SlurmClient:
             "--kill-on-bad-exit=0",
             "--quiet",
         ]
-        if job_id is not None:
-            srun = ["srun", "--overlap", f"--jobid={job_id}", *common]
-        else:
-            srun = [
-                "srun",
-                "--oversubscribe",
-                # nodes held whole by other jobs: say so instead of waiting past our timeout
-                f"--immediate={max(int(timeout_s) - 10, 5)}",
-                "--time=2",
-                "--job-name=slurm-rl-cleanup",
-                "--cpus-per-task=1",
-                "--mem=0",
-                *common,
-            ]
+        if job_id is None:  # a step of its own, beside whatever other jobs run there
+            return run_own_step(self.run, common, argv, timeout_s, srun_flags)
+        srun = ["srun", "--overlap", f"--jobid={job_id}", *common]
         return self.run([*srun, *srun_flags, *argv], timeout_s=timeout_s, check=False)

@@ -205,7 +205,22 @@ def test_run_on_nodes_inside_the_job_and_as_its_own_step() -> None:
     assert asked[:4] == ["squeue", "-h", "-j", "9"]  # a plain job: one srun
     assert inside[:3] == ["srun", "--overlap", "--jobid=9"] and "--nodelist=node1,node2" in inside
     assert inside[-4:] == ["--container-image=i", "py", "-m", "x"]
-    assert own[:2] == ["srun", "--oversubscribe"] and "--jobid=9" not in own and own[-1] == "py"
+    # its own step: beside other jobs on free CPUs, with a small memory (--mem=0 is a whole node's)
+    assert own[0] == "srun" and "--oversubscribe" not in own and "--jobid=9" not in own and own[-1] == "py"
+    assert "--mem=256M" in own and "--cpus-per-task=1" in own
+
+
+def test_an_own_step_that_slurm_cannot_place_asks_again_to_share_cpus() -> None:
+    """SLURM places an --oversubscribe step only on nodes whose jobs all allow sharing, and a
+    plain one only where a CPU is free: the plain one first, the other when it got no nodes."""
+    busy = Completed(1, "", "srun: error: Unable to allocate resources: Requested nodes are busy\n")
+    runner = FakeRunner({"srun --immediate": busy, "srun --oversubscribe": Completed(0, "{}\n", "")})
+    done = SlurmClient(runner).run_on_nodes(None, ["node1", "node2"], ["py"], timeout_s=60)
+    first, second = runner.calls
+    assert done.returncode == 0 and "--oversubscribe" not in first and second[:2] == ["srun", "--oversubscribe"]
+    assert "--immediate=15" in first and "--immediate=50" in second and second[-1] == "py"
+    failed = FakeRunner({"srun": Completed(3, "", "cleanup: exit 3\n")})  # it ran, and failed: not asked again
+    assert SlurmClient(failed).run_on_nodes(None, ["node1"], ["py"]).returncode == 3 and len(failed.calls) == 1
 
 
 def test_attach_argv() -> None:
