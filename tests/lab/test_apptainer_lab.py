@@ -74,10 +74,11 @@ def assert_nothing_left(nodes: list[str], job: dict) -> None:
 
 
 def start(experiment: str, *args: str, nodes: int, extra: tuple[str, ...] = (), **kw: object) -> dict:
-    """An Apptainer job beside the others; a 1-node job takes one CPU, so the end-path test's jobs
-    and its member fit in the lab's 12 together (6 + 6: no --oversubscribe, tests/lab/sharing.py)."""
+    """An Apptainer job beside the others, on one CPU per node but for a GPU job (its workers'
+    bundles take CPUs): the end-path test's jobs and its member take 9 of the lab's 12 CPUs and
+    leave room for the jobs of a test beside it (no --oversubscribe: tests/lab/sharing.py)."""
     spec = str(kw.pop("spec", SPEC))
-    cpus = ("--cpus-per-node", "1") if nodes == 1 else ()
+    cpus = () if "--gpus-per-node" in extra else ("--cpus-per-node", "1")
     return helpers.start(experiment, *args, nodes=nodes, extra=(*cpus, *extra), spec=spec, **kw)  # type: ignore[arg-type]
 
 

@@ -39,10 +39,10 @@ from tests.lab.helpers import SPEC_PYXIS as SPEC
 
 
 def start(experiment: str, *args: str, nodes: int, extra: tuple[str, ...] = (), cwd: Path | None = None) -> dict:
-    """A container job beside the others on the lab's nodes. A 1-node job takes one CPU, so the
-    test's jobs fit in the lab's 12 together (6 + 4: no --oversubscribe, tests/lab/sharing.py)."""
-    cpus = ("--cpus-per-node", "1") if nodes == 1 else ()
-    return helpers.start(experiment, *args, nodes=nodes, extra=(*cpus, *extra), spec=SPEC, cwd=cwd)
+    """A container job beside the others on the lab's nodes, on one CPU per node (its actors ask
+    for none): the test's jobs take 7 of the lab's 12 CPUs together and leave room for the jobs
+    of a test beside it (no --oversubscribe: tests/lab/sharing.py)."""
+    return helpers.start(experiment, *args, nodes=nodes, extra=("--cpus-per-node", "1", *extra), spec=SPEC, cwd=cwd)
 
 
 def unpacks(job_id: int) -> int:
