@@ -9,7 +9,7 @@ other command groups (`ray list/get/summary/logs`, `ray job`, `ray serve`): Ray'
 each one it cannot import, as on a minimal install, and `ray start` uses none of them (~0.4
 CPU-s less per node, measured). Workers with a runtime_env start through slurm-rl's light setup
 script instead of Ray's (distributed/worker_env/setup_worker.py), and without the dashboard
-the dashboard agent through job/minimal_agent.py; Ray's log monitor and autoscaler monitor run
+the dashboard agent minimal (distributed/worker_env/lean_node.py); Ray's log monitor and autoscaler monitor run
 as threads of the bootstrap (job/ray_threads.py). Everything else is the unmodified `ray start`.
 """
 
@@ -73,13 +73,11 @@ def ray_config_env(nodes: int) -> dict[str, str]:
 def start_in_process(argv: list[str], dashboard: bool = False) -> None:
     """Run `ray start ARGV` in this process; raises on failure instead of exiting.
 
-    Without the dashboard, Ray's per-node dashboard agent starts in Ray's own "minimal" mode, as
-    on a `pip install ray` without the dashboard extras (the HTTP server, metrics exporters and
-    reporter modules that only the dashboard reads stay off: job/minimal_agent.py), and the head
-    starts no API server."""
-    import ray._private.node
-    import ray._private.utils
-
+    Without the dashboard, the node starts lean (distributed/worker_env/lean_node.py): the head
+    starts no dashboard process (without the dashboard it would serve only Ray's job-submission
+    and state APIs, which a slurm-rl job does not use; ``--dashboard`` brings both back) and every
+    node's dashboard agent loads only what a minimal Ray has."""
+    from ..distributed.worker_env.lean_node import without_dashboard
     from ..distributed.worker_env.setup_worker import use_light_setup_worker
     from . import ray_threads
 
@@ -92,15 +90,8 @@ def start_in_process(argv: list[str], dashboard: bool = False) -> None:
         _client_proxy_without_grpc_fork_handlers()
     else:
         scripts.get_ray_client_dependency_error = lambda: "disabled by slurm-rl"  # type: ignore[assignment,return-value]
-    if not dashboard:
-        no_dashboard = ImportError("no dashboard in this job (slurm-rl)")
-        ray._private.utils.get_dashboard_dependency_error = lambda: no_dashboard
-        # ...and the head starts no API server at all: without the dashboard it serves only Ray's
-        # job-submission and state APIs, which a slurm-rl job does not use (--dashboard brings
-        # both back); one Python process, ~0.6 CPU-s and ~115 MB less per job
-        setattr(ray._private.node.Node, "start_api_server", _no_api_server)  # noqa: B010 - a patch, on purpose
-        _minimal_dashboard_agent()
-    scripts.start.main(args=argv, prog_name="ray start", standalone_mode=False)
+    with contextlib.nullcontext() if dashboard else without_dashboard():
+        scripts.start.main(args=argv, prog_name="ray start", standalone_mode=False)
 
 
 # Command groups that Ray's CLI module registers only when it can import them (ray/scripts/scripts.py
@@ -182,36 +173,6 @@ def _client_proxy_without_grpc_fork_handlers() -> None:
 
     start_without_fork_handlers.slurm_rl_patched = True  # type: ignore[attr-defined]
     services.start_ray_client_server = start_without_fork_handlers
-
-
-MINIMAL_AGENT = Path(__file__).resolve().parent / "minimal_agent.py"
-
-
-def _minimal_dashboard_agent() -> None:
-    """The raylet this process starts runs job/minimal_agent.py in front of Ray's dashboard agent:
-    the agent loads only Ray's minimal modules, as its ``--minimal`` flag says (otherwise it
-    decides by its own import of the dashboard's extras, and runs all of them, metrics reporter
-    included). Measured on the lab: the agent's modules load in 0.58 CPU-s instead of 0.87, a
-    trivial 3-node job costs ~1.6 of ~12 busy CPU-s less, and no reporter polls the node for the
-    job's life. Where Ray builds the agent command differently, nothing changes."""
-    import ray._private.services as services
-
-    start = services.start_ray_process
-    if getattr(start, "slurm_rl_minimal_agent", False):
-        return
-    ray_agent = os.path.join(services.RAY_PATH, "dashboard", "agent.py")
-    flag, ours = "--dashboard_agent_command=", str(MINIMAL_AGENT)
-
-    def start_with_minimal_agent(command: list[str], *args: Any, **kwargs: Any) -> Any:
-        command = [c.replace(ray_agent, ours, 1) if c.startswith(flag) else c for c in command]
-        return start(command, *args, **kwargs)
-
-    start_with_minimal_agent.slurm_rl_minimal_agent = True  # type: ignore[attr-defined]
-    services.start_ray_process = start_with_minimal_agent
-
-
-def _no_api_server(node: object, *, include_dashboard: bool | None, raise_on_failure: bool) -> None:
-    node._webui_url = None  # type: ignore[attr-defined]
 
 
 # Ray's defaults: 30% of the node's available memory, at most 200 GB, at least 75 MiB.

@@ -9,12 +9,16 @@ from collections.abc import Iterator
 import pytest
 import ray
 
+from slurm_rl.distributed.worker_env.lean_node import without_dashboard
+
 
 @contextlib.contextmanager
 def local_ray(**resources: object) -> Iterator[None]:
-    """An embedded local Ray with these (logical) resources, no token, no dashboard."""
+    """An embedded local Ray with these (logical) resources, no token, no dashboard: started lean,
+    as `init_ray` starts a local run's (no dashboard process, a minimal agent)."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(include_dashboard=False, **resources)  # type: ignore[arg-type]
+    with without_dashboard():
+        ray.init(include_dashboard=False, **resources)  # type: ignore[arg-type]
     try:
         yield
     finally:

@@ -53,6 +53,10 @@ def test_three_branches() -> None:
         from slurm_rl.distributed import init_ray
         print("first", init_ray(log_dir={str(log_dir)!r}))
         print("tag", "nrl_tag_0_1" in ray.cluster_resources())
+        import psutil
+        cmds = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)]
+        print("dashboard process", any("dashboard/dashboard.py" in c for c in cmds))
+        print("minimal agent", any("minimal_agent.py" in c for c in cmds))
         addr = ray.get_runtime_context().gcs_address
         env = dict(os.environ, RAY_ADDRESS=addr, CUDA_VISIBLE_DEVICES="1,0")
         code = "from slurm_rl.distributed import init_ray; print(init_ray())"
@@ -64,6 +68,8 @@ def test_three_branches() -> None:
         {"CUDA_VISIBLE_DEVICES": "0,1", "RAY_AUTH_MODE": "disabled"},
     )
     assert "first local_new" in out and "tag True" in out
+    # a lean node (worker_env/lean_node.py): no dashboard process, the agent minimal
+    assert "dashboard process False" in out and "minimal agent True" in out, out
     assert "second local_reused" in out
     assert "third local_new" in out
     assert any(log_dir.iterdir())

@@ -36,33 +36,42 @@ def test_ray_start_needs_none_of_the_clis_other_command_groups() -> None:
 
 AGENT_PROBE = """
 import json, os, sys
+import ray._private.node as ray_node
 import ray._private.services as services
+import ray._private.utils as ray_utils
 seen = []
 services.start_ray_process = lambda command, *a, **k: seen.append(command)
-from slurm_rl.job.ray_start import MINIMAL_AGENT, _minimal_dashboard_agent
-_minimal_dashboard_agent()
-_minimal_dashboard_agent()  # idempotent
+from slurm_rl.distributed.worker_env.lean_node import MINIMAL_AGENT, without_dashboard
 ray_agent = os.path.join(services.RAY_PATH, "dashboard", "agent.py")
 agent_cmd = f"--dashboard_agent_command=python -u {ray_agent} --minimal"
-services.start_ray_process(["raylet", agent_cmd, f"--other={ray_agent}"])
-print(json.dumps({"command": seen[0], "minimal": str(MINIMAL_AGENT)}))
+before = (ray_node.Node.start_api_server, ray_utils.get_dashboard_dependency_error())
+with without_dashboard():
+    services.start_ray_process(["raylet", agent_cmd, f"--other={ray_agent}"])
+    inside = repr(ray_utils.get_dashboard_dependency_error())
+services.start_ray_process(["raylet", agent_cmd])
+print(json.dumps({"command": seen[0], "after": seen[1], "minimal": str(MINIMAL_AGENT), "inside": inside,
+                  "restored": (ray_node.Node.start_api_server, ray_utils.get_dashboard_dependency_error()) == before}))
 """
 
 
-def test_a_job_without_the_dashboard_runs_rays_agent_through_the_minimal_launcher() -> None:
-    """The raylet's agent command names slurm-rl's launcher instead of Ray's agent.py (the rest of
-    the command as Ray built it); no other argument changes."""
+def test_a_node_without_the_dashboard_runs_rays_agent_through_the_minimal_launcher() -> None:
+    """While a node starts without the dashboard, the raylet's agent command names slurm-rl's
+    launcher instead of Ray's agent.py (the rest of the command as Ray built it; no other
+    argument changes) and Ray is told the dashboard is missing (so it passes ``--minimal``).
+    Afterwards the process's Ray is as before: a later node with the dashboard gets Ray's agent."""
     res = subprocess.run([sys.executable, "-c", AGENT_PROBE], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     seen = json.loads(res.stdout.splitlines()[-1])
     agent_cmd, other = seen["command"][1], seen["command"][2]
     assert agent_cmd == f"--dashboard_agent_command=python -u {seen['minimal']} --minimal", seen
     assert other.endswith("dashboard/agent.py"), seen
+    assert "no dashboard" in seen["inside"], seen
+    assert seen["after"][1].endswith("dashboard/agent.py --minimal") and seen["restored"], seen
 
 
 MODULES_PROBE = """
 import json, sys
-from slurm_rl.job.minimal_agent import block_dashboard_extras
+from slurm_rl.distributed.worker_env.minimal_agent import block_dashboard_extras
 block_dashboard_extras()
 import ray.dashboard.agent
 import ray.dashboard.utils as du
@@ -76,7 +85,7 @@ def test_the_launcher_hands_over_to_rays_agent_which_loads_no_dashboard_extras()
     """Run as the raylet runs it (here with ``--help``), the launcher reaches Ray's own agent
     script. With the extras of ``ray[default]`` unimportable, as on `pip install ray`, the agent's
     module search imports none of them (aiohttp, OpenTelemetry) and loads no dashboard module."""
-    from slurm_rl.job.ray_start import MINIMAL_AGENT
+    from slurm_rl.distributed.worker_env.lean_node import MINIMAL_AGENT
 
     res = subprocess.run([sys.executable, str(MINIMAL_AGENT), "--help"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "--minimal" in res.stdout and "--node-id" in res.stdout, res.stdout + res.stderr

@@ -1,8 +1,9 @@
 """Ray's dashboard agent, run as on a `pip install ray` without the dashboard's extras.
 
-The raylet of a job without the dashboard runs this script instead of Ray's ``dashboard/agent.py``
-(job/ray_start.py rewrites its agent command). Ray passes ``--minimal`` to such an agent, but the
-agent then decides which of its modules to load by importing ``ray.dashboard.optional_deps``
+The raylet of a Ray node without the dashboard (a job's, a local run's) runs this script instead
+of Ray's ``dashboard/agent.py`` (lean_node.py rewrites its agent command). Ray passes
+``--minimal`` to such an agent, but the agent then decides which of its modules to load by
+importing ``ray.dashboard.optional_deps``
 itself: where ``ray[default]`` is installed that succeeds, and it imports every module (aiohttp,
 OpenTelemetry, the state aggregator, ...) and runs all of them, the metrics reporter that polls
 the node included, for a dashboard the job does not have. Here the packages that ``ray[default]``
