@@ -42,14 +42,21 @@ class RayWatch:
         self.seen: list[tuple[float, Died]] = []  # ended, not reported yet: (when seen, what)
 
     def arm(self) -> None:
+        """Take the daemons among this process's descendants. A process named as a daemon whose
+        parent is one is not one: it is a daemon's fork on its way to exec (the raylet starts
+        each worker through a short-lived forked copy of itself, which then ends). Taken, it
+        was reported as the raylet "gone" (a busy CI run, a job's node arming as its actors
+        started)."""
         import psutil
 
         for child in psutil.Process().children(recursive=True):
             try:
                 name = child.name()
+                parent = child.parent()
+                forked = parent is not None and parent.name() in DAEMONS
             except psutil.Error:
                 continue
-            if name in DAEMONS:
+            if name in DAEMONS and not forked:
                 self.pids[child.pid] = name
         self.armed = True
 

@@ -52,6 +52,33 @@ def test_a_daemon_that_dies_is_named_with_how_it_died(tmp_path: Path) -> None:
             p.wait()
 
 
+def test_a_daemons_own_fork_is_not_a_daemon(tmp_path: Path) -> None:
+    """The raylet starts each worker through a forked copy of itself that soon ends (named
+    "raylet" until it execs): a watch armed at that moment keeps the raylet only, and the copy's
+    end is no death."""
+    import psutil
+
+    raylet = _daemon(tmp_path, "raylet", '"$0" -c "sleep 60" & sleep 60')
+    try:
+        end = time.monotonic() + 10
+        forks: list[psutil.Process] = []
+        while not forks and time.monotonic() < end:
+            forks = [c for c in psutil.Process(raylet.pid).children() if c.name() == "raylet"]
+            time.sleep(0.02)
+        [fork] = forks
+        watch = RayWatch()
+        watch.arm()
+        assert watch.pids == {raylet.pid: "raylet"}
+        fork.kill()
+        fork.wait(10)
+        assert watch.due(time.monotonic()) == [] and watch.due(time.monotonic() + 5) == []
+    finally:
+        for p in psutil.Process(raylet.pid).children():
+            p.kill()
+        raylet.kill()
+        raylet.wait()
+
+
 def test_a_death_is_reported_only_after_a_moment(tmp_path: Path) -> None:
     raylet = _daemon(tmp_path, "raylet", "sleep 60")
     watch = RayWatch()
