@@ -43,10 +43,9 @@ class RayWatch:
 
     def arm(self) -> None:
         """Take the daemons among this process's descendants. A process named as a daemon whose
-        parent is one is not one: it is a daemon's fork on its way to exec (the raylet starts
-        each worker through a short-lived forked copy of itself, which then ends). Taken, it
-        was reported as the raylet "gone" (a busy CI run, a job's node arming as its actors
-        started)."""
+        parent is one is not one: it is the daemon's fork on its way to exec (the raylet forks
+        each worker, named "raylet" until it execs). Taken, it was reported as the raylet "gone"
+        once the worker it became ended (a node arming while its job's actors started)."""
         import psutil
 
         for child in psutil.Process().children(recursive=True):

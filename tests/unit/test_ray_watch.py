@@ -53,9 +53,8 @@ def test_a_daemon_that_dies_is_named_with_how_it_died(tmp_path: Path) -> None:
 
 
 def test_a_daemons_own_fork_is_not_a_daemon(tmp_path: Path) -> None:
-    """The raylet starts each worker through a forked copy of itself that soon ends (named
-    "raylet" until it execs): a watch armed at that moment keeps the raylet only, and the copy's
-    end is no death."""
+    """The raylet forks each worker, named "raylet" until it execs: a watch armed at that moment
+    keeps the raylet only, and the fork's end (the worker's, later) is no death."""
     import psutil
 
     raylet = _daemon(tmp_path, "raylet", '"$0" -c "sleep 60" & sleep 60')

@@ -36,16 +36,17 @@ def without_dashboard() -> Iterator[None]:
     import ray._private.services as services
     import ray._private.utils as ray_utils
 
-    saved = (ray_utils.get_dashboard_dependency_error, ray_node.Node.start_api_server, services.start_ray_process)
+    dependency_error, api_server = ray_utils.get_dashboard_dependency_error, ray_node.Node.start_api_server
+    start = services.start_ray_process
     ray_utils.get_dashboard_dependency_error = lambda: NO_DASHBOARD
     ray_node.Node.start_api_server = no_api_server  # type: ignore[assignment]
-    services.start_ray_process = with_minimal_agent(saved[2])
+    services.start_ray_process = with_minimal_agent(start)
     try:
         yield
     finally:
-        ray_utils.get_dashboard_dependency_error = saved[0]
-        ray_node.Node.start_api_server = saved[1]  # type: ignore[method-assign]
-        services.start_ray_process = saved[2]
+        ray_utils.get_dashboard_dependency_error = dependency_error
+        ray_node.Node.start_api_server = api_server  # type: ignore[method-assign]
+        services.start_ray_process = start
 
 
 def with_minimal_agent(start: Any) -> Any:
