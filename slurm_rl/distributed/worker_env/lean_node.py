@@ -55,10 +55,20 @@ def with_minimal_agent(start: Any) -> Any:
     agent command differently, nothing changes."""
     import ray._private.services as services
 
+    from .forking import with_fork_server
+
     ray_agent = os.path.join(services.RAY_PATH, "dashboard", "agent.py")
+    python_scripts = [
+        str(MINIMAL_AGENT),
+        os.path.join(services.RAY_PATH, "_private", "runtime_env", "agent", "main.py"),
+        os.path.join(services.RAY_PATH, "_private", "workers", "default_worker.py"),
+    ]
 
     def start_with_minimal_agent(command: list[str], *args: Any, **kwargs: Any) -> Any:
         command = [c.replace(ray_agent, str(MINIMAL_AGENT), 1) if c.startswith(AGENT_FLAG) else c for c in command]
+        command, env = with_fork_server(command, python_scripts)
+        if env:
+            kwargs["env_updates"] = {**(kwargs.get("env_updates") or {}), **env}
         return start(command, *args, **kwargs)
 
     return start_with_minimal_agent

@@ -61,6 +61,9 @@ def main(argv: list[str]) -> None:
     context = json.loads(ours.get(CONTEXT) or "{}")
     for key, value in (context.get("env_vars") or {}).items():
         os.environ[key] = UNSET_VAR.sub("", os.path.expandvars(value))
+    forked = [i for i, a in enumerate(rest[:2]) if os.path.basename(a) == "forked.py"]
+    if forked and (context.get("override_worker_entrypoint") or context.get("command_prefix")):
+        rest = rest[forked[0] + 2 :]  # [-S] forked.py --via=...: with these, Ray's own command
     if context.get("override_worker_entrypoint") and rest:
         rest[0] = context["override_worker_entrypoint"]
     python = context.get("py_executable") or sys.executable

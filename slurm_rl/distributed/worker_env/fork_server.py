@@ -1,0 +1,209 @@
+"""A Ray node's fork server: Ray's Python processes on the node start as forks of a process that
+has already imported what they import, instead of each importing it anew.
+
+The raylet of a node slurm-rl starts (forking.py) runs its Python workers and its two agents
+through ``light_setup/forked.py``: that client sends its command, environment, working
+directory and limits, with its stdin/stdout/stderr, and a fork becomes that command (``runpy``,
+as ``python script.py`` runs it). The fork registers with the raylet under its own pid, as a
+worker behind Ray's setup script does; the client stands in for it towards the raylet (it
+exits with the fork's status; a signal to it reaches the fork; if it dies, the fork is killed).
+
+Two levels, because Ray's C++ config reads the ``RAY_*`` environment once, when Ray is
+imported, and the raylet gives each job's workers their own (``RAY_JOB_ID``):
+- the server imports Ray's dependencies (gRPC, protobuf, aiohttp, psutil, ...), not Ray;
+- per distinct ``RAY_*`` environment (the agents'; each Ray job's workers) it forks a zygote
+  that takes that environment and imports Ray; that zygote forks the processes.
+A client whose interpreter, flags, ``PYTHON*`` or ``LD_*`` variables differ from the server's
+(a uv environment, a container) gets ``exec`` and execs its command itself.
+
+The server serves until the raylet it served ends (the first client's parent) or the process
+that started it does; a zygote ends with the server, its forks after a grace (SIGKILL). Both
+stay single-threaded: only then is a fork a clean copy. A script: no slurm_rl import.
+"""
+
+import json
+import os
+import selectors
+import socket
+import sys
+
+from fork_child import Loop, Zygote, become, close_all, receive, send  # this folder: run as a script
+
+DEPENDENCIES = ("grpc", "google.protobuf", "psutil", "aiohttp.web", "msgpack", "yaml", "jsonschema", "filelock")
+RAY_MODULES = (  # what Ray's workers and agents import first (Ray 2.60)
+    "ray",
+    "ray._private.node",
+    "ray._private.parameter",
+    "ray._private.ray_logging",
+    "ray._private.runtime_env.setup_hook",
+    "ray._private.async_compat",
+    "ray._private.process_watcher",
+    "ray._private.logging_utils",
+    "ray.actor",
+    "ray.runtime_env",
+)
+
+
+def fingerprint(env: "dict[str, str]") -> dict:
+    """What no fork can change, so a client whose own differs gets ``exec`` (forked.py sends
+    the same facts of its interpreter)."""
+    flags = {
+        k: getattr(sys.flags, k) for k in dir(sys.flags) if not k.startswith(("_", "n_", "count", "index", "no_site"))
+    }
+    fixed = {k: v for k, v in env.items() if k.startswith(("PYTHON", "LD_")) and k != "PYTHONUNBUFFERED"}
+    return {"executable": sys.executable, "flags": flags, "x": sys._xoptions, "env": fixed}
+
+
+def ray_env(env: "dict[str, str]") -> str:
+    return json.dumps(sorted((k, v) for k, v in env.items() if k.startswith("RAY_")))
+
+
+def preload(names: "tuple[str, ...]") -> None:
+    """Import NAMES, then keep the collector off what they made: a fork's collections then do
+    not write to (and so copy) the pages it shares with this process."""
+    import gc
+
+    for name in names:
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - a module that will not import is only not preloaded
+            pass
+    gc.freeze()
+
+
+class Server:
+    """Accepts clients on the node's socket and hands each to the zygote of its environment."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.listener.bind(path)
+        self.listener.listen(128)
+        self.ours = fingerprint(dict(os.environ))
+        # startup code of the site's or the user's, run by every Python at start: a fork would skip it
+        self.hooks = [name for name in ("sitecustomize", "usercustomize") if name in sys.modules]
+        self.zygotes: dict[str, tuple[int, socket.socket]] = {}
+        self.raylet: int | None = None
+
+    def serve(self) -> "socket.socket | None":
+        """Serve until the node's Ray ends (None); in a new zygote, return its control socket."""
+        self.loop = Loop()
+        self.loop.selector.register(self.listener, selectors.EVENT_READ, "accept")
+        parent = os.getppid()
+        while os.getppid() == parent:
+            for what, _ in self.loop.events(1.0):
+                if what == "raylet":
+                    self.stop()
+                    return None
+                control = self.accept()
+                if control is not None:
+                    return control
+            self.reap()
+        self.stop()
+        return None
+
+    def accept(self) -> "socket.socket | None":
+        conn, _ = self.listener.accept()
+        conn.settimeout(10)
+        try:
+            request, fds = receive(conn, 3)
+        except (EOFError, OSError, ValueError):
+            conn.close()
+            return None
+        why = next((f"{k} differs" for k, v in self.ours.items() if request["fingerprint"].get(k) != v), "")
+        why = why or (f"{self.hooks[0]} runs in each process" if self.hooks else "")
+        if why:
+            close_all(fds)
+            send(conn, {"exec": why})
+            conn.close()
+            return None
+        self.watch_raylet(conn)
+        key = ray_env(request["env"])
+        if key not in self.zygotes:
+            control = self.start_zygote(key, request["env"], [*fds, conn.fileno()])
+            if control is not None:
+                return control
+        _, control = self.zygotes[key]
+        try:
+            send(control, request, [*fds, conn.fileno()])
+        except OSError:
+            send(conn, {"exec": "no zygote"})
+        close_all(fds)
+        conn.close()
+        return None
+
+    def start_zygote(self, key: str, env: "dict[str, str]", in_hand: "list[int]") -> "socket.socket | None":
+        """Fork the zygote of KEY; in it, return its control socket (IN_HAND, the request's fds
+        and connection, closed there: the zygote gets them again through that socket)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            close_all(in_hand)
+            self.loop.close()
+            self.listener.close()
+            for _, control in self.zygotes.values():
+                control.close()
+            os.environ.clear()
+            os.environ.update(env)
+            preload(RAY_MODULES)
+            return theirs
+        theirs.close()
+        self.zygotes[key] = (pid, ours)
+        return None
+
+    def watch_raylet(self, conn: socket.socket) -> None:
+        """The first client's parent is the raylet: when it ends, so does this server."""
+        if self.raylet is not None:
+            return
+        self.raylet = -1
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        try:
+            with open(f"/proc/{int.from_bytes(creds[:4], sys.byteorder)}/stat") as f:
+                self.raylet = int(f.read().rsplit(")", 1)[1].split()[1])
+            self.loop.selector.register(os.pidfd_open(self.raylet), selectors.EVENT_READ, "raylet")
+        except (OSError, ValueError, IndexError, AttributeError):
+            pass
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            for key, (zygote, control) in list(self.zygotes.items()):
+                if zygote == pid:
+                    control.close()
+                    del self.zygotes[key]
+
+    def stop(self) -> None:
+        self.listener.close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+        for _, control in self.zygotes.values():
+            control.close()  # each zygote stops its forks and ends
+
+
+def main(path: str) -> None:
+    server = Server(path)
+    preload(DEPENDENCIES)
+    control = server.serve()
+    if control is None:
+        return
+    request = Zygote(control).serve()
+    if request is None:
+        return
+    script = become(request)
+    import runpy
+
+    runpy.run_path(script, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,163 @@
+"""The node's fork server (worker_env/fork_server.py) and its client (light_setup/forked.py),
+as the raylet uses them: a command run through the client behaves as if the client had exec'd
+it, but starts with Ray already imported; what a fork cannot reproduce is exec'd."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from slurm_rl.distributed.worker_env.forking import FORK_SERVER, FORKED
+
+pytestmark = pytest.mark.timeout(120)
+
+PROBE = textwrap.dedent(
+    """
+    import json, os, sys
+    out = {"argv": sys.argv[1:], "cwd": os.getcwd(), "foo": os.environ.get("FOO"), "pid": os.getpid(),
+           "ppid": os.getppid(), "ray_preloaded": "ray" in sys.modules, "path0": sys.path[0],
+           "nofile": __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[0],
+           "fds": sorted(int(f) for f in os.listdir("/proc/self/fd")),
+           "usr2_ignored": __import__("signal").getsignal(12) == __import__("signal").SIG_IGN}
+    print(json.dumps(out), flush=True)
+    if len(sys.argv) > 1 and sys.argv[1] == "sleep":
+        open(sys.argv[2], "w").write(str(os.getpid()))
+        import time; time.sleep(120)
+    sys.exit(3)
+    """
+)
+
+
+def wait_for(check, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Path]:
+    sock = Path("/tmp") / f"srl-fork-{os.getpid()}-{tmp_path.name[-12:]}"
+    proc = subprocess.Popen([sys.executable, str(FORK_SERVER), str(sock)])
+    assert wait_for(sock.exists, 10), "the server binds its socket first"
+    yield sock
+    proc.kill()
+    proc.wait()
+    sock.unlink(missing_ok=True)
+
+
+def client(sock: Path, script: Path, *args: str, env: dict[str, str] | None = None, **kw) -> subprocess.Popen:
+    """The client as the raylet starts it: ``python -S forked.py --via=SOCKET SCRIPT ARGS``."""
+    full = {**os.environ, "FOO": "bar", **(env or {})}
+    command = [sys.executable, "-S", str(FORKED), f"--via={sock}", str(script), *args]
+    return subprocess.Popen(command, env=full, stdout=subprocess.PIPE, text=True, **kw)
+
+
+@pytest.fixture
+def probe(tmp_path: Path) -> Path:
+    path = tmp_path / "scripts" / "probe.py"
+    path.parent.mkdir()
+    path.write_text(PROBE)
+    return path
+
+
+def test_a_forked_command_is_the_clients_command_with_ray_already_imported(
+    server: Path, probe: Path, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = client(server, probe, "a", "b c", cwd=work)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 3  # the script's own exit code is the client's
+    seen = json.loads(out)
+    assert seen["argv"] == ["a", "b c"] and seen["cwd"] == str(work) and seen["foo"] == "bar"
+    assert seen["path0"] == str(probe.parent)  # as `python probe.py` sets it
+    assert seen["ray_preloaded"] and seen["pid"] != proc.pid  # a fork of the server's zygote
+    assert seen["nofile"] == __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[0]
+    assert seen["fds"][:3] == [0, 1, 2] and len(seen["fds"]) <= 4  # its stdio, nothing of the server's
+    # a second command with the same RAY_* environment comes from the same zygote
+    second = json.loads(client(server, probe, cwd=work).communicate(timeout=60)[0])
+    assert second["ppid"] == seen["ppid"] and second["pid"] != seen["pid"]
+    # another job's workers (another RAY_JOB_ID) get a zygote of their own: Ray reads it once
+    other = json.loads(client(server, probe, env={"RAY_JOB_ID": "02000000"}, cwd=work).communicate(timeout=60)[0])
+    assert other["ppid"] != seen["ppid"] and other["ray_preloaded"]
+
+
+def test_what_a_fork_cannot_reproduce_is_execd(server: Path, probe: Path, tmp_path: Path) -> None:
+    # another hash seed (or interpreter, or flag) than the server's: the client execs the script
+    proc = client(server, probe, env={"PYTHONHASHSEED": "123"})
+    seen = json.loads(proc.communicate(timeout=60)[0])
+    assert proc.returncode == 3 and seen["pid"] == proc.pid and not seen["ray_preloaded"]
+    # no server at all: the same
+    proc = client(tmp_path / "no-such-socket", probe, "x")
+    seen = json.loads(proc.communicate(timeout=60)[0])
+    assert proc.returncode == 3 and seen["pid"] == proc.pid and seen["argv"] == ["x"]
+
+
+def test_a_site_with_startup_code_of_its_own_execs_every_command(probe: Path, tmp_path: Path) -> None:
+    """sitecustomize (or usercustomize) runs in every Python at its start: a fork would skip it."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text("import os\nos.environ['FOO'] = 'from-sitecustomize'\n")
+    env = {**os.environ, "PYTHONPATH": str(hooks)}
+    sock = Path("/tmp") / f"srl-fork-hooks-{os.getpid()}"
+    server = subprocess.Popen([sys.executable, str(FORK_SERVER), str(sock)], env=env)
+    try:
+        assert wait_for(sock.exists, 10)
+        proc = client(sock, probe, env={"PYTHONPATH": str(hooks)})
+        seen = json.loads(proc.communicate(timeout=60)[0])
+        assert seen["pid"] == proc.pid and seen["foo"] == "from-sitecustomize"
+    finally:
+        server.kill()
+        server.wait()
+        sock.unlink(missing_ok=True)
+
+
+def test_signals_reach_the_fork_and_a_killed_client_takes_it_along(server: Path, probe: Path, tmp_path: Path) -> None:
+    # a signal the client was started ignoring (the job's warning signal, SIGUSR2: the node's
+    # bootstrap ignores it for all its children) is ignored by the fork too, as exec keeps it
+    ignore_usr2 = lambda: signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # noqa: E731
+    for how in (signal.SIGTERM, signal.SIGKILL):
+        pid_file = tmp_path / f"pid-{how}"
+        proc = client(server, probe, "sleep", str(pid_file), preexec_fn=ignore_usr2)
+        assert wait_for(lambda f=pid_file: f.exists() and f.read_text() != "")
+        fork = psutil.Process(int(pid_file.read_text()))
+        assert fork.pid != proc.pid and json.loads(proc.stdout.readline())["usr2_ignored"]  # type: ignore[union-attr]
+        proc.send_signal(signal.SIGUSR2)
+        fork.send_signal(signal.SIGUSR2)
+        time.sleep(0.3)  # a death by SIGUSR2 is immediate
+        assert proc.poll() is None and fork.is_running() and fork.status() != psutil.STATUS_ZOMBIE
+        proc.send_signal(how)
+        proc.wait(timeout=20)
+        assert wait_for(lambda f=fork: not f.is_running() or f.status() == psutil.STATUS_ZOMBIE), how
+        if how == signal.SIGTERM:  # the client ends as its fork did
+            assert proc.returncode == -signal.SIGTERM
+
+
+def test_the_server_ends_with_the_raylet_it_served_and_its_forks_with_it(
+    server: Path, probe: Path, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pid"
+    # a stand-in raylet: the parent of the server's first client
+    raylet = subprocess.Popen(
+        ["bash", "-c", f'"{sys.executable}" -S {FORKED} --via={server} {probe} sleep {pid_file} & wait'],
+        stdout=subprocess.DEVNULL,
+    )
+    assert wait_for(lambda: pid_file.exists() and pid_file.read_text() != "")
+    fork = psutil.Process(int(pid_file.read_text()))
+    raylet.kill()
+    raylet.wait()
+    assert wait_for(lambda: not server.exists(), 15), "the server stops serving once its raylet is gone"
+    assert wait_for(lambda: not fork.is_running() or fork.status() == psutil.STATUS_ZOMBIE, 15)
