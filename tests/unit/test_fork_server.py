@@ -144,6 +144,13 @@ def test_signals_reach_the_fork_and_a_killed_client_takes_it_along(server: Path,
         assert wait_for(lambda f=fork: not f.is_running() or f.status() == psutil.STATUS_ZOMBIE), how
         if how == signal.SIGTERM:  # the client ends as its fork did
             assert proc.returncode == -signal.SIGTERM
+    # a fork killed by itself (the raylet kills a registered worker by its own pid): the client
+    # ends the same way, SIGKILL included
+    pid_file = tmp_path / "pid-fork-killed"
+    proc = client(server, probe, "sleep", str(pid_file))
+    assert wait_for(lambda: pid_file.exists() and pid_file.read_text() != "")
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert proc.wait(timeout=20) == -signal.SIGKILL
 
 
 def test_the_server_ends_with_the_raylet_it_served_and_its_forks_with_it(

@@ -91,6 +91,7 @@ class Zygote:
 
     def fork(self, request: dict, fds: "list[int]") -> bool:
         client = socket.socket(fileno=fds[3])
+        client.setblocking(True)  # the server's timeout left the shared file non-blocking
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -181,9 +182,15 @@ def become(request: dict) -> str:
             resource.setrlimit(getattr(resource, name), tuple(limits))
         except (OSError, ValueError):
             pass
-    os.nice(request["nice"] - os.nice(0))
+    try:  # only root may lower it: a fork stays as nice as its zygote then
+        os.nice(request["nice"] - os.nice(0))
+    except OSError:
+        pass
     if request.get("cpus"):
-        os.sched_setaffinity(0, request["cpus"])
+        try:
+            os.sched_setaffinity(0, request["cpus"])
+        except OSError:
+            pass
     argv = request["argv"]
     sys.argv = list(argv)
     sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))

@@ -26,6 +26,7 @@ import os
 import selectors
 import socket
 import sys
+import time
 
 from fork_child import Loop, Zygote, become, close_all, receive, send  # this folder: run as a script
 
@@ -44,6 +45,9 @@ RAY_MODULES = (  # what Ray's workers and agents import first (Ray 2.60)
 )
 
 
+NO_RAYLET_S = 120.0  # a raylet starts its agents at once: a server no process came to is not needed
+
+
 def fingerprint(env: "dict[str, str]") -> dict:
     """What no fork can change, so a client whose own differs gets ``exec`` (forked.py sends
     the same facts of its interpreter)."""
@@ -52,6 +56,23 @@ def fingerprint(env: "dict[str, str]") -> dict:
     }
     fixed = {k: v for k, v in env.items() if k.startswith(("PYTHON", "LD_")) and k != "PYTHONUNBUFFERED"}
     return {"executable": sys.executable, "flags": flags, "x": sys._xoptions, "env": fixed}
+
+
+def added_startup_code() -> list[str]:
+    """The sitecustomize/usercustomize modules this interpreter ran at start that are not its
+    distribution's own (Debian's, in /etc/python3.X, only installs an exception hook, which a
+    fork inherits): code of the site's or the user's that may do something per process (a
+    fault injector, a coverage hook), which a fork would skip."""
+    import sysconfig
+
+    own = (os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep, "/etc/python")
+    out = []
+    for name in ("sitecustomize", "usercustomize"):
+        module = sys.modules.get(name)
+        path = os.path.realpath(getattr(module, "__file__", None) or "") if module else ""
+        if module is not None and not path.startswith(own):
+            out.append(name)
+    return out
 
 
 def ray_env(env: "dict[str, str]") -> str:
@@ -80,8 +101,8 @@ class Server:
         self.listener.bind(path)
         self.listener.listen(128)
         self.ours = fingerprint(dict(os.environ))
-        # startup code of the site's or the user's, run by every Python at start: a fork would skip it
-        self.hooks = [name for name in ("sitecustomize", "usercustomize") if name in sys.modules]
+        self.hooks = added_startup_code()
+        self.said: set[str] = set()
         self.zygotes: dict[str, tuple[int, socket.socket]] = {}
         self.raylet: int | None = None
 
@@ -89,8 +110,10 @@ class Server:
         """Serve until the node's Ray ends (None); in a new zygote, return its control socket."""
         self.loop = Loop()
         self.loop.selector.register(self.listener, selectors.EVENT_READ, "accept")
-        parent = os.getppid()
+        parent, started = os.getppid(), time.monotonic()
         while os.getppid() == parent:
+            if self.raylet is None and time.monotonic() - started > NO_RAYLET_S:
+                break  # the raylet never started a process: its start failed, none will come
             for what, _ in self.loop.events(1.0):
                 if what == "raylet":
                     self.stop()
@@ -110,14 +133,17 @@ class Server:
         except (EOFError, OSError, ValueError):
             conn.close()
             return None
+        self.watch_raylet(conn)
         why = next((f"{k} differs" for k, v in self.ours.items() if request["fingerprint"].get(k) != v), "")
         why = why or (f"{self.hooks[0]} runs in each process" if self.hooks else "")
         if why:
+            if why not in self.said:  # once per reason, in logs/slurm_rl_fork_server.log
+                self.said.add(why)
+                print(f"slurm-rl fork server: {why}: such processes start as Ray starts them", flush=True)
             close_all(fds)
             send(conn, {"exec": why})
             conn.close()
             return None
-        self.watch_raylet(conn)
         key = ray_env(request["env"])
         if key not in self.zygotes:
             control = self.start_zygote(key, request["env"], [*fds, conn.fileno()])

@@ -127,8 +127,12 @@ def main(argv: list[str]) -> None:
         return
     if code < 0:  # killed by a signal: end the same way
         sys.stdout.flush()
-        signal.signal(-code, signal.SIG_DFL)
+        try:
+            signal.signal(-code, signal.SIG_DFL)  # (not allowed, nor needed, for SIGKILL)
+        except (OSError, ValueError):
+            pass
         os.kill(os.getpid(), -code)
+        code = 128 - code  # a signal whose default is not to end: the shell's code for it
     os._exit(code & 0xFF)
 
 
