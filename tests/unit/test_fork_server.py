@@ -168,3 +168,27 @@ def test_the_server_ends_with_the_raylet_it_served_and_its_forks_with_it(
     raylet.wait()
     assert wait_for(lambda: not server.exists(), 15), "the server stops serving once its raylet is gone"
     assert wait_for(lambda: not fork.is_running() or fork.status() == psutil.STATUS_ZOMBIE, 15)
+
+
+def test_a_pythonpath_of_its_own_forks_unless_it_hides_what_the_zygote_imported(server: Path, tmp_path: Path) -> None:
+    """A job's driver puts the experiment's folder first on PYTHONPATH and its workers get the
+    driver's variables: they fork, with sys.path as Python makes it of their PYTHONPATH. A new
+    entry that holds a module the zygote imported from elsewhere (here yaml) means exec."""
+    script = tmp_path / "uses_path.py"
+    script.write_text(
+        "import json, os, sys\nimport next_to_it, yaml\n"
+        "print(json.dumps({'pid': os.getpid(), 'path1': sys.path[1], 'value': next_to_it.VALUE,"
+        " 'shadow': getattr(yaml, 'SHADOW', False), 'ray_preloaded': 'ray' in sys.modules}))\n"
+    )
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "next_to_it.py").write_text("VALUE = 7\n")
+    base = os.environ.get("PYTHONPATH", "")
+    proc = client(server, script, env={"PYTHONPATH": os.pathsep.join(filter(None, [str(extra), base]))})
+    seen = json.loads(proc.communicate(timeout=60)[0])
+    assert seen["pid"] != proc.pid and seen["ray_preloaded"], seen  # forked
+    assert seen["path1"] == str(extra) and seen["value"] == 7 and not seen["shadow"]
+    (extra / "yaml.py").write_text("SHADOW = True\nimport sys\n")
+    proc = client(server, script, env={"PYTHONPATH": os.pathsep.join(filter(None, [str(extra), base]))})
+    seen = json.loads(proc.communicate(timeout=60)[0])
+    assert seen["pid"] == proc.pid and seen["shadow"], seen  # exec'd: its yaml is the one it sees

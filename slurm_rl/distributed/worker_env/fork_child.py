@@ -64,10 +64,36 @@ class Loop:
         os.close(self.wake_w)
 
 
+def pythonpath(env: "dict[str, str]", cwd: str) -> "list[str]":
+    """The sys.path entries Python makes of PYTHONPATH at start: absolute, from the cwd."""
+    raw = env.get("PYTHONPATH")
+    return [os.path.normpath(os.path.join(cwd, p)) if p else cwd for p in raw.split(os.pathsep)] if raw else []
+
+
+def path_conflict(theirs: "list[str]", base: "list[str]") -> str:
+    """Why a process with PYTHONPATH entries THEIRS may not be a fork of this one, started with
+    BASE: a new entry holds a module imported here from elsewhere, or a module here came from an
+    entry it lacks. "" when it may (its sys.path is then set as Python would have)."""
+    names = {name for name in sys.modules if "." not in name}
+    for entry in (p for p in theirs if p not in base):
+        try:
+            found = {item.split(".", 1)[0] for item in os.listdir(entry)} & names
+        except OSError:
+            continue
+        if found:
+            return f"PYTHONPATH entry {entry} has {sorted(found)[0]}, imported here from elsewhere"
+    for entry in (p for p in base if p not in theirs):
+        for module in list(sys.modules.values()):
+            if (getattr(module, "__file__", None) or "").startswith(entry + os.sep):
+                return f"{module.__name__} was imported from {entry}, not on this PYTHONPATH"
+    return ""
+
+
 class Zygote:
     """Ray imported under one ``RAY_*`` environment; forks each request it is handed."""
 
-    def __init__(self, control: socket.socket) -> None:
+    def __init__(self, control: socket.socket, base: "list[str]") -> None:
+        self.base = base  # the PYTHONPATH entries this process's sys.path was made with
         self.control = control
         self.loop = Loop()
         self.loop.selector.register(control, selectors.EVENT_READ, "control")
@@ -92,6 +118,14 @@ class Zygote:
     def fork(self, request: dict, fds: "list[int]") -> bool:
         client = socket.socket(fileno=fds[3])
         client.setblocking(True)  # the server's timeout left the shared file non-blocking
+        request["pythonpath"] = pythonpath(request["env"], request["cwd"])
+        why = path_conflict(request["pythonpath"], self.base)
+        if why:
+            close_all(fds[:3])
+            send(client, {"exec": why})
+            client.close()
+            return False
+        request["base"] = self.base
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -193,7 +227,9 @@ def become(request: dict) -> str:
             pass
     argv = request["argv"]
     sys.argv = list(argv)
-    sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+    # as Python makes it: the script's folder, the client's PYTHONPATH, then the rest of ours
+    rest = [p for p in sys.path[1:] if p not in request["base"]]
+    sys.path[:] = [os.path.dirname(os.path.abspath(argv[0])), *request["pythonpath"], *rest]
     if request["unbuffered"]:
         for stream in (sys.stdout, sys.stderr):
             stream.reconfigure(write_through=True)  # type: ignore[union-attr]

@@ -28,7 +28,7 @@ import socket
 import sys
 import time
 
-from fork_child import Loop, Zygote, become, close_all, receive, send  # this folder: run as a script
+from fork_child import Loop, Zygote, become, close_all, pythonpath, receive, send  # this folder: run as a script
 
 DEPENDENCIES = ("grpc", "google.protobuf", "psutil", "aiohttp.web", "msgpack", "yaml", "jsonschema", "filelock")
 RAY_MODULES = (  # what Ray's workers and agents import first (Ray 2.60)
@@ -48,13 +48,18 @@ RAY_MODULES = (  # what Ray's workers and agents import first (Ray 2.60)
 NO_RAYLET_S = 120.0  # a raylet starts its agents at once: a server no process came to is not needed
 
 
+SET_IN_FORK = ("PYTHONUNBUFFERED", "PYTHONPATH")  # the fork sets these as Python would at start
+
+
 def fingerprint(env: "dict[str, str]") -> dict:
     """What no fork can change, so a client whose own differs gets ``exec`` (forked.py sends
     the same facts of its interpreter)."""
     flags = {
         k: getattr(sys.flags, k) for k in dir(sys.flags) if not k.startswith(("_", "n_", "count", "index", "no_site"))
     }
-    fixed = {k: v for k, v in env.items() if k.startswith(("PYTHON", "LD_")) and k != "PYTHONUNBUFFERED"}
+    fixed = {
+        k: v for k, v in env.items() if k.startswith(("PYTHON", "LD_")) and k not in ("PYTHONUNBUFFERED", "PYTHONPATH")
+    }
     return {"executable": sys.executable, "flags": flags, "x": sys._xoptions, "env": fixed}
 
 
@@ -217,12 +222,13 @@ class Server:
 
 
 def main(path: str) -> None:
+    base = pythonpath(dict(os.environ), os.getcwd())
     server = Server(path)
     preload(DEPENDENCIES)
     control = server.serve()
     if control is None:
         return
-    request = Zygote(control).serve()
+    request = Zygote(control, base).serve()
     if request is None:
         return
     script = become(request)

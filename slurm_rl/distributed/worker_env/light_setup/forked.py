@@ -37,12 +37,19 @@ def ignored_signals() -> list[int]:
 IGNORED = ignored_signals()
 
 
+SET_IN_FORK = ("PYTHONUNBUFFERED", "PYTHONPATH")  # the fork sets these as Python would at start
+
+
 def fingerprint() -> dict:
     """The same facts as the server's ``fingerprint`` (fork_server.py), of this interpreter."""
     flags = {
         k: getattr(sys.flags, k) for k in dir(sys.flags) if not k.startswith(("_", "n_", "count", "index", "no_site"))
     }
-    fixed = {k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "LD_")) and k != "PYTHONUNBUFFERED"}
+    fixed = {
+        k: v
+        for k, v in os.environ.items()
+        if k.startswith(("PYTHON", "LD_")) and k not in ("PYTHONUNBUFFERED", "PYTHONPATH")
+    }
     return {"executable": sys.executable, "flags": flags, "x": sys._xoptions, "env": fixed}
 
 
