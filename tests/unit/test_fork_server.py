@@ -25,7 +25,8 @@ PROBE = textwrap.dedent(
     """
     import json, os, sys
     out = {"argv": sys.argv[1:], "cwd": os.getcwd(), "foo": os.environ.get("FOO"), "pid": os.getpid(),
-           "ppid": os.getppid(), "ray_preloaded": "ray" in sys.modules, "path0": sys.path[0],
+           "ppid": os.getppid(), "ray_preloaded": "ray" in sys.modules,
+           "path0": [p for p in sys.path if not p.endswith("thirdparty_files")][0],
            "nofile": __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[0],
            "fds": sorted(int(f) for f in os.listdir("/proc/self/fd")),
            "usr2_ignored": __import__("signal").getsignal(12) == __import__("signal").SIG_IGN}
@@ -83,7 +84,7 @@ def test_a_forked_command_is_the_clients_command_with_ray_already_imported(
     assert proc.returncode == 3  # the script's own exit code is the client's
     seen = json.loads(out)
     assert seen["argv"] == ["a", "b c"] and seen["cwd"] == str(work) and seen["foo"] == "bar"
-    assert seen["path0"] == str(probe.parent)  # as `python probe.py` sets it
+    assert seen["path0"] == str(probe.parent)  # as `python probe.py` sets it (after Ray's own entry)
     assert seen["ray_preloaded"] and seen["pid"] != proc.pid  # a fork of the server's zygote
     assert seen["nofile"] == __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[0]
     assert seen["fds"][:3] == [0, 1, 2] and len(seen["fds"]) <= 4  # its stdio, nothing of the server's
@@ -176,18 +177,23 @@ def test_a_pythonpath_of_its_own_forks_unless_it_hides_what_the_zygote_imported(
     entry that holds a module the zygote imported from elsewhere (here yaml) means exec."""
     script = tmp_path / "uses_path.py"
     script.write_text(
-        "import json, os, sys\nimport next_to_it, yaml\n"
-        "print(json.dumps({'pid': os.getpid(), 'path1': sys.path[1], 'value': next_to_it.VALUE,"
-        " 'shadow': getattr(yaml, 'SHADOW', False), 'ray_preloaded': 'ray' in sys.modules}))\n"
+        "import json, os, sys\npreloaded = 'ray' in sys.modules\nimport ray, next_to_it, yaml\n"
+        "print(json.dumps({'pid': os.getpid(), 'path': sys.path, 'value': next_to_it.VALUE,"
+        " 'shadow': getattr(yaml, 'SHADOW', False), 'ray_preloaded': preloaded}))\n"
     )
     extra = tmp_path / "extra"
     extra.mkdir()
     (extra / "next_to_it.py").write_text("VALUE = 7\n")
     base = os.environ.get("PYTHONPATH", "")
-    proc = client(server, script, env={"PYTHONPATH": os.pathsep.join(filter(None, [str(extra), base]))})
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(extra), base]))}
+    proc = client(server, script, env=env)
     seen = json.loads(proc.communicate(timeout=60)[0])
     assert seen["pid"] != proc.pid and seen["ray_preloaded"], seen  # forked
-    assert seen["path1"] == str(extra) and seen["value"] == 7 and not seen["shadow"]
+    assert seen["value"] == 7 and not seen["shadow"]
+    execd = subprocess.run(
+        [sys.executable, str(script)], env={**os.environ, **env}, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert seen["path"] == json.loads(execd.stdout)["path"], "sys.path as in an exec'd process, Ray's entry first"
     (extra / "yaml.py").write_text("SHADOW = True\nimport sys\n")
     proc = client(server, script, env={"PYTHONPATH": os.pathsep.join(filter(None, [str(extra), base]))})
     seen = json.loads(proc.communicate(timeout=60)[0])

@@ -78,6 +78,8 @@ def path_conflict(theirs: "list[str]", base: "list[str]") -> str:
     for entry in (p for p in theirs if p not in base):
         try:
             found = {item.split(".", 1)[0] for item in os.listdir(entry)} & names
+        except NotADirectoryError:  # a zip archive, say: what it holds is not looked into here
+            return f"PYTHONPATH entry {entry} is not a folder"
         except OSError:
             continue
         if found:
@@ -92,8 +94,9 @@ def path_conflict(theirs: "list[str]", base: "list[str]") -> str:
 class Zygote:
     """Ray imported under one ``RAY_*`` environment; forks each request it is handed."""
 
-    def __init__(self, control: socket.socket, base: "list[str]") -> None:
+    def __init__(self, control: socket.socket, base: "list[str]", start: "list[str]") -> None:
         self.base = base  # the PYTHONPATH entries this process's sys.path was made with
+        self.start = start  # its sys.path before it imported anything
         self.control = control
         self.loop = Loop()
         self.loop.selector.register(control, selectors.EVENT_READ, "control")
@@ -125,7 +128,7 @@ class Zygote:
             send(client, {"exec": why})
             client.close()
             return False
-        request["base"] = self.base
+        request["base"], request["start"] = self.base, self.start
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -227,9 +230,14 @@ def become(request: dict) -> str:
             pass
     argv = request["argv"]
     sys.argv = list(argv)
-    # as Python makes it: the script's folder, the client's PYTHONPATH, then the rest of ours
-    rest = [p for p in sys.path[1:] if p not in request["base"]]
-    sys.path[:] = [os.path.dirname(os.path.abspath(argv[0])), *request["pythonpath"], *rest]
+    # as Python makes it: the script's folder, the client's PYTHONPATH, the rest of ours; before
+    # them what imports added (Ray's thirdparty_files, inserted first as in an exec'd worker)
+    added = [p for p in sys.path if p not in request["start"]]
+    rest = request["start"][1 + len(request["base"]) :]
+    sys.path[:] = [*added, os.path.dirname(os.path.abspath(argv[0])), *request["pythonpath"], *rest]
+    import importlib
+
+    importlib.invalidate_caches()  # folders the zygote listed may have changed within its mtime's tick
     if request["unbuffered"]:
         for stream in (sys.stdout, sys.stderr):
             stream.reconfigure(write_through=True)  # type: ignore[union-attr]

@@ -13,8 +13,9 @@ imported, and the raylet gives each job's workers their own (``RAY_JOB_ID``):
 - the server imports Ray's dependencies (gRPC, protobuf, aiohttp, psutil, ...), not Ray;
 - per distinct ``RAY_*`` environment (the agents'; each Ray job's workers) it forks a zygote
   that takes that environment and imports Ray; that zygote forks the processes.
-A client whose interpreter, flags, ``PYTHON*`` or ``LD_*`` variables differ from the server's
-(a uv environment, a container) gets ``exec`` and execs its command itself.
+A client whose interpreter, flags, ``PYTHON*`` (but PYTHONPATH) or ``LD_*`` variables differ from
+the server's (a uv environment, a container) gets ``exec`` and execs its command itself; one whose
+PYTHONPATH differs is forked with sys.path made of it, unless it would hide an imported module.
 
 The server serves until the raylet it served ends (the first client's parent) or the process
 that started it does; a zygote ends with the server, its forks after a grace (SIGKILL). Both
@@ -57,9 +58,7 @@ def fingerprint(env: "dict[str, str]") -> dict:
     flags = {
         k: getattr(sys.flags, k) for k in dir(sys.flags) if not k.startswith(("_", "n_", "count", "index", "no_site"))
     }
-    fixed = {
-        k: v for k, v in env.items() if k.startswith(("PYTHON", "LD_")) and k not in ("PYTHONUNBUFFERED", "PYTHONPATH")
-    }
+    fixed = {k: v for k, v in env.items() if k.startswith(("PYTHON", "LD_")) and k not in SET_IN_FORK}
     return {"executable": sys.executable, "flags": flags, "x": sys._xoptions, "env": fixed}
 
 
@@ -222,13 +221,13 @@ class Server:
 
 
 def main(path: str) -> None:
-    base = pythonpath(dict(os.environ), os.getcwd())
+    base, start = pythonpath(dict(os.environ), os.getcwd()), list(sys.path)
     server = Server(path)
     preload(DEPENDENCIES)
     control = server.serve()
     if control is None:
         return
-    request = Zygote(control, base).serve()
+    request = Zygote(control, base, start).serve()
     if request is None:
         return
     script = become(request)

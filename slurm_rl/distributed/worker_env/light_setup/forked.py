@@ -45,11 +45,7 @@ def fingerprint() -> dict:
     flags = {
         k: getattr(sys.flags, k) for k in dir(sys.flags) if not k.startswith(("_", "n_", "count", "index", "no_site"))
     }
-    fixed = {
-        k: v
-        for k, v in os.environ.items()
-        if k.startswith(("PYTHON", "LD_")) and k not in ("PYTHONUNBUFFERED", "PYTHONPATH")
-    }
+    fixed = {k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "LD_")) and k not in SET_IN_FORK}
     return {"executable": sys.executable, "flags": flags, "x": sys._xoptions, "env": fixed}
 
 
