@@ -17,7 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from slurm_rl.distributed.worker_env.forking import FORK_SERVER, FORKED
+from slurm_rl.distributed.worker_env.fork_environ import ROOM_BYTES, ROOM_ENV
+from slurm_rl.distributed.worker_env.forking import FORK_SERVER, FORKED, start_server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,7 +30,11 @@ PROBE = textwrap.dedent(
            "path0": [p for p in sys.path if not p.endswith("thirdparty_files")][0],
            "nofile": __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[0],
            "fds": sorted(int(f) for f in os.listdir("/proc/self/fd")),
-           "usr2_ignored": __import__("signal").getsignal(12) == __import__("signal").SIG_IGN}
+           "usr2_ignored": __import__("signal").getsignal(12) == __import__("signal").SIG_IGN,
+           "proc_environ": open("/proc/self/environ", "rb").read().rstrip(b"\\0").decode().split("\\0")}
+    out["room"] = [v for v in out["proc_environ"] if v.startswith("SLURM_RL_FORK_ENV_ROOM=")]
+    out["proc_environ"] = [v for v in out["proc_environ"] if v not in out["room"]]
+    out["room"] = [v[:30] + f"...({len(v)})" for v in out["room"]]  # its start, and its length
     print(json.dumps(out), flush=True)
     if len(sys.argv) > 1 and sys.argv[1] == "sleep":
         open(sys.argv[2], "w").write(str(os.getpid()))
@@ -51,7 +56,7 @@ def wait_for(check, timeout: float = 20.0) -> bool:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Path]:
     sock = Path("/tmp") / f"srl-fork-{os.getpid()}-{tmp_path.name[-12:]}"
-    proc = subprocess.Popen([sys.executable, str(FORK_SERVER), str(sock)])
+    proc = start_server(str(sock), str(tmp_path / "server.log"))  # as a node's raylet gets it
     assert wait_for(sock.exists, 10), "the server binds its socket first"
     yield sock
     proc.kill()
@@ -84,6 +89,10 @@ def test_a_forked_command_is_the_clients_command_with_ray_already_imported(
     assert proc.returncode == 3  # the script's own exit code is the client's
     seen = json.loads(out)
     assert seen["argv"] == ["a", "b c"] and seen["cwd"] == str(work) and seen["foo"] == "bar"
+    # /proc/PID/environ (ps e, slurm-rl stacks' RANK) shows the client's environment, not the server's
+    assert sorted(seen["proc_environ"]) == sorted(f"{k}={v}" for k, v in {**os.environ, "FOO": "bar"}.items())
+    [room] = seen["room"]  # the block's unused rest: one variable, not thousands of empty strings
+    assert room.startswith(ROOM_ENV + "=....."), room
     assert seen["path0"] == str(probe.parent)  # as `python probe.py` sets it (after Ray's own entry)
     assert seen["ray_preloaded"] and seen["pid"] != proc.pid  # a fork of the server's zygote
     assert seen["nofile"] == __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[0]
@@ -101,6 +110,10 @@ def test_what_a_fork_cannot_reproduce_is_execd(server: Path, probe: Path, tmp_pa
     proc = client(server, probe, env={"PYTHONHASHSEED": "123"})
     seen = json.loads(proc.communicate(timeout=60)[0])
     assert proc.returncode == 3 and seen["pid"] == proc.pid and not seen["ray_preloaded"]
+    # an environment larger than /proc/PID/environ's room in a fork: the same, and ps e shows it
+    proc = client(server, probe, env={"BIG": "x" * (ROOM_BYTES + 1024)})
+    seen = json.loads(proc.communicate(timeout=60)[0])
+    assert seen["pid"] == proc.pid and "FOO=bar" in seen["proc_environ"]
     # no server at all: the same
     proc = client(tmp_path / "no-such-socket", probe, "x")
     seen = json.loads(proc.communicate(timeout=60)[0])

@@ -16,6 +16,8 @@ import sys
 import time
 from typing import Any
 
+import fork_environ  # this folder: fork_server.py runs as a script
+
 GRACE_S = 2.0  # once the raylet is gone, how long forks get to notice it before SIGKILL
 PACKET = 1 << 20
 
@@ -97,6 +99,7 @@ class Zygote:
     def __init__(self, control: socket.socket, base: "list[str]", start: "list[str]") -> None:
         self.base = base  # the PYTHONPATH entries this process's sys.path was made with
         self.start = start  # its sys.path before it imported anything
+        self.room = fork_environ.room()  # for a fork's environment in /proc/PID/environ
         self.control = control
         self.loop = Loop()
         self.loop.selector.register(control, selectors.EVENT_READ, "control")
@@ -123,6 +126,8 @@ class Zygote:
         client.setblocking(True)  # the server's timeout left the shared file non-blocking
         request["pythonpath"] = pythonpath(request["env"], request["cwd"])
         why = path_conflict(request["pythonpath"], self.base)
+        if len(fork_environ.block(request["env"])) > self.room:
+            why = f"its environment is larger than the {self.room} bytes /proc/PID/environ has room for"
         if why:
             close_all(fds[:3])
             send(client, {"exec": why})
@@ -212,6 +217,7 @@ def become(request: dict) -> str:
     os.umask(request["umask"])
     os.environ.clear()
     os.environ.update(request["env"])
+    fork_environ.show(request["env"])  # what /proc/PID/environ shows (ps e, slurm-rl stacks)
     import resource
 
     for name, limits in request["rlimits"].items():

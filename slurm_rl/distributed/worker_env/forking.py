@@ -17,6 +17,8 @@ import threading
 import time
 from pathlib import Path
 
+from slurm_rl.distributed.worker_env.fork_environ import ROOM_BYTES, ROOM_ENV
+
 HERE = Path(__file__).resolve().parent
 FORK_SERVER = HERE / "fork_server.py"
 FORKED = HERE / "light_setup" / "forked.py"
@@ -75,6 +77,7 @@ def start_server(path: str, log: str) -> subprocess.Popen:
             stdout=out,
             stderr=out,
             close_fds=True,
+            env={**os.environ, ROOM_ENV: "." * ROOM_BYTES},  # room for each fork's own (fork_environ.py)
         )
     threading.Thread(target=server.wait, name="slurm-rl-fork-server-reaper", daemon=True).start()
     deadline = time.monotonic() + BIND_WAIT_S
