@@ -101,7 +101,10 @@ def test_a_forked_command_is_the_clients_command_with_ray_already_imported(
     second = json.loads(client(server, probe, cwd=work).communicate(timeout=60)[0])
     assert second["ppid"] == seen["ppid"] and second["pid"] != seen["pid"]
     # another job's workers (another RAY_JOB_ID) get a zygote of their own: Ray reads it once
-    other = json.loads(client(server, probe, env={"RAY_JOB_ID": "02000000"}, cwd=work).communicate(timeout=60)[0])
+    # (with the PYTHONBREAKPOINT Ray's ray.init puts in a driver's environment, and so in its
+    # workers': Python reads it at each breakpoint(), so it does not stop a fork)
+    job_env = {"RAY_JOB_ID": "02000000", "PYTHONBREAKPOINT": "ray.util.rpdb._driver_set_trace"}
+    other = json.loads(client(server, probe, env=job_env, cwd=work).communicate(timeout=60)[0])
     assert other["ppid"] != seen["ppid"] and other["ray_preloaded"]
 
 

@@ -100,6 +100,7 @@ class Zygote:
         self.base = base  # the PYTHONPATH entries this process's sys.path was made with
         self.start = start  # its sys.path before it imported anything
         self.room = fork_environ.room()  # for a fork's environment in /proc/PID/environ
+        self.said: set[str] = set()
         self.control = control
         self.loop = Loop()
         self.loop.selector.register(control, selectors.EVENT_READ, "control")
@@ -129,6 +130,9 @@ class Zygote:
         if len(fork_environ.block(request["env"])) > self.room:
             why = f"its environment is larger than the {self.room} bytes /proc/PID/environ has room for"
         if why:
+            if why not in self.said:  # once per reason, in the server's log
+                self.said.add(why)
+                print(f"slurm-rl fork server: {why}: such a process starts as Ray starts it", flush=True)
             close_all(fds[:3])
             send(client, {"exec": why})
             client.close()

@@ -49,7 +49,9 @@ RAY_MODULES = (  # what Ray's workers and agents import first (Ray 2.60)
 NO_RAYLET_S = 120.0  # a raylet starts its agents at once: a server no process came to is not needed
 
 
-SET_IN_FORK = ("PYTHONUNBUFFERED", "PYTHONPATH")  # the fork sets these as Python would at start
+# set in the fork as Python would at start (PYTHONBREAKPOINT: read at each breakpoint(); Ray's
+# ray.init puts it in a driver's environment, which init_ray gives the job's workers)
+SET_IN_FORK = ("PYTHONUNBUFFERED", "PYTHONPATH", "PYTHONBREAKPOINT")
 
 
 def fingerprint(env: "dict[str, str]") -> dict:
@@ -60,6 +62,18 @@ def fingerprint(env: "dict[str, str]") -> dict:
     }
     fixed = {k: v for k, v in env.items() if k.startswith(("PYTHON", "LD_")) and k not in SET_IN_FORK}
     return {"executable": sys.executable, "flags": flags, "x": sys._xoptions, "env": fixed}
+
+
+def differs(ours: dict, theirs: dict) -> str:
+    """Which of the facts of FINGERPRINT differs, the variables by name; "" when none does."""
+    for key, value in ours.items():
+        if theirs.get(key) != value:
+            if key != "env":
+                return f"{key} differs"
+            other = theirs.get(key) or {}
+            names = sorted(n for n in set(value) | set(other) if value.get(n) != other.get(n))
+            return f"env differs ({', '.join(names)})"
+    return ""
 
 
 def added_startup_code() -> list[str]:
@@ -138,7 +152,7 @@ class Server:
             conn.close()
             return None
         self.watch_raylet(conn)
-        why = next((f"{k} differs" for k, v in self.ours.items() if request["fingerprint"].get(k) != v), "")
+        why = differs(self.ours, request["fingerprint"])
         why = why or (f"{self.hooks[0]} runs in each process" if self.hooks else "")
         if why:
             if why not in self.said:  # once per reason, in logs/slurm_rl_fork_server.log

@@ -37,7 +37,9 @@ def ignored_signals() -> list[int]:
 IGNORED = ignored_signals()
 
 
-SET_IN_FORK = ("PYTHONUNBUFFERED", "PYTHONPATH")  # the fork sets these as Python would at start
+# set in the fork as Python would at start (PYTHONBREAKPOINT: read at each breakpoint(); Ray's
+# ray.init puts it in a driver's environment, which init_ray gives the job's workers)
+SET_IN_FORK = ("PYTHONUNBUFFERED", "PYTHONPATH", "PYTHONBREAKPOINT")
 
 
 def fingerprint() -> dict:
