@@ -66,6 +66,13 @@ class Loop:
         os.close(self.wake_w)
 
 
+def say_once(said: "set[str]", why: str) -> None:
+    """Why a process is exec'd, once per reason, in the server's log (logs/slurm_rl_fork_server.log)."""
+    if why not in said:
+        said.add(why)
+        print(f"slurm-rl fork server: {why}: such processes start as Ray starts them", flush=True)
+
+
 def pythonpath(env: "dict[str, str]", cwd: str) -> "list[str]":
     """The sys.path entries Python makes of PYTHONPATH at start: absolute, from the cwd."""
     raw = env.get("PYTHONPATH")
@@ -99,7 +106,7 @@ class Zygote:
     def __init__(self, control: socket.socket, base: "list[str]", start: "list[str]") -> None:
         self.base = base  # the PYTHONPATH entries this process's sys.path was made with
         self.start = start  # its sys.path before it imported anything
-        self.room = fork_environ.room()  # for a fork's environment in /proc/PID/environ
+        self.area = fork_environ.env_area()  # a fork's too: where its /proc/PID/environ is read from
         self.said: set[str] = set()
         self.control = control
         self.loop = Loop()
@@ -126,18 +133,16 @@ class Zygote:
         client = socket.socket(fileno=fds[3])
         client.setblocking(True)  # the server's timeout left the shared file non-blocking
         request["pythonpath"] = pythonpath(request["env"], request["cwd"])
-        why = path_conflict(request["pythonpath"], self.base)
-        if len(fork_environ.block(request["env"])) > self.room:
-            why = f"its environment is larger than the {self.room} bytes /proc/PID/environ has room for"
+        request["environ"], room = fork_environ.block(request["env"]), self.area[1] - self.area[0]
+        why = f"its environment is larger than the {room} bytes /proc/PID/environ has room for"
+        why = why if len(request["environ"]) > room else path_conflict(request["pythonpath"], self.base)
         if why:
-            if why not in self.said:  # once per reason, in the server's log
-                self.said.add(why)
-                print(f"slurm-rl fork server: {why}: such a process starts as Ray starts it", flush=True)
+            say_once(self.said, why)
             close_all(fds[:3])
             send(client, {"exec": why})
             client.close()
             return False
-        request["base"], request["start"] = self.base, self.start
+        request["base"], request["start"], request["area"] = self.base, self.start, self.area
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -221,7 +226,7 @@ def become(request: dict) -> str:
     os.umask(request["umask"])
     os.environ.clear()
     os.environ.update(request["env"])
-    fork_environ.show(request["env"])  # what /proc/PID/environ shows (ps e, slurm-rl stacks)
+    fork_environ.show(request["environ"], request["area"])  # what /proc/PID/environ shows (ps e, stacks)
     import resource
 
     for name, limits in request["rlimits"].items():

@@ -33,21 +33,12 @@ def env_area() -> "tuple[int, int]":
         return 0, 0
 
 
-def room() -> int:
-    start, end = env_area()
-    return end - start
-
-
-def show(env: "dict[str, str]") -> bool:
-    """Write ENV over this process's environment block; False (nothing written) where it does
-    not fit."""
-    start, end = env_area()
-    data = block(env)
-    if not start or len(data) > end - start:
-        return False
+def show(data: bytes, area: "tuple[int, int]") -> None:
+    """Write DATA (``block``'s, at most as long as AREA, this process's ``env_area``) over the
+    environment block."""
+    start, end = area
     rest = end - start - len(data)
     name = ROOM_ENV.encode()
     # the rest as one variable, not thousands of empty strings for `tr '\0' '\n'` to print
     pad = name + b"=" + b"." * (rest - len(name) - 2) + b"\0" if rest > len(name) + 2 else b"\0" * rest
     ctypes.memmove(start, data + pad, end - start)
-    return True

@@ -29,7 +29,7 @@ import socket
 import sys
 import time
 
-from fork_child import Loop, Zygote, become, close_all, pythonpath, receive, send  # this folder: run as a script
+from fork_child import Loop, Zygote, become, close_all, pythonpath, receive, say_once, send  # this folder: a script
 
 DEPENDENCIES = ("grpc", "google.protobuf", "psutil", "aiohttp.web", "msgpack", "yaml", "jsonschema", "filelock")
 RAY_MODULES = (  # what Ray's workers and agents import first (Ray 2.60)
@@ -155,9 +155,7 @@ class Server:
         why = differs(self.ours, request["fingerprint"])
         why = why or (f"{self.hooks[0]} runs in each process" if self.hooks else "")
         if why:
-            if why not in self.said:  # once per reason, in logs/slurm_rl_fork_server.log
-                self.said.add(why)
-                print(f"slurm-rl fork server: {why}: such processes start as Ray starts them", flush=True)
+            say_once(self.said, why)
             close_all(fds)
             send(conn, {"exec": why})
             conn.close()
