@@ -115,12 +115,17 @@ TIMES_ENV = "SLURM_RL_TEST_TIMES"  # .ci/run: a file each test's phases are appe
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """With SLURM_RL_TEST_TIMES set, one line per test phase: seconds, phase, node id (written by
-    the process that reports, the controller under pytest-xdist: workers' reports reach it)."""
+    """With SLURM_RL_TEST_TIMES set, one line per test phase: seconds, phase, node id, the
+    worker, when the phase ended (Unix time: each stream's timeline, its waits for the lab lock
+    included) and the pytest run (its pid). Written by the process that reports, the controller
+    under pytest-xdist: workers' reports reach it."""
     path = os.environ.get(TIMES_ENV)
     if path and not os.environ.get("PYTEST_XDIST_WORKER"):
+        worker = getattr(report, "node", None)
+        worker_id = getattr(worker, "gateway", None) and worker.gateway.id  # type: ignore[union-attr]
+        fields = (f"{report.duration:.2f}", report.when, report.nodeid.replace(" ", "_"), worker_id or "-")
         with open(path, "a") as f:
-            f.write(f"{report.duration:.2f} {report.when} {report.nodeid}\n")
+            f.write(" ".join((*fields, f"{time.time():.1f}", str(os.getpid()))) + "\n")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -67,11 +67,18 @@ SECOND_STREAM_MODULES = frozenset(
 
 # Shared tests of these modules run in lab-b in every mode, beside the lab_waits ones: CI's tail
 # (after the local stream) then holds two streams' worth of shared work, split about evenly
-# (ci67: ~900 s of shared lab tests left when the local stream ended; these four ~260 s of them,
-# the lab_waits ones ~330 s). None of them uses containers, so the lab stream alone makes the
-# Pyxis image.
+# (ci88: the lab stream's shared tests 730 s, lab-b's 532 s; laptop and rollouts, 88 s, moved
+# here from the lab stream). None of them uses containers or GPUs, so the lab stream alone makes
+# the Pyxis image and no test of the tail waits for the lab stream's GPU jobs.
 TAIL_MODULES = frozenset(
-    {"test_distributed_lab.py", "test_nemo_compat_lab.py", "test_scale_and_shapes.py", "test_worker_reliability_lab.py"}
+    {
+        "test_distributed_lab.py",
+        "test_laptop_lab.py",
+        "test_nemo_compat_lab.py",
+        "test_rollouts_lab.py",
+        "test_scale_and_shapes.py",
+        "test_worker_reliability_lab.py",
+    }
 )
 
 
