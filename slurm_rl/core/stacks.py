@@ -85,7 +85,24 @@ def parse_dump(text: str, main_ident: str) -> tuple[list[str], int]:
     if not threads:
         return [], 0
     main = next((frames for ident, frames in threads if int(ident, 16) == int(main_ident or "0", 16)), None)
-    return (main if main is not None else threads[-1][1]), len(threads) - 1
+    return without_fork_server(main if main is not None else threads[-1][1]), len(threads) - 1
+
+
+# A Ray process forked by the node's fork server (distributed/worker_env/fork_server.py) has the
+# server's frames and runpy's outside its own entry point; an exec'd one starts at that entry
+# point. Both show the same stack (one group in the report, neither "differs from its peers").
+_FORK_SERVER_FRAME = re.compile(r"\((.*/)?worker_env/fork_server\.py:\d+\)$")
+_RUNPY_FRAME = re.compile(r"\(((.*/)?runpy\.py|<frozen runpy>):\d+\)$")  # frozen since Python 3.11
+
+
+def without_fork_server(frames: list[str]) -> list[str]:
+    """FRAMES (innermost first) without the fork server's outermost ones and runpy's between."""
+    if not frames or not _FORK_SERVER_FRAME.search(frames[-1]):
+        return frames
+    end = len(frames)
+    while end and (_FORK_SERVER_FRAME.search(frames[end - 1]) or _RUNPY_FRAME.search(frames[end - 1])):
+        end -= 1
+    return frames[:end]
 
 
 def short_path(path: str) -> str:

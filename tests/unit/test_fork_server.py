@@ -214,3 +214,44 @@ def test_a_pythonpath_of_its_own_forks_unless_it_hides_what_the_zygote_imported(
     proc = client(server, script, env={"PYTHONPATH": os.pathsep.join(filter(None, [str(extra), base]))})
     seen = json.loads(proc.communicate(timeout=60)[0])
     assert seen["pid"] == proc.pid and seen["shadow"], seen  # exec'd: its yaml is the one it sees
+
+
+def test_a_forked_and_an_execd_process_waiting_alike_show_one_stack(server: Path, tmp_path: Path) -> None:
+    """`slurm-rl stacks` groups processes by their frames: a forked worker's outermost frames are
+    the fork server's and runpy's, which an exec'd one lacks; neither may be shown as the one
+    that "differs from its peers" (the stall report's pointer to a stuck rank)."""
+    from slurm_rl.core.stacks_report import render
+    from slurm_rl.job.stacks_watch import capture
+
+    stacks_dir = tmp_path / "node-stacks"
+    script = tmp_path / "waits.py"
+    script.write_text(
+        "import os, sys, threading\nfrom slurm_rl.core.stacks import arm\n"
+        "def waits_in_a_collective():\n    threading.Event().wait()\n"
+        "arm(os.environ['SLURM_RL_STACKS_DIR'], 'worker')\nprint(os.getpid(), flush=True)\nwaits_in_a_collective()\n"
+    )
+    env = {"SLURM_RL_STACKS_DIR": str(stacks_dir), "PYTHONUNBUFFERED": "1"}  # both titles "python -u ..."
+    forked = client(server, script, env={**env, "RANK": "0"})
+    execd = subprocess.Popen(
+        [sys.executable, "-u", str(script)], env={**os.environ, **env, "RANK": "1"}, stdout=subprocess.PIPE
+    )
+    try:
+        pids = {int(p.stdout.readline()) for p in (forked, execd)}  # type: ignore[union-attr]
+        assert forked.pid not in pids, "the client's command was forked"
+        found: list = []
+
+        def settled() -> bool:  # both past their start, waiting where the script sends them
+            found[:] = capture(str(stacks_dir), "node7")
+            return len(found) == 2 and all(s.main and s.main[0].startswith("wait (") for s in found)
+
+        assert wait_for(settled), found
+        raw = "".join(p.read_text() for p in stacks_dir.glob("*.txt"))
+        assert "fork_server.py" in raw and "runpy" in raw  # what the fork's dump holds
+        assert found[0].main == found[1].main, found
+        assert found[0].main[-1].startswith("<module> (") and "waits.py:" in found[0].main[-1]
+        report = render("42", {"node7": found}, [], None)
+        assert "2 workers: ranks 0,1 on node7" in report and "differs" not in report, report
+    finally:
+        for p in (forked, execd):
+            p.kill()
+            p.wait()
