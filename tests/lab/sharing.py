@@ -68,10 +68,12 @@ SECOND_STREAM_MODULES = frozenset(
 # Shared tests of these modules run in lab-b in every mode, beside the lab_waits ones: CI's tail
 # (after the local stream) then holds two streams' worth of shared work, split about evenly
 # (ci88: the lab stream's shared tests 730 s, lab-b's 532 s; laptop and rollouts, 88 s, moved
-# here from the lab stream). None of them uses containers or GPUs, so the lab stream alone makes
-# the Pyxis image and no test of the tail waits for the lab stream's GPU jobs.
+# here. ci90: the lab stream's worker busy 1482 s, the other's 1347 s; commands, 62 s, moved
+# here). None of them uses containers or GPUs, so the lab stream alone makes the Pyxis image and
+# no test of the tail waits for the lab stream's GPU jobs.
 TAIL_MODULES = frozenset(
     {
+        "test_commands.py",
         "test_distributed_lab.py",
         "test_laptop_lab.py",
         "test_nemo_compat_lab.py",

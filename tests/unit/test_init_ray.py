@@ -54,7 +54,12 @@ def test_three_branches() -> None:
         print("first", init_ray(log_dir={str(log_dir)!r}))
         print("tag", "nrl_tag_0_1" in ray.cluster_resources())
         import psutil
-        cmds = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)]
+        cmds = []
+        for p in psutil.Process().children(recursive=True):
+            try:
+                cmds.append(" ".join(p.cmdline()))
+            except psutil.NoSuchProcess:  # a worker that ended since it was listed
+                pass
         print("dashboard process", any("dashboard/dashboard.py" in c for c in cmds))
         print("minimal agent", any("minimal_agent.py" in c for c in cmds))
         addr = ray.get_runtime_context().gcs_address
