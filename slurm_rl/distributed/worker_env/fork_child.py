@@ -134,8 +134,10 @@ class Zygote:
         client.setblocking(True)  # the server's timeout left the shared file non-blocking
         request["pythonpath"] = pythonpath(request["env"], request["cwd"])
         request["environ"], room = fork_environ.block(request["env"]), self.area[1] - self.area[0]
-        why = f"its environment is larger than the {room} bytes /proc/PID/environ has room for"
-        why = why if len(request["environ"]) > room else path_conflict(request["pythonpath"], self.base)
+        if len(request["environ"]) > room:
+            why = f"its environment is larger than the {room} bytes /proc/PID/environ has room for"
+        else:
+            why = path_conflict(request["pythonpath"], self.base)
         if why:
             say_once(self.said, why)
             close_all(fds[:3])
