@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from slurm_rl.core.exits import RayDeath, ray_deaths, with_ray_deaths
@@ -24,6 +25,13 @@ def _daemon(tmp_path: Path, name: str, script: str) -> subprocess.Popen[bytes]:
     if not link.exists():
         link.symlink_to("/bin/sh")
     return subprocess.Popen([str(link), "-c", script])
+
+
+def _cmd(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:  # gone since it was listed
+        return []
 
 
 def test_a_daemon_that_dies_is_named_with_how_it_died(tmp_path: Path) -> None:
@@ -55,16 +63,15 @@ def test_a_daemon_that_dies_is_named_with_how_it_died(tmp_path: Path) -> None:
 def test_a_daemons_own_fork_is_not_a_daemon(tmp_path: Path) -> None:
     """The raylet forks each worker, named "raylet" until it execs: a watch armed at that moment
     keeps the raylet only, and the fork's end (the worker's, later) is no death."""
-    import psutil
-
     raylet = _daemon(tmp_path, "raylet", '"$0" -c "sleep 60" & sleep 60')
     try:
         end = time.monotonic() + 10
         forks: list[psutil.Process] = []
-        while not forks and time.monotonic() < end:
-            forks = [c for c in psutil.Process(raylet.pid).children() if c.name() == "raylet"]
+        while not forks and time.monotonic() < end:  # the background fork, once it has exec'd "$0"
+            forks = [c for c in psutil.Process(raylet.pid).children() if _cmd(c)[-1:] == ["sleep 60"]]
             time.sleep(0.02)
-        [fork] = forks
+        [fork] = forks  # not the foreground sleep's fork: it, too, is named "raylet" until it execs
+        assert fork.name() == "raylet"
         watch = RayWatch()
         watch.arm()
         assert watch.pids == {raylet.pid: "raylet"}
