@@ -73,42 +73,12 @@ def _marked(item: pytest.Item, name: str) -> bool:
     return item.get_closest_marker(name) is not None
 
 
-# How much the stream beside the lab's yields (nice(2) steps): see pytest_runtest_setup.
-LOCAL_STREAM_NICE = 5
-# Ray lowers its workers' priority by this much (its worker_niceness), in the lab's jobs as in
-# local Rays; the local stream's Ray workers are lowered to the same level, not below it.
-RAY_WORKER_NICENESS = 15
-RAY_NICENESS_ENV = "RAY_worker_niceness"
-_local_stream_niced = _ray_niceness_set = False
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Under pytest-xdist, the worker that runs the local tests lowers its priority (and so its
-    local Rays' and torch workers') at its first one. The lab stream is the run's critical path
-    (its jobs are chains of daemons: slurmctld, slurmd, Ray on each node, one after another); the
-    local stream ends long before it (10 of 31 minutes, idle) and needs only the CPU the lab
-    stream leaves. On a machine with other work on it, equal priorities let the local stream
-    slow the lab's by as much as it takes, and the run waits for the lab's.
-
-    Its Ray workers end at the niceness the lab's have (Ray's +15 from 0), not 15 below the
-    stream's own (19, the floor): there a nice-0 process (the lab's daemons, a machine's other
-    work) leaves them 1.5% of a core, and a busy CI run saw the README example's policy actor
-    take 188 s to start (27 s the run before) and the test's 360 s bound pass."""
-    global _local_stream_niced, _ray_niceness_set
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        return
-    if item.get_closest_marker("lab"):  # lab-b's tests, after the local ones: their jobs get Ray's own
-        if _ray_niceness_set:
-            del os.environ[RAY_NICENESS_ENV]
-            _ray_niceness_set = False
-        return
-    if not _local_stream_niced:
-        os.nice(LOCAL_STREAM_NICE)
-        _local_stream_niced = True
-        if RAY_NICENESS_ENV not in os.environ:
-            os.environ[RAY_NICENESS_ENV] = str(RAY_WORKER_NICENESS - LOCAL_STREAM_NICE)
-            _ray_niceness_set = True
+# Both streams run at the same priority. The local stream used to lower its own (nice 5) while
+# the lab stream alone was the critical path; since lab-b runs in the local worker's tail and the
+# two workers' spans end together (ci90: 1352 and 1482 s), a niced local stream only made that
+# worker's span depend on what the lab ran beside it: a local test waiting on Ray workers took
+# 13x longer beside the lab's healing tests than beside its site checks (ci90 against ci92), and
+# ci91's local stream took 1470 s against ci90's 783 s, so the run waited for it.
 
 
 TIMES_ENV = "SLURM_RL_TEST_TIMES"  # .ci/run: a file each test's phases are appended to (its summary)
