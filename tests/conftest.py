@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.sharing import SECOND_STREAM, refuse_oversubscribe
+from tests.lab.sharing import in_tail, refuse_oversubscribe
 from tests.lab.sharing import stream as lab_stream
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,8 +36,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
     ``-n 3`` makes two lab streams, tests/lab/sharing.py), beside everything else, one after
     another (a local Ray is found by ``address="auto"``: two at once on one host would meet).
     The lab tests mostly wait on SLURM's clocks, so the machine has room for the second stream;
-    ``lab-b`` (tests/lab/sharing.py) is a third group that the local stream's worker takes as it
-    ends."""
+    the tail (``lab-b``, one xdist group per module: tests/lab/sharing.py) is queued after both
+    streams, and each worker takes its modules one at a time as it nears its own stream's end."""
     for item in items:
         if "tests/lab/" in str(item.path).replace("\\", "/"):
             item.add_marker(pytest.mark.lab)
@@ -51,12 +51,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
 
 
 def lab_order(item: pytest.Item) -> tuple[bool, ...]:
-    """Sort key (False sorts first) of a run with lab-b: the lab tests that need 4 nodes, then
-    lab_last, then the others that must be alone (and the local tests), then the shared ones,
-    then lab-b. So nothing that must be alone is left in the lab stream when lab-b starts (after
-    the local stream): it runs beside the lab stream's shared tests to the end. The lab switches
-    to 4 nodes and back (one `up` more: 15 s busy) before any test but the 4-node ones has made
-    a node's image cache, which an `up` empties. (pytest-xdist queues lab-b, the smallest group, whatever the order.)"""
+    """Sort key (False sorts first) of a run with a tail (lab-b): the lab tests that need 4 nodes,
+    then lab_last, then the others that must be alone (and the local tests), then the shared ones,
+    then the tail. So nothing that must be alone is left in the lab stream when the tail starts
+    (near the end of the local stream): it runs beside the lab stream's shared tests to the end.
+    The lab switches to 4 nodes and back (one `up` more: 15 s busy) before any test but the 4-node
+    ones has made a node's image cache, which an `up` empties. (pytest-xdist queues the tail's
+    groups, the smallest, after both streams whatever the order.)"""
     return (_in_tail(item), _marked(item, "lab_shared"), *(not _marked(item, n) for n in ("four_nodes", "lab_last")))
 
 
@@ -66,7 +67,7 @@ def lab_order_alone(item: pytest.Item) -> tuple[bool, ...]:
 
 
 def _in_tail(item: pytest.Item) -> bool:
-    return any(m.args == (SECOND_STREAM,) for m in item.iter_markers("xdist_group"))
+    return any(in_tail(str(m.args[0])) for m in item.iter_markers("xdist_group") if m.args)
 
 
 def _marked(item: pytest.Item, name: str) -> bool:

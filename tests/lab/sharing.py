@@ -2,8 +2,9 @@
 
 The README's command runs the lab tests in one stream (pytest-xdist group ``lab``, beside the
 unit tests' ``local``) but for the shared tests marked ``lab_waits`` and those of TAIL_MODULES
-(``lab-b``): the local stream's worker takes those once its own tests are done, and they run
-beside the lab stream's shared tests in the run's tail (``stream`` below). With
+(the tail, ``lab-b``, one group per module): each worker takes those module by module once
+its own stream is near its end, and they run beside the lab stream's shared tests in the run's
+tail (``stream`` below). With
 ``SLURM_RL_LAB_STREAMS=2`` and ``-n 3`` the shared tests of SECOND_STREAM_MODULES run in
 ``lab-b`` too, from the start: jobs of two tests side by side on the nodes, as on a shared
 cluster. That mode found two product bugs (two heads starting together on one node took one GCS
@@ -89,20 +90,32 @@ def is_shared(item: pytest.Item) -> bool:
 
 
 def stream(item: pytest.Item) -> str:
-    """The xdist group of a lab test: ``lab``, but ``lab-b`` for a shared test marked lab_waits
+    """The xdist group of a lab test: ``lab``, but a tail group for a shared test marked lab_waits
     (its time is SLURM's clocks) or of TAIL_MODULES, and with SLURM_RL_LAB_STREAMS=2 for the
-    shared tests of SECOND_STREAM_MODULES. Under ``-n 2`` the group ``lab-b`` is the third:
-    pytest-xdist gives it to the first worker near the end of its own, the local stream's, which
-    ends long before the lab's; its tests then run beside the lab stream's shared ones (ordered
-    after all its exclusive ones, 4 nodes included: tests/conftest.py lab_order) on the CPU the
-    lab stream alone leaves idle."""
+    shared tests of SECOND_STREAM_MODULES (there one group, ``lab-b``, the second stream from the
+    start).
+
+    Under ``-n 2`` the tail is one group per module (``lab-b.test_faults``), queued after ``local``
+    and ``lab``: pytest-xdist hands the next one to whichever worker is near the end of what it
+    holds, so both workers take modules until the tail is done, and they end within about one
+    module of each other. (As one group, the whole tail went to the worker that asked first: when
+    the local stream ran slow beside the lab's heavy tests, that was the lab stream's worker, which
+    ran all of it alone, after its own tests, while the other sat idle: ci92, ~570 s.) Its tests
+    run beside the lab stream's shared ones (ordered after all its exclusive ones, 4 nodes
+    included: tests/conftest.py lab_order)."""
     if not is_shared(item):
         return "lab"
+    two_streams = os.environ.get(STREAMS_ENV) == "2"
     if item.get_closest_marker(WAITS_MARK) is not None or item.path.name in TAIL_MODULES:
-        return SECOND_STREAM
-    if os.environ.get(STREAMS_ENV) == "2" and item.path.name in SECOND_STREAM_MODULES:
+        return SECOND_STREAM if two_streams else f"{SECOND_STREAM}.{item.path.stem}"
+    if two_streams and item.path.name in SECOND_STREAM_MODULES:
         return SECOND_STREAM
     return "lab"
+
+
+def in_tail(group: str) -> bool:
+    """Whether an xdist group (``stream``'s answer) is the second stream or one of the tail's."""
+    return group == SECOND_STREAM or group.startswith(f"{SECOND_STREAM}.")
 
 
 class LabLock:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import lab_order, lab_order_alone
-from tests.lab.sharing import TAIL_MODULES, LabLock, note_running, refuse_oversubscribe, stream
+from tests.lab.sharing import STREAMS_ENV, TAIL_MODULES, LabLock, in_tail, note_running, refuse_oversubscribe, stream
 
 
 def taken_in_thread(lock: LabLock, exclusive: bool) -> threading.Event:
@@ -70,7 +70,7 @@ class Item:
 
 def test_with_a_tail_group_4_nodes_then_the_restart_then_alone_then_shared_then_the_tail() -> None:
     items = [Item("last", "lab_last"), Item("a"), Item("four", "four_nodes"), Item("b", "lab_shared"), Item("c")]
-    items[3:3] = [Item("w", "lab_shared", "lab_waits", group="lab-b"), Item("local", group="local")]
+    items[3:3] = [Item("w", "lab_shared", "lab_waits", group="lab-b.test_w"), Item("local", group="local")]
     items.sort(key=lab_order)  # type: ignore[arg-type]
     assert [i.name for i in items] == ["four", "last", "a", "local", "c", "b", "w"]
 
@@ -81,13 +81,33 @@ def test_without_a_tail_group_the_shared_tests_come_before_4_nodes_so_the_lab_ne
     assert [i.name for i in items] == ["a", "c", "b", "four", "last"]
 
 
-def test_the_tail_group_holds_shared_tests_that_wait_or_are_of_its_modules_never_one_that_must_be_alone() -> None:
-    assert stream(Item("w", "lab_shared", "lab_waits")) == "lab-b"  # type: ignore[arg-type]
+def test_the_tail_holds_shared_tests_that_wait_or_are_of_its_modules_never_one_that_must_be_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(STREAMS_ENV, raising=False)
     tail_module = sorted(TAIL_MODULES)[0]
-    assert stream(Item("t", "lab_shared", module=tail_module)) == "lab-b"  # type: ignore[arg-type]
+    waits, tail = Item("w", "lab_shared", "lab_waits"), Item("t", "lab_shared", module=tail_module)
+    assert stream(waits) == "lab-b.test_x"  # type: ignore[arg-type]
+    assert stream(tail) == f"lab-b.{tail_module.removesuffix('.py')}"  # type: ignore[arg-type]
+    assert all(in_tail(stream(i)) for i in (waits, tail))  # type: ignore[arg-type]
     assert stream(Item("alone", "lab_waits")) == "lab"  # type: ignore[arg-type]
     assert stream(Item("alone", module=tail_module)) == "lab"  # type: ignore[arg-type]
     assert stream(Item("shared", "lab_shared")) == "lab"  # type: ignore[arg-type]
+    assert not in_tail("lab") and not in_tail("local") and not in_tail("lab-bx")
+
+
+def test_the_tail_is_one_group_per_module_so_both_workers_share_it_but_one_stream_with_two_lab_streams(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pytest-xdist hands a group whole to one worker: as one group, the tail went to whichever
+    worker asked first and the other sat idle to the end (ci92, ~570 s)."""
+    monkeypatch.delenv(STREAMS_ENV, raising=False)
+    modules = sorted(TAIL_MODULES)[:2]
+    groups = {stream(Item(m, "lab_shared", module=m)) for m in modules}  # type: ignore[arg-type]
+    assert len(groups) == 2 and all(map(in_tail, groups))
+    monkeypatch.setenv(STREAMS_ENV, "2")
+    assert {stream(Item(m, "lab_shared", module=m)) for m in modules} == {"lab-b"}  # type: ignore[arg-type]
+    assert in_tail("lab-b")
 
 
 def test_a_shared_tests_job_may_not_oversubscribe_an_exclusive_ones_may() -> None:
