@@ -22,12 +22,14 @@ that started it does; a zygote ends with the server, its forks after a grace (SI
 stay single-threaded: only then is a fork a clean copy. A script: no slurm_rl import.
 """
 
+import importlib.util
 import json
 import os
 import selectors
 import socket
 import sys
 import time
+from collections.abc import Callable
 
 from fork_child import Loop, Zygote, become, close_all, pythonpath, receive, say_once, send  # this folder: a script
 
@@ -49,23 +51,20 @@ RAY_MODULES = (  # what Ray's workers and agents import first (Ray 2.60)
 NO_RAYLET_S = 120.0  # a raylet starts its agents at once: a server no process came to is not needed
 
 
-# set in the fork as Python would at start (PYTHONBREAKPOINT: read at each breakpoint(); Ray's
-# ray.init puts it in a driver's environment, which init_ray gives the job's workers)
-SET_IN_FORK = ("PYTHONUNBUFFERED", "PYTHONPATH", "PYTHONBREAKPOINT")
-
-
-def fingerprint(env: "dict[str, str]") -> dict:
-    """What no fork can change, so a client whose own differs gets ``exec`` (forked.py sends
-    the same facts of its interpreter)."""
-    flags = {
-        k: getattr(sys.flags, k) for k in dir(sys.flags) if not k.startswith(("_", "n_", "count", "index", "no_site"))
-    }
-    fixed = {k: v for k, v in env.items() if k.startswith(("PYTHON", "LD_")) and k not in SET_IN_FORK}
-    return {"executable": sys.executable, "flags": flags, "x": sys._xoptions, "env": fixed}
+def client_fingerprint() -> Callable[[], dict]:
+    """The client's own ``fingerprint`` (light_setup/forked.py), loaded from its file: what no fork
+    can change is then computed one way on both sides (the client imports nothing of this folder).
+    Not put on sys.path, which the forks inherit."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "light_setup", "forked.py")
+    spec = importlib.util.spec_from_file_location("slurm_rl_fork_client", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.fingerprint
 
 
 def differs(ours: dict, theirs: dict) -> str:
-    """Which of the facts of FINGERPRINT differs, the variables by name; "" when none does."""
+    """Which of the facts of ``fingerprint`` differs, the variables by name; "" when none does."""
     for key, value in ours.items():
         if theirs.get(key) != value:
             if key != "env":
@@ -118,7 +117,7 @@ class Server:
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.listener.bind(path)
         self.listener.listen(128)
-        self.ours = fingerprint(dict(os.environ))
+        self.ours = client_fingerprint()()  # the same facts of this interpreter
         self.hooks = added_startup_code()
         self.said: set[str] = set()
         self.zygotes: dict[str, tuple[int, socket.socket]] = {}

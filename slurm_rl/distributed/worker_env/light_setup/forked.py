@@ -43,7 +43,8 @@ SET_IN_FORK = ("PYTHONUNBUFFERED", "PYTHONPATH", "PYTHONBREAKPOINT")
 
 
 def fingerprint() -> dict:
-    """The same facts as the server's ``fingerprint`` (fork_server.py), of this interpreter."""
+    """What no fork of the server can change, of this interpreter: where the server's differ (it
+    runs this same function: fork_server.py), the client is answered ``exec``."""
     flags = {
         k: getattr(sys.flags, k) for k in dir(sys.flags) if not k.startswith(("_", "n_", "count", "index", "no_site"))
     }
