@@ -74,12 +74,10 @@ def _marked(item: pytest.Item, name: str) -> bool:
     return item.get_closest_marker(name) is not None
 
 
-# Both streams run at the same priority. The local stream used to lower its own (nice 5) while
-# the lab stream alone was the critical path; since lab-b runs in the local worker's tail and the
-# two workers' spans end together (ci90: 1352 and 1482 s), a niced local stream only made that
-# worker's span depend on what the lab ran beside it: a local test waiting on Ray workers took
-# 13x longer beside the lab's healing tests than beside its site checks (ci90 against ci92), and
-# ci91's local stream took 1470 s against ci90's 783 s, so the run waited for it.
+# Both streams run at the same priority: both workers take the tail's modules as their streams
+# end, and end together, so neither stream is the one to favour. A niced local stream (until ci92)
+# made its worker's span depend on what the lab ran beside it: 783 s in ci90, 1470 s in ci91
+# (docs/measurements.md).
 
 
 TIMES_ENV = "SLURM_RL_TEST_TIMES"  # .ci/run: a file each test's phases are appended to (its summary)
