@@ -71,7 +71,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         yield
         return
     lock = lab_lock()
-    lock.take(exclusive=_alone(item) or _suite_lab is not None)
+    lock.take(exclusive=_alone(item) or _suite_lab is not None, test=item.nodeid)
     note_running(item)
     try:
         yield
@@ -85,5 +85,5 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     # the last lab test needed 4 nodes: the lab goes back as it was (unless the caller replaces
     # the lab next anyway: tests/lab/slurm-versions)
     if _suite_lab is not None and not os.environ.get("SLURM_LAB_KEEP_4"):
-        lab_lock().take(exclusive=True)
+        lab_lock().take(exclusive=True, test="the session's end (the lab back to 3 nodes)")
         lab_up(*_suite_lab)

@@ -30,13 +30,16 @@ not oversubscribe starts beside either kind.
 A waiting exclusive test goes first: it holds a turnstile that a shared test passes through
 before it takes its own lock (flock(2) alone lets one stream's run of shared tests starve the
 other's exclusive one). The lock is outside the test's timeout (the hook wraps pytest-timeout's)
-and outside ``--durations``: a test's time is its own work."""
+and outside ``--durations``: a test's time is its own work. Its wait is bounded (LOCK_WAIT_S,
+longer than the longest run of exclusive tests a stream holds it for): past it the test fails
+naming the holder (its test, worker and how long), which each holder writes beside the lock."""
 
 from __future__ import annotations
 
 import fcntl
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import IO
 
@@ -118,32 +121,74 @@ def in_tail(group: str) -> bool:
     return group == SECOND_STREAM or group.startswith(f"{SECOND_STREAM}.")
 
 
-class LabLock:
-    """This process's hold on the lab: None, "shared" or "exclusive"."""
+LOCK_WAIT_S = 2400.0  # a stream's longest exclusive run was ~800 s (ci88); CI's whole pytest ~1500 s
+LOCK_POLL_S = 0.2
 
-    def __init__(self, folder: Path) -> None:
+
+class LabLock:
+    """This process's hold on the lab: None, "shared" or "exclusive"; every wait bounded."""
+
+    def __init__(self, folder: Path, wait_s: float = LOCK_WAIT_S) -> None:
         folder.mkdir(parents=True, exist_ok=True)
+        self.folder, self.wait_s = folder, wait_s
         self._turnstile: IO[str] = open(folder / "turnstile", "a")  # noqa: SIM115 (held for the session)
         self._lab: IO[str] = open(folder / "lab", "a")  # noqa: SIM115
         self.held: str | None = None
+        self.me = f"{os.environ.get('PYTEST_XDIST_WORKER', 'pytest')} (pid {os.getpid()})"
 
-    def take(self, exclusive: bool) -> None:
+    def take(self, exclusive: bool, test: str = "") -> None:
         if self.held == "exclusive" or (self.held == "shared" and not exclusive):
             return
         if self.held == "shared":  # never held across tests, but a shared hold is not upgraded
             self.release()
-        fcntl.flock(self._turnstile, fcntl.LOCK_EX)
+        deadline = time.monotonic() + self.wait_s
+        self._flock(self._turnstile, fcntl.LOCK_EX, deadline, test)
         if exclusive:
-            fcntl.flock(self._lab, fcntl.LOCK_EX)  # the turnstile stays held: no new shared test
+            try:
+                self._flock(self._lab, fcntl.LOCK_EX, deadline, test)  # the turnstile stays held
+            except BaseException:
+                fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+                raise
             self.held = "exclusive"
         else:
-            fcntl.flock(self._lab, fcntl.LOCK_SH)
-            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+            try:
+                self._flock(self._lab, fcntl.LOCK_SH, deadline, test)
+            finally:
+                fcntl.flock(self._turnstile, fcntl.LOCK_UN)
             self.held = "shared"
+        self._note_holder(test)
+
+    def _flock(self, f: IO[str], how: int, deadline: float, test: str) -> None:
+        while True:
+            try:
+                fcntl.flock(f, how | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"{test or 'a lab test'} waited {self.wait_s:.0f} s for the lab lock ({self.folder}):"
+                        f" held by {self.holders()}"
+                    ) from None
+                time.sleep(LOCK_POLL_S)
+
+    def _note_holder(self, test: str) -> None:
+        (self.folder / f"holder-{os.getpid()}").write_text(f"{self.held} {time.time():.0f} {self.me} {test}\n")
+
+    def holders(self) -> str:
+        """Who holds the lock now, as each holder wrote it: its kind, test, worker and for how long."""
+        out = []
+        for path in sorted(self.folder.glob("holder-*")):
+            try:
+                kind, since, rest = path.read_text().strip().split(" ", 2)
+            except (OSError, ValueError):
+                continue
+            out.append(f"{rest} ({kind}, for {time.time() - float(since):.0f} s)")
+        return "; ".join(out) or "nobody that said so"
 
     def release(self) -> None:
         if self.held is None:
             return
+        (self.folder / f"holder-{os.getpid()}").unlink(missing_ok=True)
         fcntl.flock(self._lab, fcntl.LOCK_UN)
         if self.held == "exclusive":
             fcntl.flock(self._turnstile, fcntl.LOCK_UN)

@@ -5,6 +5,7 @@ the order of the lab tests (tests/conftest.py)."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,18 @@ def test_a_shared_tests_job_may_not_oversubscribe_an_exclusive_ones_may() -> Non
     finally:
         note_running(None)
     refuse_oversubscribe(("submit", "spec.json", "x.py", "--oversubscribe"))
+
+
+def test_a_wait_for_the_lab_lock_is_bounded_and_names_the_holder(tmp_path: Path) -> None:
+    holder, waiter = LabLock(tmp_path), LabLock(tmp_path, wait_s=0.5)
+    holder.take(exclusive=True, test="tests/lab/test_x.py::test_alone")
+    started = time.monotonic()
+    with pytest.raises(
+        TimeoutError, match=r"test_y waited 0 s .*held by .*tests/lab/test_x.py::test_alone \(exclusive, for \d+ s\)"
+    ):
+        waiter.take(exclusive=False, test="test_y")
+    assert time.monotonic() - started < 5
+    holder.release()
+    waiter.take(exclusive=False, test="test_y")  # free again: taken at once, the turnstile not left held
+    assert waiter.held == "shared"
+    assert "test_y (shared" in LabLock(tmp_path).holders()
