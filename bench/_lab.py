@@ -42,31 +42,57 @@ def wait_file(path: Path, timeout_s: float = 120) -> None:
         time.sleep(0.1)
 
 
+class ProbeError(RuntimeError):
+    """A probe that could not look (its command failed, or it did not finish): never read as
+    "nothing left"."""
+
+
+DONE = "probe: looked"  # the last line of a probe that ran to its end
+
+# Every process whose environment carries the job's marker variable or whose command line names
+# its temp dir; a process gone between listing and reading is skipped, anything else fails.
+PIDS = """
+import os, sys
+job, me = sys.argv[1], os.getpid()
+marker, temp = f"SLURM_RL_JOB_ID={job}".encode(), f"/tmp/srl-{job}".encode()
+for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != me):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\\0")
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        continue
+    if marker in env or temp in cmd:
+        print(pid)
+print(sys.argv[2])
+"""
+
+
+def probe(node: str, argv: list[str], what: str) -> list[str]:
+    """ARGV's output lines in NODE, which must exit 0 and print DONE last (ProbeError otherwise)."""
+    try:
+        res = subprocess.run([str(LAB), "exec", node, "--", *argv], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired as e:
+        raise ProbeError(f"{what} on {node}: no answer in 30 s") from e
+    lines = res.stdout.splitlines()
+    if res.returncode != 0 or not lines or lines[-1] != DONE:
+        raise ProbeError(f"{what} on {node} could not look: exit {res.returncode}: {res.stderr.strip()[-200:]}")
+    return lines[:-1]
+
+
 def job_pids(node: str, job_id: int | str) -> list[str]:
     """/proc entries on ``node`` carrying the job's marker variable or its temp dir."""
-    script = (
-        f"echo $$; grep -lzx SLURM_RL_JOB_ID={job_id} /proc/[0-9]*/environ; "
-        f"grep -lz /tmp/srl-{job_id} /proc/[0-9]*/cmdline; true"
-    )
-    out = subprocess.run(
-        [str(LAB), "exec", node, "--", "sh", "-c", script], capture_output=True, text=True, timeout=30
-    ).stdout.splitlines()
-    shell = out[0].strip() if out else ""  # this shell's own command line names the temp dir
-    return sorted({line.split("/")[2] for line in out if line.startswith("/proc/")} - {"self", shell})
+    return sorted(probe(node, [sys.executable, "-I", "-c", PIDS, str(job_id), DONE], "the process probe"))
 
 
 def temp_dirs(node: str, job_id: int | str) -> list[str]:
     """The job's node-local temp dir on ``node`` (its Ray sessions), if it is still there."""
-    out = subprocess.run(
-        [str(LAB), "exec", node, "--", "sh", "-c", f"ls -d /tmp/srl-{job_id} 2>/dev/null; true"],
-        capture_output=True, text=True, timeout=30,
-    ).stdout  # fmt: skip
-    return out.split()
+    script = f'd=/tmp/srl-{job_id}; if [ -e "$d" ]; then echo "$d"; fi; echo "{DONE}"'
+    return probe(node, ["sh", "-c", script], "the temp dir probe")
 
 
 def containers(node: str, job_id: int | str) -> list[str]:
     """The job's unpacked container filesystems on ``node`` (`enroot list`)."""
-    out = subprocess.run(
-        [str(LAB), "exec", node, "--", "enroot", "list"], capture_output=True, text=True, timeout=30
-    ).stdout.split()
-    return [c for c in out if c.startswith((f"pyxis_{job_id}.", f"pyxis_{job_id}_"))]
+    out = probe(node, ["sh", "-c", f'enroot list && echo "{DONE}"'], "the container probe")
+    return [c for line in out for c in line.split() if c.startswith((f"pyxis_{job_id}.", f"pyxis_{job_id}_"))]

@@ -1,4 +1,4 @@
-"""A Ray node whose Python processes start as forks of its fork server (slurm-rl's default) vs
+"""A Ray node whose Python processes start as forks of its fork server (PYTHONHASHSEED fixed) vs
 as fresh interpreters (``SLURM_RL_RAY_FORK=0``), on a fresh local Ray each, in one run: the
 machine's busy CPU-seconds (from /proc/stat: run it on an idle machine) and the wall time from
 ``init_ray()`` to N actors answering, the node's start and its two agents included.
@@ -39,7 +39,12 @@ ray.shutdown()
 
 
 def one(actors: int, fork: str) -> tuple[float, float]:
-    env = {**os.environ, "SLURM_RL_RAY_FORK": fork, "RAY_AUTH_MODE": "disabled"}
+    env = {
+        **os.environ,
+        "SLURM_RL_RAY_FORK": fork,
+        "RAY_AUTH_MODE": "disabled",
+        "PYTHONHASHSEED": "0",
+    }  # forking needs it
     env.pop("RAY_ADDRESS", None)
     out = subprocess.run(
         [sys.executable, "-c", ONE_RUN, str(actors)], env=env, capture_output=True, text=True, check=True

@@ -1,12 +1,13 @@
 """A seeded chaos soak on the lab that is up (issue 59): a reproducible mix of jobs, a fault in
 about one job in three, invariants checked after every job and at the end; each violation
 printed with the seed, the job and the step that reproduces it. The last line:
-``soak: N jobs, F faults (class: count, ...), V violations``.
+``soak: N jobs, F faults planned, L landed (class: landed/planned, ...), V violations (seed S)``;
+the exit code is 1 when V > 0.
 
     tests/lab/slurm-lab up --nodes 3 --pyxis --gpus 4
     python bench/soak.py --seed 7 --jobs 30 --concurrency 3 [--spec cluster_specs/lab.json]
         [--pyxis-spec cluster_specs/lab-pyxis.json] [--gpu-spec cluster_specs/lab-gpu.json]
-        [--all-faults] [--oom (on `up --cgroup`)] [--parts] [--shapes] [--heal]
+        [--all-faults] [--oom (on `up --cgroup`)] [--parts] [--shapes] [--heal] [--cover]
 
 Jobs: 1 to 3 nodes, bare or in containers (Pyxis with --pyxis-spec, Apptainer with
 --apptainer-spec, on a lab that has them), about one in four with a GPU per node (--gpu-spec, on
@@ -19,11 +20,16 @@ driver exception, driver SIGKILL, scancel during bring-up and during the run, te
 bring-up and during the run, a Ray daemon SIGKILLed while the job runs (a worker node's raylet,
 the head's GCS); with --all-faults also the time limit, a node failed and revived, a preemption
 and a held port; with --oom an OOM kill (bench/soak_faults.py). Meanwhile two readers call
-`status`, `list` and `logs` of the newest job in a loop. Invariants: what `status --json` says agrees with SLURM
-and with the fault (a cancelled job never says COMPLETED; an untouched job completes with its
-own right answer); 0 processes, 0 temp dirs and 0 containers of the job on every node; the job dir complete;
-the job index lists every job once; no command hung or printed a traceback.
-CI runs a short seed through tests/lab/test_soak_lab.py; long soaks are this script's."""
+`status`, `list` and `logs` of the newest job in a loop. With --cover, instead of a random mix:
+one job per fault class that lands within 30 s and two untouched (soak_plans.covering_plans),
+the lab-wide preemption last and alone, as CI runs it. Invariants: what `status --json` says
+agrees with SLURM's accounting (`sacct`: bench/soak_accounting.py) and with the fault, which
+must land (a fault whose command found nothing to hit is a violation): a cancelled job never
+says COMPLETED, an untouched job completes with its own right answer; 0 processes, 0 temp dirs
+and 0 containers of the job on every node, each probe's own command checked (one that could
+not look is a violation); the job dir complete; the job index lists every job once; no command
+hung or printed a traceback. CI runs a covering plan through tests/lab/test_soak_lab.py; long
+soaks are this script's."""
 
 from __future__ import annotations
 
@@ -41,6 +47,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _lab import REPO, SPEC
+from soak_accounting import disagreement, sacct_end
+from soak_expected import expected
 from soak_faults import (
     COMMAND_BOUND_S,
     FAULTS,
@@ -48,14 +56,14 @@ from soak_faults import (
     NodeFailures,
     cli,
     driver_args,
-    expected,
     hold_s,
     in_queue,
     inject,
+    landed_by_end,
     submit_flags,
     wait_until,
 )
-from soak_plans import HEAL_FLAGS, Plan, plans, shape_flags
+from soak_plans import HEAL_FLAGS, LAB_WIDE, SHORT_FAULTS, Plan, covering_plans, plans, shape_flags
 from soak_shapes import left_on_nodes, member_jobs_of, run_shape, settled, states, status_json
 
 JOB = REPO / "tests" / "lab" / "experiments" / "soak_job.py"
@@ -69,6 +77,7 @@ class Outcome:
     state: str = ""
     violations: list[str] = field(default_factory=list)
     index_ids: list[str] = field(default_factory=list)  # what the job index must list once each
+    landed: bool = False  # its fault did what it should to the job
 
 
 def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailures) -> Outcome:
@@ -100,8 +109,9 @@ def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailure
     out.job_id, job_dir = str(data["job_id"]), Path(data["job_dir"])
     submitted.append(out.job_id)
     missed: list[str] = []  # a fault that could not land: a violation unless another fault caught the job first
-    if plan.fault != "none":
-        inject(plan.fault, plan.delay_s, out.job_id, job_dir, failures, missed.append)
+    landed = (
+        inject(plan.fault, plan.delay_s, out.job_id, job_dir, failures, missed.append) if plan.fault != "none" else None
+    )
     if not wait_until(lambda: not in_queue(out.job_id), JOB_BOUND_S, 1.0):
         say(f"still in the queue {JOB_BOUND_S} s after submission")
         subprocess.run(["scancel", out.job_id], capture_output=True, timeout=30)
@@ -110,6 +120,10 @@ def run_one(plan: Plan, seed: int, specs: dict[str, Path], failures: NodeFailure
     if not said:
         return out
     out.state = str(said.get("state"))
+    out.landed = bool(landed) if landed is not None else landed_by_end(plan.fault, said)
+    why = disagreement(said, sacct_end(out.job_id))
+    if why:
+        say(f"`status` disagrees with SLURM's accounting: {why}")
     caught = failures.caught(job_dir, since, time.time())
     out.violations += expected(plan.fault, plan.nodes, said, job_dir, caught, plan.heal) + ([] if caught else missed)
     crashed = caught[0] if caught and caught[1] == "failure" else ""
@@ -155,8 +169,10 @@ def soak(
     parts: bool = False,
     shapes: bool = False,
     heal: bool = False,
+    cover: bool = False,
 ) -> tuple[list[Outcome], list[str]]:
-    """Run the seed's plan; returns every job's outcome and the soak-wide violations."""
+    """Run the seed's plan (with COVER, one built to cover FAULTS: ``covering_plans``); returns
+    every job's outcome and the soak-wide violations."""
     failures = NodeFailures()
     specs = {"none": spec, **({"pyxis": spec_pyxis} if spec_pyxis else {})}
     specs.update({"apptainer": spec_apptainer} if spec_apptainer else {})
@@ -169,9 +185,14 @@ def soak(
     for w in watchers:
         w.start()
     try:
-        with ThreadPoolExecutor(concurrency) as pool:
+        if cover:
+            todo = covering_plans(seed, faults, runtimes)
+        else:
             todo = plans(seed, jobs, runtimes, faults, gpus=spec_gpu is not None, parts=parts, shapes=shapes, heal=heal)
-            outcomes = list(pool.map(lambda p: run_one(p, seed, specs, failures), todo))
+        alone = [p for p in todo if cover and p.fault in LAB_WIDE]  # after the rest, one at a time
+        with ThreadPoolExecutor(concurrency) as pool:
+            outcomes = list(pool.map(lambda p: run_one(p, seed, specs, failures), [p for p in todo if p not in alone]))
+        outcomes += [run_one(p, seed, specs, failures) for p in alone]
     finally:
         stop.set()
         for w in watchers:
@@ -196,11 +217,20 @@ def _index_ids() -> list[str]:
 
 
 def summary(seed: int, outcomes: list[Outcome], problems: list[str]) -> str:
-    faults = Counter(o.plan.fault for o in outcomes if o.plan.fault != "none")
+    """The soak's last line: jobs, faults planned and landed (per class), violations, the seed."""
+    planned = Counter(o.plan.fault for o in outcomes if o.plan.fault != "none")
+    landed = Counter(o.plan.fault for o in outcomes if o.plan.fault != "none" and o.landed)
     violations = sum(len(o.violations) for o in outcomes) + len(problems)
-    per_class = ", ".join(f"{k}: {v}" for k, v in sorted(faults.items())) or "none"
-    jobs, n_faults = len(outcomes), sum(faults.values())
-    return f"soak: {jobs} jobs, {n_faults} faults ({per_class}), {violations} violations (seed {seed})"
+    per_class = ", ".join(f"{k}: {landed[k]}/{v}" for k, v in sorted(planned.items())) or "none"
+    n_planned, n_landed = sum(planned.values()), sum(landed.values())
+    return (
+        f"soak: {len(outcomes)} jobs, {n_planned} faults planned, {n_landed} landed ({per_class}),"
+        f" {violations} violations (seed {seed})"
+    )
+
+
+def violations(outcomes: list[Outcome], problems: list[str]) -> int:
+    return sum(len(o.violations) for o in outcomes) + len(problems)
 
 
 def main() -> None:
@@ -220,12 +250,13 @@ def main() -> None:
     ap.add_argument("--parts", action="store_true", help="also jobs of parts (a GPU lab: labgpu and labcpu)")
     ap.add_argument("--shapes", action="store_true", help="also sweeps, chains and interactive clusters")
     ap.add_argument("--heal", action="store_true", help="also 2-node jobs with --heal 1, healed")
+    ap.add_argument("--cover", action="store_true", help="one job per short fault class (CI's plan; --jobs ignored)")
     args = ap.parse_args()
-    faults = (*FAULTS, *LONG_FAULTS) if args.all_faults else FAULTS
+    faults = (*FAULTS, *LONG_FAULTS) if args.all_faults else SHORT_FAULTS if args.cover else FAULTS
     faults = (*faults, "oom") if args.oom else faults
     outcomes, problems = soak(
         args.seed, args.jobs, args.concurrency, args.spec, args.pyxis_spec, args.apptainer_spec, faults, args.gpu_spec,
-        args.parts, args.shapes, args.heal,
+        args.parts, args.shapes, args.heal, args.cover,
     )  # fmt: skip
     for o in outcomes:
         mark = "ok" if not o.violations else "VIOLATION"
@@ -233,6 +264,7 @@ def main() -> None:
         for v in o.violations:
             print(f"    {v}")
     print("\n".join([*(f"VIOLATION: seed {args.seed}: {p}" for p in problems), summary(args.seed, outcomes, problems)]))
+    sys.exit(1 if violations(outcomes, problems) else 0)
 
 
 if __name__ == "__main__":

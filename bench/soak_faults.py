@@ -29,6 +29,7 @@ OOM_MIB, OOM_LIMIT = "2000", "1500M"  # the oom fault: a task allocates more tha
 RAY_KILLS = {"raylet_kill": "raylet", "gcs_kill": "gcs_server"}  # the fault: the daemon it SIGKILLs
 AFTER_READY = ("scancel_run", "teardown_run", "driver_kill", "node_fail", "preempt", *RAY_KILLS)
 COMMAND_BOUND_S = 120  # no slurm-rl command may take longer (a hang is a violation)
+DOWN_NOW: set[str] = set()  # nodes failed by the soak and not yet revived: nothing on them to look at
 
 
 def cli(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -76,7 +77,7 @@ class NodeFailures:
     failed: list[list] = field(default_factory=list)  # [node, failed at, revived at (inf until then)]
     preempted: list[list] = field(default_factory=list)  # [node, preemptor submitted at, ended at (inf till then)]
 
-    def preempt(self, node: str, say) -> None:  # type: ignore[no-untyped-def]
+    def preempt(self, node: str, say) -> bool:  # type: ignore[no-untyped-def]
         """A job of the higher tier that wants ``node`` whole, for two seconds."""
         with self.lock:
             argv = ["sbatch", "--parsable", "-p", "laburgent", "--exclusive", "-w", node, "-o", "/dev/null"]
@@ -85,25 +86,31 @@ class NodeFailures:
             res = subprocess.run([*argv, "--wrap", "sleep 2"], capture_output=True, text=True, timeout=30)
             if res.returncode != 0:
                 say(f"the preempting job was refused: {res.stderr.strip()[-200:]}")
-                return
+                return False
             urgent = res.stdout.strip().split(";")[0]
-            if not wait_until(lambda: not in_queue(urgent), 120, 0.5):
+            ran = wait_until(lambda: not in_queue(urgent), 120, 0.5)
+            if not ran:
                 say(f"the preempting job {urgent} never ran")
             window[2] = time.time()  # while it pended, SLURM could start a job on the node and preempt it
+            return ran
 
-    def fail_and_revive(self, node: str, job_id: str, say) -> None:  # type: ignore[no-untyped-def]
+    def fail_and_revive(self, node: str, job_id: str, say) -> bool:  # type: ignore[no-untyped-def]
         with self.lock:
             window = [node, time.time(), math.inf]
             self.failed.append(window)
+            DOWN_NOW.add(node)
             res = subprocess.run([str(LAB), "fail", node], capture_output=True, text=True, timeout=60)
             if res.returncode != 0:
+                DOWN_NOW.discard(node)
                 say(f"slurm-lab fail {node}: {res.stderr.strip()[-200:]}")
-                return
+                return False
             wait_until(lambda: not in_queue(job_id), 180, 1.0)
             res = subprocess.run([str(LAB), "revive", node], capture_output=True, text=True, timeout=120)
             window[2] = time.time()
+            DOWN_NOW.discard(node)
             if res.returncode != 0:
                 say(f"slurm-lab revive {node}: {res.stderr.strip()[-200:]}")
+            return True  # it failed under the job, revived or not
 
     def caught(self, job_dir: Path, since: float, until: float) -> tuple[str, str] | None:
         """(node, "failure" or "preemption"): what caught a job on one of its nodes before its
@@ -163,38 +170,67 @@ def _read(path: Path) -> dict:
         return {}
 
 
-def inject(fault: str, delay_s: float, job_id: str, job_dir: Path, nodes: NodeFailures, say) -> None:  # type: ignore[no-untyped-def]
-    """The fault, at its moment."""
+def inject(fault: str, delay_s: float, job_id: str, job_dir: Path, nodes: NodeFailures, say) -> bool | None:  # type: ignore[no-untyped-def]
+    """The fault, at its moment: whether it landed (its command did what it should to the job),
+    or None where only the job's end can tell (a driver's own exception, the time limit, OOM).
+    A fault that could not land says why (``say``)."""
     if fault in ("scancel_bringup", "teardown_bringup"):
         time.sleep(delay_s)
     elif fault in AFTER_READY and not wait_until(lambda: (job_dir / "soak_ready").exists(), 180):
         say("the driver never said it was running")
-        return
+        return False
     cluster = _read(job_dir / "cluster.json")
     head = cluster.get("head_node", "")
     last = (cluster.get("nodes") or [head])[-1]
     if fault.startswith("scancel"):
-        subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
-    elif fault.startswith("teardown"):
+        queued = in_queue(job_id)
+        res = subprocess.run(["scancel", job_id], capture_output=True, text=True, timeout=30)
+        if res.returncode != 0 or not queued:
+            say(f"scancel did not land (exit {res.returncode}, in the queue: {queued}): {res.stderr.strip()[-200:]}")
+            return False
+        return True
+    if fault.startswith("teardown"):
         res = cli("teardown", job_id)
         if res.returncode not in (0, 2) or "Traceback" in res.stderr:
             say(f"teardown exited {res.returncode}: {res.stderr.strip()[-300:]}")
-    elif fault == "driver_kill":
-        argv = [str(LAB), "exec", head, "--", "pkill", "-KILL", "-f", str(job_dir / "experiment.py")]
-        subprocess.run(argv, capture_output=True, timeout=30)
-    elif fault in RAY_KILLS:  # the job's own daemon (its temp dir on the command line)
+        elif res.returncode == 2:
+            say(f"teardown did not land (exit 2: {res.stderr.strip()[-200:]})")
+        return res.returncode == 0
+    if fault == "driver_kill":
+        return _pkill(head, str(job_dir / "experiment.py"), "the driver", say)
+    if fault in RAY_KILLS:  # the job's own daemon (its temp dir on the command line)
         node = last if fault == "raylet_kill" else head
-        argv = [str(LAB), "exec", node, "--", "pkill", "-KILL", "-f", f"{RAY_KILLS[fault]} .*srl-{job_id}"]
-        subprocess.run(argv, capture_output=True, timeout=30)
-    elif fault == "node_fail":
-        nodes.fail_and_revive(last, job_id, say)
-    elif fault == "preempt":
-        nodes.preempt(last, say)
-    elif fault == "held_port":
-        hold_the_port(job_id, say)
+        return _pkill(node, f"{RAY_KILLS[fault]} .*srl-{job_id}", f"{RAY_KILLS[fault]} of the job", say)
+    if fault == "node_fail":
+        return nodes.fail_and_revive(last, job_id, say)
+    if fault == "preempt":
+        return nodes.preempt(last, say)
+    if fault == "held_port":
+        return hold_the_port(job_id, say)
+    return None
 
 
-def hold_the_port(job_id: str, say) -> None:  # type: ignore[no-untyped-def]
+def _pkill(node: str, pattern: str, what: str, say) -> bool:  # type: ignore[no-untyped-def]
+    """SIGKILL what matches PATTERN on NODE; landed if pkill found it (exit 0; 1: none matched)."""
+    argv = [str(LAB), "exec", node, "--", "pkill", "-KILL", "-f", pattern]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    if res.returncode != 0:
+        say(f"{what} on {node} was not killed: pkill exited {res.returncode} {res.stderr.strip()[-200:]}")
+    return res.returncode == 0
+
+
+def landed_by_end(fault: str, status: dict) -> bool:
+    """Whether a fault only the job's end can tell of landed: the driver raised, SLURM's time
+    limit or an OOM kill ended the job (as `status` names it)."""
+    reason = str(status.get("exit_reason") or "")
+    return {
+        "exception": "driver exited 1" in reason,
+        "time_limit": "time limit" in reason,
+        "oom": "OOM: " in reason,
+    }.get(fault, False)
+
+
+def hold_the_port(job_id: str, say) -> bool:  # type: ignore[no-untyped-def]
     """The held job's preferred GCS port taken on every node (another program's), the job
     released, the holders kept until it ends: it must start on other ports and finish."""
     from slurm_rl.core.ports import preferred_gcs_port
@@ -215,75 +251,8 @@ def hold_the_port(job_id: str, say) -> None:  # type: ignore[no-untyped-def]
             say(f"port {port} could not be held on any node (another soak job's?)")
         subprocess.run(["scontrol", "release", job_id], capture_output=True, timeout=30)
         wait_until(lambda: not in_queue(job_id), 300, 1.0)
+        return any(bound)
     finally:
         for h in holders:
             h.kill()
             h.wait(timeout=30)
-
-
-def expected(
-    fault: str, n_nodes: int, status: dict, job_dir: Path, caught: tuple[str, str] | None, heal: bool = False
-) -> list[str]:
-    """What the job must say for its fault (``caught``: a node failure or a preemption under it;
-    ``heal``: a job with --heal 1, which must outlive the loss of a worker node)."""
-    state, code, reason = status.get("state"), status.get("exit_code"), status.get("exit_reason") or ""
-    answer = _read(job_dir / "answer.json")
-    head = _read(job_dir / "cluster.json").get("head_node")
-    lost_worker = (caught and caught[1] == "failure" and caught[0] != head) or (not caught and fault == "raylet_kill")
-    if heal and lost_worker and answer:  # it ran (a node failing as the job starts fails it): healed, it completes
-        if state != "COMPLETED" or code != 0 or not answer.get("ok"):
-            return [f"healing job, a worker node lost ({fault}): {state}, exit {code} ({reason}), answer {answer}"]
-        return []
-    if caught and caught[1] == "failure":  # the node failure it was aimed at, or a neighbour's
-        if state == "CANCELLED" and fault.startswith(("scancel", "teardown")):  # its own cancel came too
-            return []
-        if state == "COMPLETED" and code == 0 and answer.get("ok"):  # done before the loss could end it
-            return []  # (Ray declares a node lost ~10 s after it died; SLURM's NODE_FAIL then comes too late)
-        if state == "COMPLETED" or caught[0] not in reason:
-            return [f"caught by {caught[0]}'s failure: {state}, exit {code} ({reason}): the node is not named"]
-        return []
-    if caught:  # preempted (a neighbour's preemption may also miss it: then it completes right)
-        if state == "COMPLETED" and answer.get("ok"):
-            return []
-        if state == "COMPLETED" or "preempt" not in f"{state} {reason}".lower():
-            return [f"caught by a preemption on {caught[0]}: {state}, exit {code} ({reason}): not named"]
-        return []
-    if fault in ("none", "held_port"):
-        if state != "COMPLETED" or code != 0 or not answer.get("ok") or answer.get("nodes") != n_nodes:
-            what = "untouched" if fault == "none" else "held-port"
-            return [f"{what} job: {state}, exit {code} ({reason}), answer {answer}"]
-        if fault == "held_port":
-            from slurm_rl.core.ports import preferred_gcs_port
-
-            gcs = _read(job_dir / "cluster.json").get("ports", {}).get("gcs")
-            if gcs == preferred_gcs_port(int(job_dir.name)):
-                return [f"held port: the job says it runs its GCS on {gcs}, a port another program held"]
-    elif fault == "oom":
-        if state == "COMPLETED" or "OOM: " not in reason:
-            return [f"OOM: {state}, exit {code} ({reason}): the OOM kill is not named"]
-    elif fault == "exception":
-        if state != "FAILED" or code != 1 or "driver exited 1" not in reason:
-            return [f"driver exception: {state}, exit {code} ({reason})"]
-    elif fault == "driver_kill":
-        if state != "FAILED" or "SIGKILL" not in reason:
-            return [f"driver SIGKILL: {state}, exit {code} ({reason})"]
-    elif fault == "time_limit":
-        if state not in ("TIMEOUT", "FAILED") or "time limit" not in reason:
-            return [f"time limit: {state}, exit {code} ({reason})"]
-    elif fault in RAY_KILLS:
-        # named whatever the end: the head's daemons end the job (FAILED); a worker's raylet may
-        # die while the driver no longer needs that node (COMPLETED, its answer right)
-        named = "Ray died: " in reason and f"'s {RAY_KILLS[fault]} (" in reason
-        if not named or state not in ("COMPLETED", "FAILED"):
-            return [f"{fault}: {state}, exit {code} ({reason!r}): the dead daemon is not named"]
-        if state == "COMPLETED" and (code != 0 or not answer.get("ok")):
-            return [f"{fault}: COMPLETED, exit {code}, answer {answer}"]
-        if fault == "gcs_kill" and state != "FAILED":
-            return [f"gcs_kill: {state}, exit {code} ({reason!r}): a job whose GCS died cannot complete"]
-    elif fault == "node_fail":
-        return [f"node failure: {state}, exit {code} ({reason}): no failed node found among the job's"]
-    elif fault == "preempt":
-        return [f"preemption: {state}, exit {code} ({reason}): the preempted node is not among the job's"]
-    elif state == "COMPLETED" or state not in ("CANCELLED", "FAILED"):
-        return [f"{fault}: {state}, exit {code} ({reason}): a cancelled job never says COMPLETED"]
-    return []

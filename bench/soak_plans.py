@@ -9,7 +9,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from soak_faults import FAULTS
+from soak_faults import FAULTS, LONG_FAULTS
 from soak_shapes import SHAPES
 
 
@@ -71,6 +71,36 @@ def plans(
             out.append(Plan(i, 2, runtime, heal_rng.choice(HEAL_FAULTS), delay, heal=True))
             continue
         out.append(Plan(i, min(nodes, 2) if in_parts else nodes, runtime, fault, delay, on_gpus, in_parts))
+    return out
+
+
+# the faults that land within 30 s of a job's start: CI's short soak covers every one (the time
+# limit, a minute at least, and node failures, SlurmdTimeout's, are the long soak's)
+SHORT_FAULTS = (*FAULTS, "preempt", "held_port")
+# faults that catch every job on a node (preempt: SLURM cancels every lower-tier job there),
+# run by a covering plan after the rest, alone: it lands on the job it is aimed at
+LAB_WIDE = ("preempt", "node_fail")
+assert set(SHORT_FAULTS) <= set(FAULTS) | set(LONG_FAULTS)
+
+
+def covering_plans(
+    seed: int, faults: tuple[str, ...] = SHORT_FAULTS, runtimes: tuple[str, ...] = (), untouched: int = 2
+) -> list[Plan]:
+    """A plan built to cover FAULTS: one job per fault class and UNTOUCHED jobs with none, each
+    one's node count, container runtime (bare or one of RUNTIMES) and bring-up delay drawn from
+    the seed, in the seed's order, the lab-wide faults last (``soak`` runs those alone). Any seed
+    covers every class; CI runs one, the long soak's ``--cover`` any."""
+    rng = random.Random(f"{seed}-cover")
+    kinds = [*faults, *["none"] * untouched]
+    rng.shuffle(kinds)
+    kinds.sort(key=lambda f: f in LAB_WIDE)  # stable: the seed's order otherwise
+    out = []
+    for i, fault in enumerate(kinds):
+        nodes = (
+            rng.choice((2, 3)) if fault in ("raylet_kill", "node_fail") else rng.choice((1, 2, 3))
+        )  # a worker's raylet
+        runtime = rng.choice(("none", *runtimes))
+        out.append(Plan(i, nodes, runtime, fault, rng.uniform(0.0, 4.0)))
     return out
 
 

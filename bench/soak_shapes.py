@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from _lab import containers, job_pids, temp_dirs
-from soak_faults import cli, in_queue, wait_until
+from _lab import ProbeError, containers, job_pids, temp_dirs
+from soak_faults import DOWN_NOW, cli, in_queue, wait_until
 
 SHAPES = ("sweep", "chain", "interactive")
 NODES = [f"node{k}" for k in range(1, 4)]
@@ -24,16 +24,22 @@ ATTACH = "from slurm_rl.distributed import init_ray; import ray; init_ray(); pri
 def left_on_nodes(job_id: str, runtime: str, crashed: str = "") -> list[str]:
     """What of the job is still on a node: processes, its temp dir (Ray's sessions), containers.
     A node that failed under the job (``crashed``) keeps its temp dir until the next job there
-    removes it (job/stale_dirs.py): the soak's last check (``settled``) sees to that."""
-    out = []
-    if not wait_until(lambda: not any(job_pids(n, job_id) for n in NODES), 20, 1.0):
-        out.append(f"{job_id}: processes left: " + json.dumps({n: job_pids(n, job_id) for n in NODES}))
-    others = [n for n in NODES if n != crashed]
-    if not wait_until(lambda: not any(temp_dirs(n, job_id) for n in others), 10, 1.0):
-        out.append(f"{job_id}: temp dirs left: " + json.dumps({n: temp_dirs(n, job_id) for n in others}))
-    if runtime == "pyxis" and any(containers(n, job_id) for n in NODES):
-        out.append(f"{job_id}: containers left: " + json.dumps({n: containers(n, job_id) for n in NODES}))
-    return out
+    removes it (job/stale_dirs.py): the soak's last check (``settled``) sees to that. A node down
+    right now (another job's node failure) has no processes to look at; any other probe that
+    could not look is a violation, never "nothing left"."""
+    up = [n for n in NODES if n not in DOWN_NOW]
+    try:
+        out = []
+        if not wait_until(lambda: not any(job_pids(n, job_id) for n in up), 20, 1.0):
+            out.append(f"{job_id}: processes left: " + json.dumps({n: job_pids(n, job_id) for n in up}))
+        others = [n for n in up if n != crashed]
+        if not wait_until(lambda: not any(temp_dirs(n, job_id) for n in others), 10, 1.0):
+            out.append(f"{job_id}: temp dirs left: " + json.dumps({n: temp_dirs(n, job_id) for n in others}))
+        if runtime == "pyxis" and any(containers(n, job_id) for n in up):
+            out.append(f"{job_id}: containers left: " + json.dumps({n: containers(n, job_id) for n in up}))
+        return out
+    except ProbeError as e:
+        return [f"{job_id}: {e}"]
 
 
 states: dict[str, str] = {}  # job id -> the state `status` said last (for the soak's report)
@@ -48,7 +54,10 @@ def settled(spec: str, job: Path, ids: list[str]) -> list[str]:
     last = str(json.loads(res.stdout.splitlines()[-1])["job_id"])
     if not wait_until(lambda: not in_queue(last), BOUND_S, 1.0):
         return [f"the settling job {last} still in the queue after {BOUND_S} s"]
-    left = {n: [d for i in ids for d in temp_dirs(n, i)] for n in NODES}
+    try:
+        left = {n: [d for i in ids for d in temp_dirs(n, i)] for n in NODES}
+    except ProbeError as e:
+        return [f"after the settling job: {e}"]
     return (
         [f"temp dirs of ended jobs left after a job ran on every node: {json.dumps(left)}"]
         if any(left.values())

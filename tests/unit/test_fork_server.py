@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.timeout(120)
 PROBE = textwrap.dedent(
     """
     import json, os, sys
-    out = {"argv": sys.argv[1:], "cwd": os.getcwd(), "foo": os.environ.get("FOO"), "pid": os.getpid(),
+    out = {"argv": sys.argv[1:], "cwd": os.getcwd(), "rank": os.environ.get("RANK"), "pid": os.getpid(),
            "ppid": os.getppid(), "ray_preloaded": "ray" in sys.modules,
            "path0": [p for p in sys.path if not p.endswith("thirdparty_files")][0],
            "nofile": __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[0],
@@ -56,6 +57,7 @@ def wait_for(check, timeout: float = 20.0) -> bool:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Path]:
     sock = Path("/tmp") / f"srl-fork-{os.getpid()}-{tmp_path.name[-12:]}"
+    STARTED_UNDER[sock] = dict(os.environ)
     proc = start_server(str(sock), str(tmp_path / "server.log"))  # as a node's raylet gets it
     assert wait_for(sock.exists, 10), "the server binds its socket first"
     yield sock
@@ -64,9 +66,13 @@ def server(tmp_path: Path) -> Iterator[Path]:
     sock.unlink(missing_ok=True)
 
 
+STARTED_UNDER: dict[Path, dict[str, str]] = {}  # each server's environment at its start
+
+
 def client(sock: Path, script: Path, *args: str, env: dict[str, str] | None = None, **kw) -> subprocess.Popen:
-    """The client as the raylet starts it: ``python -S forked.py --via=SOCKET SCRIPT ARGS``."""
-    full = {**os.environ, "FOO": "bar", **(env or {})}
+    """The client as the raylet starts it: ``python -S forked.py --via=SOCKET SCRIPT ARGS``, in
+    the environment its server started under (as a raylet's clients are), a worker's RANK set."""
+    full = {**STARTED_UNDER.get(sock, os.environ), "RANK": "7", **(env or {})}
     command = [sys.executable, "-S", str(FORKED), f"--via={sock}", str(script), *args]
     return subprocess.Popen(command, env=full, stdout=subprocess.PIPE, text=True, **kw)
 
@@ -88,9 +94,9 @@ def test_a_forked_command_is_the_clients_command_with_ray_already_imported(
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 3  # the script's own exit code is the client's
     seen = json.loads(out)
-    assert seen["argv"] == ["a", "b c"] and seen["cwd"] == str(work) and seen["foo"] == "bar"
+    assert seen["argv"] == ["a", "b c"] and seen["cwd"] == str(work) and seen["rank"] == "7"
     # /proc/PID/environ (ps e, slurm-rl stacks' RANK) shows the client's environment, not the server's
-    assert sorted(seen["proc_environ"]) == sorted(f"{k}={v}" for k, v in {**os.environ, "FOO": "bar"}.items())
+    assert sorted(seen["proc_environ"]) == sorted(f"{k}={v}" for k, v in {**STARTED_UNDER[server], "RANK": "7"}.items())
     [room] = seen["room"]  # the block's unused rest: one variable, not thousands of empty strings
     assert room.startswith(ROOM_ENV + "=....."), room
     assert seen["path0"] == str(probe.parent)  # as `python probe.py` sets it (after Ray's own entry)
@@ -116,7 +122,7 @@ def test_what_a_fork_cannot_reproduce_is_execd(server: Path, probe: Path, tmp_pa
     # an environment larger than /proc/PID/environ's room in a fork: the same, and ps e shows it
     proc = client(server, probe, env={"BIG": "x" * (ROOM_BYTES + 1024)})
     seen = json.loads(proc.communicate(timeout=60)[0])
-    assert seen["pid"] == proc.pid and "FOO=bar" in seen["proc_environ"]
+    assert seen["pid"] == proc.pid and "RANK=7" in seen["proc_environ"]
     # no server at all: the same
     proc = client(tmp_path / "no-such-socket", probe, "x")
     seen = json.loads(proc.communicate(timeout=60)[0])
@@ -127,7 +133,7 @@ def test_a_site_with_startup_code_of_its_own_execs_every_command(probe: Path, tm
     """sitecustomize (or usercustomize) runs in every Python at its start: a fork would skip it."""
     hooks = tmp_path / "hooks"
     hooks.mkdir()
-    (hooks / "sitecustomize.py").write_text("import os\nos.environ['FOO'] = 'from-sitecustomize'\n")
+    (hooks / "sitecustomize.py").write_text("import os\nos.environ['RANK'] = 'from-sitecustomize'\n")
     env = {**os.environ, "PYTHONPATH": str(hooks)}
     sock = Path("/tmp") / f"srl-fork-hooks-{os.getpid()}"
     server = subprocess.Popen([sys.executable, str(FORK_SERVER), str(sock)], env=env)
@@ -135,7 +141,7 @@ def test_a_site_with_startup_code_of_its_own_execs_every_command(probe: Path, tm
         assert wait_for(sock.exists, 10)
         proc = client(sock, probe, env={"PYTHONPATH": str(hooks)})
         seen = json.loads(proc.communicate(timeout=60)[0])
-        assert seen["pid"] == proc.pid and seen["foo"] == "from-sitecustomize"
+        assert seen["pid"] == proc.pid and seen["rank"] == "from-sitecustomize"
     finally:
         server.kill()
         server.wait()
@@ -178,6 +184,7 @@ def test_the_server_ends_with_the_raylet_it_served_and_its_forks_with_it(
     raylet = subprocess.Popen(
         ["bash", "-c", f'"{sys.executable}" -S {FORKED} --via={server} {probe} sleep {pid_file} & wait'],
         stdout=subprocess.DEVNULL,
+        env=STARTED_UNDER[server],
     )
     assert wait_for(lambda: pid_file.exists() and pid_file.read_text() != "")
     fork = psutil.Process(int(pid_file.read_text()))
@@ -255,3 +262,109 @@ def test_a_forked_and_an_execd_process_waiting_alike_show_one_stack(server: Path
         for p in (forked, execd):
             p.kill()
             p.wait()
+
+
+ENV_PROBE = textwrap.dedent(
+    """
+    import json, os, sys, time
+    print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "ray_preloaded": "ray" in sys.modules,
+                      "env": dict(os.environ), "tz": time.strftime("%Z", time.localtime(0)),
+                      "proc_environ": open("/proc/self/environ", "rb").read().decode().split("\\0")}))
+    """
+)
+
+
+def test_a_fork_may_differ_only_in_variables_read_after_start_and_sees_each(server: Path, tmp_path: Path) -> None:
+    """The one rule (fork_rule.py): each variable a fork may differ in is read by the program
+    through os.environ, which the fork has, /proc/PID/environ with it; any other difference execs."""
+    sys.path.insert(0, str(FORK_SERVER.parent))  # a script of its folder, as the server imports it
+    try:
+        from fork_rule import LATE_NAMES, LATE_PREFIXES  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(FORK_SERVER.parent))
+    script = tmp_path / "env_probe.py"
+    script.write_text(ENV_PROBE)
+    for name in sorted(LATE_NAMES - {"PYTHONPATH", "PYTHONUNBUFFERED"}) + [p + "X_PROBE" for p in LATE_PREFIXES]:
+        value = {"PYTHONBREAKPOINT": "ray.util.rpdb.set_trace", "SPT_NOENV": "1"}.get(name, f"v-{name}")
+        proc = client(server, script, env={name: value})
+        seen = json.loads(proc.communicate(timeout=60)[0])
+        assert seen["pid"] != proc.pid and seen["ray_preloaded"], f"{name} differs: the client was exec'd"
+        assert seen["env"][name] == value and f"{name}={value}" in seen["proc_environ"], name
+
+
+READ_AT_START = [("TZ", "JST-9"), ("LANG", "C.UTF-8"), ("MALLOC_ARENA_MAX", "2"), ("GRPC_VERBOSITY", "debug"),
+                 ("LC_ALL", "C"), ("TMPDIR", "/var/tmp")]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, value", READ_AT_START)
+def test_a_variable_read_at_start_makes_the_client_exec_and_behave_as_exec_would(
+    server: Path, tmp_path: Path, name: str, value: str
+) -> None:
+    script = tmp_path / "env_probe.py"
+    script.write_text(ENV_PROBE)
+    base = STARTED_UNDER[server]
+    if base.get(name) == value:
+        value += "x"
+    proc = client(server, script, env={name: value})
+    seen = json.loads(proc.communicate(timeout=60)[0])
+    assert seen["pid"] == proc.pid and not seen["ray_preloaded"], f"{name} differs: it must be exec'd"
+    if name == "TZ":  # what a fork of a UTC zygote got wrong (issue 76): its libc read TZ at start
+        assert seen["tz"] == "JST"
+    log = (tmp_path / "server.log").read_text()  # why, in the server's log (LANG: Python's UTF-8 mode)
+    assert re.search(rf"env differs \([^)]*{name}|flags differs", log), log
+
+
+def test_a_zygote_retires_once_its_forks_are_gone(tmp_path: Path, probe: Path) -> None:
+    """A zygote per Ray job: once every fork of it has ended (its job ended) it ends too, and the
+    job's next worker gets a new one."""
+    sock = Path("/tmp") / f"srl-fork-retire-{os.getpid()}"
+    STARTED_UNDER[sock] = {**os.environ, "SLURM_RL_FORK_RETIRE_S": "1"}
+    env = {**STARTED_UNDER[sock], ROOM_ENV: "." * ROOM_BYTES}  # as start_server starts it
+    server = subprocess.Popen([sys.executable, str(FORK_SERVER), str(sock)], env=env)
+    try:
+        assert wait_for(sock.exists, 10)
+        first = json.loads(client(sock, probe).communicate(timeout=60)[0])
+        assert first["ray_preloaded"], first
+        zygote = psutil.Process(first["ppid"])
+        assert zygote.ppid() == server.pid
+        assert wait_for(lambda: not zygote.is_running() or zygote.status() == psutil.STATUS_ZOMBIE, 15)
+        second = json.loads(client(sock, probe).communicate(timeout=60)[0])
+        assert second["ray_preloaded"] and second["ppid"] != first["ppid"], "a new zygote for the next worker"
+    finally:
+        server.kill()
+        server.wait()
+        sock.unlink(missing_ok=True)
+
+
+def test_a_node_forks_only_where_every_interpreter_has_one_hash_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forks share their server's hash seed; exec'd siblings draw their own unless PYTHONHASHSEED
+    fixes it: only then does a raylet's command go through the fork server."""
+    from slurm_rl.distributed.worker_env import forking
+
+    started: list[str] = []
+    monkeypatch.setattr(forking, "start_server", lambda path, log: started.append(path))
+    command = ["raylet", "--session_dir=/tmp/srl-x/session", f"{forking.WORKER_FLAG}python w.py --a"]
+    for seed, forks in (("", False), ("random", False), ("0", True), ("1234", True)):
+        monkeypatch.setenv("PYTHONHASHSEED", seed)
+        out, _ = forking.with_fork_server(command, ["w.py"])
+        assert (out != command) is forks and bool(started) is forks, seed
+        started.clear()
+    monkeypatch.setenv(forking.CHOICE_ENV, "0")
+    assert forking.with_fork_server(command, ["w.py"])[0] == command
+
+
+def test_what_torch_cuda_nccl_and_openmp_read_at_load_a_fork_reads_as_exec_would(server: Path, tmp_path: Path) -> None:
+    """TORCH_*, CUDA_*, NCCL_*, OMP_*: read when those libraries load; no zygote has loaded them,
+    so a fork that imports torch reads them then (OMP_NUM_THREADS: torch's own thread count)."""
+    script = tmp_path / "loads.py"
+    script.write_text(
+        "import json, os, sys\nmaps = open('/proc/self/maps').read()\n"
+        "before = {'torch': 'torch' in sys.modules, 'libs': [l for l in ('libtorch', 'libgomp', 'libcuda', 'libnccl')"
+        " if l in maps], 'pid': os.getpid(), 'preloaded': 'ray' in sys.modules}\n"
+        "import torch\nprint(json.dumps({**before, 'threads': torch.get_num_threads()}))\n"
+    )
+    proc = client(server, script, env={"OMP_NUM_THREADS": "1", "TORCH_CPP_LOG_LEVEL": "ERROR", "NCCL_DEBUG": "WARN"})
+    seen = json.loads(proc.communicate(timeout=120)[0])
+    assert seen["pid"] != proc.pid and seen["preloaded"], "forked"
+    assert not seen["torch"] and seen["libs"] == [], "nothing that reads them is loaded before the fork"
+    assert seen["threads"] == 1  # (unset: one per CPU, 2 on CI)

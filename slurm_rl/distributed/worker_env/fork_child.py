@@ -17,9 +17,12 @@ import time
 from typing import Any
 
 import fork_environ  # this folder: fork_server.py runs as a script
+from fork_rule import unlike
 
 GRACE_S = 2.0  # once the raylet is gone, how long forks get to notice it before SIGKILL
 PACKET = 1 << 20
+# a zygote none of whose forks is alive for this long ends: Ray ends a job's workers with the job
+RETIRE_S = float(os.environ.get("SLURM_RL_FORK_RETIRE_S") or 10.0)
 
 
 def receive(sock: socket.socket, max_fds: int) -> "tuple[dict, list[int]]":
@@ -103,7 +106,9 @@ def path_conflict(theirs: "list[str]", base: "list[str]") -> str:
 class Zygote:
     """Ray imported under one ``RAY_*`` environment; forks each request it is handed."""
 
-    def __init__(self, control: socket.socket, base: "list[str]", start: "list[str]") -> None:
+    def __init__(self, control: socket.socket, base: "list[str]", start: "list[str]", env: "dict[str, str]") -> None:
+        self.env = env  # the environment it imported Ray under
+        self.idle_since: float | None = None  # when its last fork ended
         self.base = base  # the PYTHONPATH entries this process's sys.path was made with
         self.start = start  # its sys.path before it imported anything
         self.area = fork_environ.env_area()  # a fork's too: where its /proc/PID/environ is read from
@@ -128,16 +133,32 @@ class Zygote:
                 else:
                     self.client_gone(obj)
             self.reap()
+            if self.retired():
+                return None
+
+    def retired(self) -> bool:
+        """No fork alive for RETIRE_S (Ray ends a job's workers with the job) and no request
+        waiting: the zygote ends. A request sent meanwhile finds the control socket closed and
+        its client execs (the server forgets this zygote when it reaps it)."""
+        if self.forks:
+            self.idle_since = None
+            return False
+        now = time.monotonic()
+        self.idle_since = self.idle_since or now
+        if now - self.idle_since < RETIRE_S or self.loop.selector.select(0):
+            return False
+        self.control.close()
+        return True
 
     def fork(self, request: dict, fds: "list[int]") -> bool:
         client = socket.socket(fileno=fds[3])
         client.setblocking(True)  # the server's timeout left the shared file non-blocking
         request["pythonpath"] = pythonpath(request["env"], request["cwd"])
         request["environ"], room = fork_environ.block(request["env"]), self.area[1] - self.area[0]
-        if len(request["environ"]) > room:
+        why = unlike(self.env, request["env"])
+        if not why and len(request["environ"]) > room:
             why = f"its environment is larger than the {room} bytes /proc/PID/environ has room for"
-        else:
-            why = path_conflict(request["pythonpath"], self.base)
+        why = why or path_conflict(request["pythonpath"], self.base)
         if why:
             say_once(self.said, why)
             close_all(fds[:3])
@@ -260,7 +281,10 @@ def become(request: dict) -> str:
             stream.reconfigure(write_through=True)  # type: ignore[union-attr]
     import random
 
-    random.seed()
+    random.seed()  # (os.fork reseeds it too) and numpy's global state, where it is imported: as a fresh start
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
     try:  # the command line the raylet gave the client, for ps and slurm-rl's stacks
         import ray._raylet
 

@@ -32,6 +32,8 @@ import time
 from collections.abc import Callable
 
 from fork_child import Loop, Zygote, become, close_all, pythonpath, receive, say_once, send  # this folder: a script
+from fork_environ import ROOM_ENV
+from fork_rule import unlike
 
 DEPENDENCIES = ("grpc", "google.protobuf", "psutil", "aiohttp.web", "msgpack", "yaml", "jsonschema", "filelock")
 RAY_MODULES = (  # what Ray's workers and agents import first (Ray 2.60)
@@ -118,6 +120,8 @@ class Server:
         self.listener.bind(path)
         self.listener.listen(128)
         self.ours = client_fingerprint()()  # the same facts of this interpreter
+        self.env = {k: v for k, v in os.environ.items() if k != ROOM_ENV}  # what it started and imported under
+        self.zygote_env: dict[str, str] = {}
         self.hooks = added_startup_code()
         self.said: set[str] = set()
         self.zygotes: dict[str, tuple[int, socket.socket]] = {}
@@ -151,7 +155,7 @@ class Server:
             conn.close()
             return None
         self.watch_raylet(conn)
-        why = differs(self.ours, request["fingerprint"])
+        why = differs(self.ours, request["fingerprint"]) or unlike(self.env, request["env"], keyed="RAY_")
         why = why or (f"{self.hooks[0]} runs in each process" if self.hooks else "")
         if why:
             say_once(self.said, why)
@@ -189,6 +193,7 @@ class Server:
                 control.close()
             os.environ.clear()
             os.environ.update(env)
+            self.zygote_env = dict(env)
             preload(RAY_MODULES)
             return theirs
         theirs.close()
@@ -238,7 +243,7 @@ def main(path: str) -> None:
     control = server.serve()
     if control is None:
         return
-    request = Zygote(control, base, start).serve()
+    request = Zygote(control, base, start, server.zygote_env).serve()
     if request is None:
         return
     script = become(request)

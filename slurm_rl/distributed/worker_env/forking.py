@@ -4,8 +4,13 @@ A raylet that slurm-rl starts (lean_node.py) runs every Python process of its no
 worker and its two agents, through ``light_setup/forked.py``: a fork of the node's fork server
 (fork_server.py), which has imported Ray once, instead of a fresh interpreter importing Ray
 again (~0.4-0.6 CPU-s and ~40 MB of private memory each, measured in docs/measurements.md).
-What a fork cannot reproduce (a uv environment's interpreter, other interpreter flags, a
-container's entrypoint) still starts as Ray starts it. ``SLURM_RL_RAY_FORK=0`` turns it off.
+One rule decides: a fork is used only where it cannot be told from an exec. Every fork shares
+its server's hash seed (CPython draws it once, at start, and cannot draw another without
+breaking every str's cached hash), while exec'd siblings each draw their own: so a node forks
+only when its environment fixes ``PYTHONHASHSEED`` (an exec'd worker then has that seed too).
+By default it does not, and nothing forks. Where it does, a process whose interpreter, flags or
+environment differ in anything read before the program reads it (fork_rule.py) is
+still exec'd. ``SLURM_RL_RAY_FORK=0`` turns it off even then.
 """
 
 from __future__ import annotations
@@ -35,6 +40,17 @@ def forking_enabled() -> bool:
     return os.environ.get(CHOICE_ENV, "1").strip().lower() not in ("0", "no", "false", "off")
 
 
+def hash_seed_fixed(env: dict[str, str] | os._Environ[str] = os.environ) -> bool:
+    """Whether PYTHONHASHSEED fixes every interpreter's seed (an integer, not "random")."""
+    seed = env.get("PYTHONHASHSEED", "").strip()
+    return seed.isdigit() and int(seed) <= 4294967295
+
+
+def may_fork() -> bool:
+    """Forks on this node cannot be told from exec'd processes (the module's rule)."""
+    return forking_enabled() and hash_seed_fixed() and not sys.flags.no_site
+
+
 def raylet_arg(command: list[str], flag: str) -> str | None:
     return next((c[len(flag) :] for c in command if c.startswith(flag)), None)
 
@@ -42,14 +58,14 @@ def raylet_arg(command: list[str], flag: str) -> str | None:
 def with_fork_server(command: list[str], scripts: list[str]) -> tuple[list[str], dict[str, str]]:
     """The raylet's COMMAND, its Python processes whose script is one of SCRIPTS run through
     the node's fork server, which this starts, and the variables the raylet needs for it; COMMAND
-    unchanged where it is not a raylet's, forking is off, or a path would not survive the
-    raylet's parsing of its commands.
+    unchanged where it is not a raylet's, forks could be told from exec'd processes (``may_fork``),
+    or a path would not survive the raylet's parsing of its commands.
 
     The agents watch their raylet through the pipe the raylet gives them as stdin (Ray's
     ``RAY_enable_pipe_based_agent_to_parent_health_check``): a forked agent's parent is not the
     raylet, so Ray's other check, by parent pid, would take the raylet for dead."""
     session_dir = raylet_arg(command, "--session_dir=")
-    if session_dir is None or raylet_arg(command, WORKER_FLAG) is None or not forking_enabled() or sys.flags.no_site:
+    if session_dir is None or raylet_arg(command, WORKER_FLAG) is None or not may_fork():
         return command, {}
     path = os.path.join(session_dir, "sockets", SOCKET_NAME)
     if len(path) > MAX_SOCKET_PATH or any(ch in s for s in (path, str(FORKED)) for ch in " \t\"'\\"):
