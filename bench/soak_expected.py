@@ -41,7 +41,7 @@ def expected(
     if caught:  # preempted (a neighbour's preemption may also miss it: then it completes right)
         if state == "COMPLETED" and answer.get("ok"):
             return []
-        if state == "COMPLETED" or "preempt" not in f"{state} {reason}".lower():
+        if state == "COMPLETED" or "preempted by SLURM" not in reason:  # the cause in words, not only the state
             return [f"caught by a preemption on {caught[0]}: {state}, exit {code} ({reason}): not named"]
         return []
     if fault in ("none", "held_port"):

@@ -236,14 +236,13 @@ def hold_the_port(job_id: str, say) -> bool:  # type: ignore[no-untyped-def]
     from slurm_rl.core.ports import preferred_gcs_port
 
     port = preferred_gcs_port(int(job_id))
-    hold = (
-        f"import socket,time; s=socket.socket(); s.bind(('', {port})); s.listen(); "
-        "print(1, flush=True); time.sleep(600)"
+    hold = (  # until its stdin closes: killing `slurm-lab exec` alone left the holder on the node
+        f"import socket,sys; s=socket.socket(); s.bind(('', {port})); s.listen(); "
+        "print(1, flush=True); sys.stdin.read()"
     )
-    holders = [
-        subprocess.Popen([str(LAB), "exec", f"node{k}", "--", "python3", "-c", hold], stdout=subprocess.PIPE, text=True)
-        for k in range(1, 4)
-    ]
+    argv = [str(LAB), "exec", "NODE", "--", sys.executable, "-I", "-c", hold]
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
+    holders = [subprocess.Popen([f"node{k}" if a == "NODE" else a for a in argv], **pipes) for k in range(1, 4)]
     try:
         # each says once it holds it; a node failed by another fault meanwhile holds nothing (and runs no job)
         bound = [h.stdout.readline().strip() == "1" for h in holders if h.stdout]
@@ -254,5 +253,9 @@ def hold_the_port(job_id: str, say) -> bool:  # type: ignore[no-untyped-def]
         return any(bound)
     finally:
         for h in holders:
-            h.kill()
-            h.wait(timeout=30)
+            h.stdin.close()  # type: ignore[union-attr]
+            try:
+                h.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                h.kill()
+                h.wait(timeout=30)

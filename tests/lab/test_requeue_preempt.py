@@ -3,12 +3,13 @@ worker node whose slurmd dies mid-job."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
 
 from slurm_rl.core.events import read_events
-from tests.conftest import LAB
+from tests.conftest import LAB, run_cli
 from tests.lab.helpers import (
     assert_no_leftovers,
     exit_reason,
@@ -67,7 +68,10 @@ def test_worker_node_slurmd_killed(lab: list[str]) -> None:
         # off from SLURM, must notice its head is gone and stop its Ray by itself
         wait_gone(data["job_id"], 150)
         assert_no_leftovers(lab, data["job_id"])
-        assert exit_reason(data)
+        said = json.loads(run_cli("status", str(data["job_id"]), "--json").stdout.splitlines()[-1])
+        # what SLURM made of it, in the reason users read (not only some reason: the node failure)
+        assert said["state"] == "FAILED" and "(SLURM: NODE_FAIL" in said["exit_reason"], said
+        assert exit_reason(data), "the head wrote how the job ended"
     finally:
         # slurmd back on node3: the node restarted as a failed one is (`fail` then `revive`, seconds;
         # a whole `up` took ~25 s), the rest of the lab untouched
@@ -90,7 +94,6 @@ def test_time_left_follows_slurms_end_time_also_after_the_limit_changes(lab: lis
     import json
     import time
 
-    from tests.conftest import run_cli
     from tests.lab.helpers import wait_for
 
     data = start("time_left.py", nodes=1, extra=("--time", "10"))

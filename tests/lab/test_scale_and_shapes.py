@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -40,22 +41,15 @@ def test_a_job_whose_would_be_port_is_taken_still_starts(lab: list[str]) -> None
 
     data = start("check_cluster.py", "1", nodes=1, extra=("--hold",))
     port = preferred_gcs_port(data["job_id"])
-    holders = [
-        subprocess.Popen(
-            [
-                str(LAB),
-                "exec",
-                node,
-                "--",
-                "python3",
-                "-c",
-                f"import socket,time; s=socket.socket(); s.bind(('', {port})); s.listen(); time.sleep(120)",
-            ]
-        )
-        for node in lab
-    ]
+    hold = (  # until its stdin closes (killing `slurm-lab exec` alone would leave it on the node)
+        f"import socket,sys; s=socket.socket(); s.bind(('', {port})); s.listen(); "
+        "print(1, flush=True); sys.stdin.read()"
+    )
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
+    holders = [subprocess.Popen([str(LAB), "exec", n, "--", sys.executable, "-I", "-c", hold], **pipes) for n in lab]
     try:
-        time.sleep(1.0)  # the holders bind their port (nothing to poll from outside the namespaces)
+        # each says once it holds the port
+        assert [h.stdout.readline().strip() for h in holders] == ["1"] * len(lab)  # type: ignore[union-attr]
         subprocess.run(["scontrol", "release", str(data["job_id"])], check=True, timeout=30)
         assert wait_for(lambda: (job_dir(data) / "exit_code").exists(), 120), "the job never ended"
         assert (job_dir(data) / "exit_code").read_text().strip() == "0", (job_dir(data) / "exit_reason").read_text()
@@ -63,7 +57,8 @@ def test_a_job_whose_would_be_port_is_taken_still_starts(lab: list[str]) -> None
         assert cluster["ports"]["gcs"] != port
     finally:
         for h in holders:
-            h.kill()
+            h.stdin.close()  # type: ignore[union-attr]
+            h.wait(timeout=30)
 
 
 def test_status_logs_teardown_by_job_id_from_anywhere(lab: list[str], tmp_path: Path) -> None:
@@ -93,14 +88,36 @@ def test_status_logs_teardown_by_job_id_from_anywhere(lab: list[str], tmp_path: 
     assert_no_leftovers(lab, data["job_id"])
 
 
-@pytest.mark.lab_shared
+# What slurmctld counts of a login node's commands (sdiag, by message type): queries, submission,
+# release. Each SLURM command costs at most 3 (sinfo: partitions, nodes, federation).
+LOGIN_RPCS = (
+    *("REQUEST_JOB_INFO", "REQUEST_JOB_INFO_SINGLE", "REQUEST_JOB_USER_INFO", "REQUEST_PARTITION_INFO"),
+    *("REQUEST_NODE_INFO", "REQUEST_NODE_INFO_SINGLE", "REQUEST_FED_INFO", "REQUEST_SUBMIT_BATCH_JOB"),
+    *("REQUEST_UPDATE_JOB", "REQUEST_BUILD_INFO", "REQUEST_JOB_STEP_INFO", "REQUEST_RESERVATION_INFO"),
+)
+RPCS_PER_COMMAND = 3
+
+
+def controller_rpcs() -> dict[str, int]:
+    """slurmctld's own count of each RPC type since it started (`sdiag`)."""
+    out = subprocess.run(["sdiag"], capture_output=True, text=True, timeout=30, check=True).stdout
+    section = out.split("statistics by message type", 1)[1].split("statistics by user", 1)[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^\s*(\w+)\s+\(\s*\d+\)\s+count:(\d+)", section, re.M)}
+
+
 def test_wait_is_gentle_on_slurmctld(lab: list[str]) -> None:
-    t0 = time.monotonic()
+    """Alone on the lab (no lab_shared): the controller's counts are then this job's."""
+    before, t0 = controller_rpcs(), time.monotonic()
     res, data = submit("exit_code.py", "0", nodes=1)
-    elapsed = time.monotonic() - t0
+    elapsed, after = time.monotonic() - t0, controller_rpcs()
     assert res.returncode == 0, res.stderr
+    got = {k: after.get(k, 0) - before.get(k, 0) for k in LOGIN_RPCS if after.get(k, 0) > before.get(k, 0)}
     # the old loop: 3 RPCs every ~0.6 s; now progress comes from the job dir, SLURM every 2..15 s
-    assert data["slurm_calls"] <= gentle_budget(elapsed), (data["slurm_calls"], elapsed)
+    budget = gentle_budget(elapsed)
+    assert data["slurm_calls"] <= budget, (data["slurm_calls"], elapsed)
+    # what the controller itself served: within the budget, and no more than slurm-rl says it asked
+    assert sum(got.values()) <= RPCS_PER_COMMAND * min(budget, data["slurm_calls"]), (got, data["slurm_calls"], elapsed)
+    assert got.get("REQUEST_SUBMIT_BATCH_JOB") == 1, got
 
 
 def gentle_budget(elapsed: float) -> int:
