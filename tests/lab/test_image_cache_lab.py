@@ -22,7 +22,7 @@ import pytest
 from slurm_rl.core.events import read_events
 from tests.conftest import run_cli
 from tests.lab.helpers import SPEC_PYXIS as SPEC
-from tests.lab.helpers import exit_reason, in_queue, job_containers, last_json, wait_ready
+from tests.lab.helpers import exit_reason, in_queue, job_containers, lab_up_args, last_json, wait_ready
 from tests.lab.test_containers_lab import ended, start
 
 LAB_IMAGE = Path(json.loads(Path(SPEC).read_text())["cpu_image"])
@@ -144,6 +144,9 @@ def test_without_the_cache_a_job_runs_as_pyxis_alone_starts_it(pyxis_lab: list[s
         job = start_with(spec_path, "image_probe.py", "plain", str(barrier))
         seen = probe(job)
         assert len(seen) == 1 and all(r["before"] is None and r["after"] == "plain" for r in seen.values()), seen
+        # mounted from the squashfs exactly where the site says so (slurm-versions' squashfuse stage), else unpacked
+        squashfuse = "--pyxis-squashfuse" in lab_up_args()
+        assert all(r["squashfuse"] is squashfuse for r in seen.values()), (squashfuse, seen)
         assert image_events(job, "image_prepared") == image_events(job, "image_cached") == []
         assert "--container-name" not in (Path(job["job_dir"]) / "sbatch.sh").read_text()
         assert not job_containers(pyxis_lab, job["job_id"])

@@ -2,7 +2,9 @@
 writes TAG into /srl-image-probe and reports what was there before it; then, once every job named
 in WAIT_FOR has written on that node too (files in BARRIER), what is there now.
 
-argv: TAG BARRIER [WAIT_FOR ...]. Prints one JSON line {"probe": [{host, before, after}, ...]}.
+argv: TAG BARRIER [WAIT_FOR ...]. Prints one JSON line {"probe": [{host, before, after,
+squashfuse}, ...]}: squashfuse, whether the container's filesystem is mounted from the image's
+squashfs (Pyxis' use_squashfuse=1 without the cache) rather than unpacked.
 """
 
 import json
@@ -27,7 +29,10 @@ def probe(tag: str, barrier: str, wait_for: list[str]) -> dict:
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and not all(Path(barrier, f"{o}-{host}").exists() for o in wait_for):
         time.sleep(0.2)
-    return {"host": host, "before": before, "after": PROBE.read_text()}
+    with open("/proc/self/mountinfo") as f:  # after " - ": the filesystem type and its source
+        mounts = [line.split(" - ", 1)[1].split()[:2] for line in f if " - " in line]
+    squashfuse = any("squashfuse" in field for mount in mounts for field in mount)
+    return {"host": host, "before": before, "after": PROBE.read_text(), "squashfuse": squashfuse}
 
 
 def main() -> int:
