@@ -128,11 +128,21 @@ image_key() {  # also leaves the environment's file list in $CACHE/image-files.t
 }
 
 # One build at a time (two tests, or `up` and a test, may ask at once; a second waits, then finds
-# the image current).
+# the image current). The wait is bounded and names the holder, which writes itself into the lock
+# file once it holds it (waiters open it without truncating).
+locked() {  # $1: lock file, $2...: the command, run holding it
+  local lock=$1; shift
+  (
+    flock -w 900 9 || die "waited 900 s for $lock: held by $(cat "$lock" 2>/dev/null || echo 'nobody that said so')"
+    echo "pid $BASHPID ($(tr '\0' ' ' </proc/$PPID/cmdline | cut -c1-120)) since $(date +%T)" >"$lock"
+    "$@"
+  ) 9>>"$lock"
+}
+
 cmd_image() {
   need_root
   mkdir -p "$CACHE"
-  (flock -w 900 9 || die "another image build holds $CACHE/image.lock"; build_image) 9>"$CACHE/image.lock"
+  locked "$CACHE/image.lock" build_image
 }
 
 build_image() {
@@ -231,7 +241,7 @@ cmd_gym_image() {
   need_root
   mkdir -p "$CACHE"
   [ -x "$CACHE/base-bookworm-python3/usr/bin/python3" ] || cmd_image >/dev/null
-  (flock -w 900 9 || die "another build holds $CACHE/gym-image.lock"; build_gym_image) 9>"$CACHE/gym-image.lock"
+  locked "$CACHE/gym-image.lock" build_gym_image
 }
 
 build_gym_image() {
