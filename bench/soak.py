@@ -220,12 +220,11 @@ def summary(seed: int, outcomes: list[Outcome], problems: list[str]) -> str:
     """The soak's last line: jobs, faults planned and landed (per class), violations, the seed."""
     planned = Counter(o.plan.fault for o in outcomes if o.plan.fault != "none")
     landed = Counter(o.plan.fault for o in outcomes if o.plan.fault != "none" and o.landed)
-    violations = sum(len(o.violations) for o in outcomes) + len(problems)
     per_class = ", ".join(f"{k}: {landed[k]}/{v}" for k, v in sorted(planned.items())) or "none"
     n_planned, n_landed = sum(planned.values()), sum(landed.values())
     return (
         f"soak: {len(outcomes)} jobs, {n_planned} faults planned, {n_landed} landed ({per_class}),"
-        f" {violations} violations (seed {seed})"
+        f" {violations(outcomes, problems)} violations (seed {seed})"
     )
 
 

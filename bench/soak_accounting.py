@@ -8,7 +8,8 @@ other difference between `status --json` and `sacct` (state, or exit code) is a 
 from __future__ import annotations
 
 import subprocess
-import time
+
+from soak_faults import wait_until
 
 FINAL = (
     "COMPLETED",
@@ -29,8 +30,9 @@ ALSO = {"COMPLETED": ("PREEMPTED", "NODE_FAIL"), "FAILED": ("NODE_FAIL",)}
 def sacct_end(job_id: str, bound_s: float = BOUND_S) -> tuple[str, str] | None:
     """(state, "code:signal") of the job's allocation once sacct has its end; None if it never
     has within BOUND_S (a violation of its own)."""
-    deadline = time.monotonic() + bound_s
-    while True:
+    found: list[tuple[str, str]] = []
+
+    def ended() -> bool:
         out = subprocess.run(
             ["sacct", "-X", "-n", "-P", "-o", "State,ExitCode", "-j", job_id],
             capture_output=True,
@@ -39,10 +41,10 @@ def sacct_end(job_id: str, bound_s: float = BOUND_S) -> tuple[str, str] | None:
         )
         lines = [line.split("|") for line in out.stdout.splitlines() if "|" in line] if out.returncode == 0 else []
         if lines and lines[0][0].split()[0] in FINAL:
-            return lines[0][0].split()[0], lines[0][1]  # "CANCELLED by 0": CANCELLED
-        if time.monotonic() > deadline:
-            return None
-        time.sleep(1.0)
+            found.append((lines[0][0].split()[0], lines[0][1]))  # "CANCELLED by 0": CANCELLED
+        return bool(found)
+
+    return found[0] if wait_until(ended, bound_s, 1.0) else None
 
 
 def disagreement(said: dict, accounted: tuple[str, str] | None) -> str:

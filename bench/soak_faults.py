@@ -240,9 +240,11 @@ def hold_the_port(job_id: str, say) -> bool:  # type: ignore[no-untyped-def]
         f"import socket,sys; s=socket.socket(); s.bind(('', {port})); s.listen(); "
         "print(1, flush=True); sys.stdin.read()"
     )
-    argv = [str(LAB), "exec", "NODE", "--", sys.executable, "-I", "-c", hold]
     pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
-    holders = [subprocess.Popen([f"node{k}" if a == "NODE" else a for a in argv], **pipes) for k in range(1, 4)]
+    holders = [
+        subprocess.Popen([str(LAB), "exec", f"node{k}", "--", sys.executable, "-I", "-c", hold], **pipes)
+        for k in range(1, 4)
+    ]
     try:
         # each says once it holds it; a node failed by another fault meanwhile holds nothing (and runs no job)
         bound = [h.stdout.readline().strip() == "1" for h in holders if h.stdout]

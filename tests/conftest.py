@@ -182,8 +182,8 @@ def lab() -> list[str]:
     while True:
         try:
             nodes = lab_nodes()
-            every = lab_nodes(states=None)
-            last = f"{len(nodes)} usable of {every} (sinfo -p lab)"
+            if len(nodes) < 3:  # what to say if it stays so
+                last = f"{len(nodes)} usable of {lab_nodes(states=None)} (sinfo -p lab)"
         except TimeoutError as e:
             nodes, last = [], str(e)
         if len(nodes) >= 3 or time.monotonic() > deadline:
