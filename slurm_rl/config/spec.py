@@ -36,8 +36,8 @@ from .spec_errors import one_line
 
 SPEC_ENV_VAR = "CLUSTER_SPEC_PATH"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Ray nests <dir>/srl-<job>/session_<date>_<pid>/sockets/raylet (about 70 characters) below it
-NODE_LOCAL_DIR_MAX = 32
+# Ray nests <dir>/srl-<job>/r/session_<date>_<pid>/sockets/raylet (about 72 characters) below it
+NODE_LOCAL_DIR_MAX = 30
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # Variables of the spec's env whose values must never be written into the batch script
 SECRET_NAME = re.compile(r"TOKEN|KEY|PASSWORD|SECRET|PASSWD|CREDENTIAL", re.IGNORECASE)

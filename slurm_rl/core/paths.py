@@ -19,6 +19,17 @@ MARKERS_DIR = "nodes"
 SECRETS_FILE = "secrets.env"
 
 
+RAY_SUBDIR = "r"  # Ray's temp dir, inside the job's node-local dir
+
+
+def ray_temp_dir(temp_dir: str) -> str:
+    """Ray's ``--temp-dir`` inside the job's node-local dir. Ray makes its temp dir (and each
+    session, log and socket dir below it) mode 0777 so that users may share one /tmp/ray; one
+    level down, the job's own dir (mode 0700, this user's) keeps every other user out of all of
+    it: the sockets (object store, raylet, fork server), the logs, the session files."""
+    return f"{temp_dir}/{RAY_SUBDIR}"
+
+
 def node_temp_dir(job_id: int | str, root: str = NODE_TMP_ROOT) -> str:
     """Node-local Ray temp dir of a job under ``root`` (the spec's node_local_dir); short so
     Ray's socket paths fit in 107 bytes."""

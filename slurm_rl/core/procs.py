@@ -3,7 +3,10 @@
 A process belongs to job J when it is positively marked: ``SLURM_RL_JOB_ID=J`` in its
 environment (every bootstrap exports it, and Ray daemons and workers inherit it), or the job's
 node-local temp dir in its command line (Ray daemons carry their session dir). Names are never
-used: ``ray stop`` matches by name and so kills every job's Ray on a shared node.
+used: ``ray stop`` matches by name and so kills every job's Ray on a shared node. Nor another
+user's process: what runs as an ordinary user (every job at a site) looks only at its own uid's
+processes, whatever their command lines say (anyone may start a process whose argv names this
+job's temp dir); root (a site's administrator cleaning up) looks at all.
 """
 
 from __future__ import annotations
@@ -45,10 +48,23 @@ def _inside(path: str, temp_dir: str) -> bool:
     return path == temp_dir or path.startswith(temp_dir + "/")
 
 
+def same_user(proc: psutil.Process) -> bool:
+    """Whether this (non-root) process may call ``proc`` its own: the same real uid."""
+    euid = os.geteuid()
+    if euid == 0:
+        return True
+    try:
+        return proc.uids().real == euid
+    except (psutil.Error, OSError):
+        return False
+
+
 def belongs_to_job(proc: psutil.Process, job_id: str, temp_dir: str | None) -> bool:
     """Positive evidence only: the marker variable, or the job's temp dir in the command line
     or among the open files (Ray daemons and agents keep their logs there open); never a
-    cleanup's command or its launcher's (CLEANUP_WORDS)."""
+    cleanup's command or its launcher's (CLEANUP_WORDS), never another user's (unless root)."""
+    if not same_user(proc):
+        return False
     try:
         cmdline = proc.cmdline()
     except (psutil.Error, OSError):

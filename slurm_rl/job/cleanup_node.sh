@@ -9,8 +9,9 @@
 # A process is the job's only on positive evidence, as in core/procs.py: SLURM_RL_JOB_ID=J in
 # its environment, or the job's temp dir in its command line; never a cleanup's own command, nor
 # what launched it here (an srun on the batch host carries the temp dir too): the word
-# slurm-rl-cleanup or slurm_rl.job.cleanup in its command line. Containers share the node's PID
-# namespace, so their processes are visible (and killable) from here.
+# slurm-rl-cleanup or slurm_rl.job.cleanup in its command line; never another user's process
+# unless this runs as root (anyone may name this job's temp dir in an argv). Containers share the
+# node's PID namespace, so their processes are visible (and killable) from here.
 set -u
 # Killing the job's driver ends the job, and SLURM then signals this step too (SIGTERM, then
 # SIGKILL after KillWait): finish the (bounded) work and print the report regardless.
@@ -27,13 +28,18 @@ while [ -n "$p" ] && [ "$p" -gt 1 ] 2>/dev/null; do
   stat=${stat##*) }; stat=${stat#* }; p=${stat%% *}  # field 4, after "pid (comm) state"
 done
 
+uid=$(id -u)
 # Bash builtins only while scanning, so the scan's own processes never carry the temp dir.
 job_pids() {
-  local d pid item state
+  local d pid item state line
   local -a items args
   for d in /proc/[0-9]*; do
     pid=${d#/proc/}
     case "$ancestors$BASHPID " in *" $pid "*) continue;; esac  # us, and this subshell
+    if [ "$uid" != 0 ]; then  # the Uid line's first field, the real uid
+      while read -r item line; do [ "$item" = Uid: ] && break; done <"$d/status" 2>/dev/null || continue
+      [ "${line%%[[:space:]]*}" = "$uid" ] || continue
+    fi
     args=()
     mapfile -d '' args 2>/dev/null <"$d/cmdline" || continue
     for item in "${args[@]}"; do

@@ -23,7 +23,7 @@ from ..core.job_env import MEMBER_RANK_BASE, JobEnvironment
 from ..core.job_ids import is_array_task, job_number
 from ..core.manifest import JobManifest
 from ..core.parts import PART_RESOURCE_PREFIX, place
-from ..core.paths import JobPaths
+from ..core.paths import JobPaths, ray_temp_dir
 from ..core.ports import PortsBusy, RayPorts, choose_ports
 from ..core.service_states import write_job_dir_pointer
 from .board import Board
@@ -136,7 +136,7 @@ class NodeContext:
     @property
     def ray_session_logs(self) -> Path:
         """Ray's logs of this node's current session (copied to the job dir at the end)."""
-        return Path(self.temp_dir) / "session_latest" / "logs"
+        return Path(ray_temp_dir(self.temp_dir)) / "session_latest" / "logs"
 
     @property
     def stop_flag(self):
@@ -218,7 +218,7 @@ class NodeContext:
             f"--num-cpus={self.cpus}",
             f"--num-gpus={self.gpus}",
             f"--resources={json.dumps(resources)}",
-            f"--temp-dir={self.temp_dir}",
+            f"--temp-dir={ray_temp_dir(self.temp_dir)}",
             "--disable-usage-stats",
             *self.ports.ray_start_args(),
             *extra,

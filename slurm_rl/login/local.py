@@ -38,6 +38,7 @@ from ..core.paths import JobPaths
 from ..core.procs import MARKER_ENV, stop_job_processes
 from . import index
 from .submit import write_token
+from .user_dir import own_user_dir
 
 
 def external_ray_env(spec: ClusterSpec, ray_address: str | None, environ: dict[str, str]) -> dict[str, str]:
@@ -75,6 +76,7 @@ def run_local(
         )
     external = external_ray_env(spec, ray_address, dict(os.environ))
     run_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    own_user_dir(spec.fileroot, user)
     paths = JobPaths.for_job(spec.fileroot, user, name or exp.stem, run_id)
     paths.logs.mkdir(parents=True, exist_ok=True)
     shutil.copy2(exp, paths.experiment)

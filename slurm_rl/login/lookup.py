@@ -33,7 +33,7 @@ def find_job_dir(
     if found is None and client is not None and not is_local(job_id):
         out = client.job_output_path(job_id)
         candidate = JobPaths(Path(out).parent.parent) if out else None
-        if candidate is not None and candidate.manifest.exists() and candidate.job_id == str(job_id):
+        if candidate is not None and candidate.job_id == str(job_id) and readable_manifest(candidate, job_id):
             found = candidate
     if found is None and spec is not None:
         matches = sorted((Path(spec.fileroot) / user).glob(f"*/{job_id}"))
@@ -45,6 +45,18 @@ def find_job_dir(
             f"is it your job? (`slurm-rl list` shows yours)"
         )
     return found
+
+
+def readable_manifest(paths: JobPaths, job_id: JobId) -> bool:
+    """Whether the job dir SLURM names holds a manifest you can read; another user's job (its
+    dir is theirs alone, mode 0700) is a usage error: no command acts on a job that is not yours."""
+    try:
+        return paths.manifest.exists()
+    except PermissionError:
+        owner = paths.job_dir.parent.parent.name
+        raise UnknownJobError(
+            f"job {job_id} is {owner}'s, not yours: slurm-rl acts only on your own jobs (`slurm-rl list` shows yours)"
+        ) from None
 
 
 def resolve_job(

@@ -28,6 +28,7 @@ from .plan import plan_job
 from .preflight import preflight
 from .render import RenderedJob, render_job
 from .snapshot import SNAPSHOT_DIR, copy_files, copy_snapshot, directory_files
+from .user_dir import own_user_dir
 
 
 def write_private(path: Path, text: str) -> None:
@@ -95,9 +96,10 @@ def sbatch_refusal(exc: SlurmCommandError) -> SlurmRlError:
 def make_name_dir(spec: ClusterSpec, opts: JobOptions) -> Path:
     """``<fileroot>/<user>/<name>``, where a job's dir is staged and then named by its id; a
     fileroot that cannot hold it is a usage error naming the fix."""
+    own_user_dir(spec.fileroot, opts.user)
     name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir
     try:
-        name_dir.mkdir(parents=True, exist_ok=True)
+        name_dir.mkdir(exist_ok=True)
     except OSError as exc:
         raise UsageError(
             f"fileroot: cannot create {name_dir} ({exc.strerror}); set fileroot to a writable shared path"

@@ -7,7 +7,7 @@
 #   slurmdbd    /etc/slurm/slurmdbd.conf, listening on the bridge ($HOST_IP:$DBD_PORT)
 #   accounts    lab (everyone's default) and rl; QOS normal (default), high, small (one node
 #               per job at most, refused at submit beyond) and short (10 minutes per job; a
-#               longer one pends forever); users root and srl-other in both
+#               longer one pends forever); root and the lab's users (slurm-lab-users.sh) in both
 #   partition   labqos over all nodes: AllowQos=high, so a job there needs --qos=high
 # Node features (for --constraint) are written by slurm-lab's config: rackA on odd nodes, rackB
 # on even ones, and lab on all.
@@ -21,7 +21,6 @@ DB_PID=$DB_DIR/run/mariadb.pid
 DB_PASS=slurm-lab-db  # a lab-only database on 127.0.0.1; the file holding it is root's, mode 600
 ACCOUNTING_APT="mariadb-server slurmdbd"
 LAB_ACCOUNTS="lab rl"
-LAB_USERS="root srl-other"
 
 # The slurm.conf lines of an accounting lab (empty without accounting).
 accounting_config() {
@@ -107,8 +106,7 @@ create_associations() {
   for a in $LAB_ACCOUNTS; do
     sacctmgr -i add account "$a" Cluster="$cluster" Description="slurm-lab $a" Organization=lab >/dev/null 2>&1 || true
   done
-  for user in $LAB_USERS; do
-    id "$user" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$user"
+  for user in root $(lab_user_names); do  # slurm-lab-users.sh made them
     sacctmgr -i add user "$user" Account="${LAB_ACCOUNTS// /,}" DefaultAccount=lab Cluster="$cluster" >/dev/null 2>&1 || true
     sacctmgr -i modify user "$user" set QOS=normal,high,small,short DefaultQOS=normal >/dev/null 2>&1 || true
   done

@@ -30,7 +30,7 @@ login_keys() {
 ListenAddress $LOGIN_IP
 Port 22
 HostKey $LOGIN_DIR/ssh_host_ed25519_key
-AuthorizedKeysFile $LOGIN_DIR/authorized_keys
+AuthorizedKeysFile $LOGIN_DIR/authorized_keys $STATE/login-users/%u.pub
 PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no

@@ -7,7 +7,7 @@ import pytest
 
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.events import append_event, read_events, write_json
-from slurm_rl.core.paths import JobPaths, node_temp_dir
+from slurm_rl.core.paths import JobPaths, node_temp_dir, ray_temp_dir
 from slurm_rl.core.ports import (
     BLOCK_SIZE,
     PortsBusy,
@@ -92,7 +92,8 @@ def test_free_ports_stay_out_of_the_ephemeral_range() -> None:
 
 def test_node_temp_dir_leaves_room_for_ray_sockets() -> None:
     # Ray puts sockets at <temp>/session_<date>_<time>_<us>_<pid>/sockets/plasma_store (~70 chars)
-    longest = node_temp_dir(4294967295) + "/session_2026-11-22_11-04-45_123456_4194304/sockets/plasma_store"
+    session = "/session_2026-11-22_11-04-45_123456_4194304/sockets/plasma_store"
+    longest = ray_temp_dir(node_temp_dir(4294967295)) + session
     assert len(longest) < 107
 
 

@@ -111,6 +111,19 @@ def preload(names: "tuple[str, ...]") -> None:
     gc.freeze()
 
 
+def same_uid(conn: socket.socket) -> bool:
+    """Whether the peer runs as this server's user (SO_PEERCRED: pid, uid, gid). The socket sits
+    in the session dir, inside the job's node-local dir (mode 0700), so nobody else reaches it;
+    this holds even where the dir was opened."""
+    import struct
+
+    try:
+        _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    except OSError:
+        return False
+    return uid == os.geteuid()
+
+
 class Server:
     """Accepts clients on the node's socket and hands each to the zygote of its environment."""
 
@@ -148,6 +161,9 @@ class Server:
 
     def accept(self) -> "socket.socket | None":
         conn, _ = self.listener.accept()
+        if not same_uid(conn):  # a stranger who could ask for a fork would run code as this user
+            conn.close()
+            return None
         conn.settimeout(10)
         try:
             request, fds = receive(conn, 3)
