@@ -112,14 +112,38 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens"))
 
 
+# Whom `run_cli` runs `slurm-rl` as: None (this process's user), or an ordinary user of the lab
+# (tests/lab/users.py), set for a lab test by the ``lab_user`` fixture (tests/lab/conftest.py).
+CLI_USER: dict[str, str | None] = {"name": None}
+
+
+def user_argv(user: str, argv: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """``argv`` run as ``user`` as its login would set it up: its HOME, USER and LOGNAME, PATH
+    with this interpreter's bin first, and ``env`` (runuser keeps the rest of the environment)."""
+    import pwd
+
+    own = {"HOME": pwd.getpwnam(user).pw_dir, "USER": user, "LOGNAME": user}
+    own["PATH"] = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
+    return ["runuser", "-u", user, "--", "env", *(f"{k}={v}" for k, v in {**own, **(env or {})}.items()), *argv]
+
+
+def cli_argv(*args: str, env: dict[str, str] | None = None) -> list[str]:
+    """argv of `slurm-rl ARGS`, as ``CLI_USER`` when a lab test set one (for a test that runs it
+    another way than run_cli: under a shell's ulimit, or followed with Popen)."""
+    argv = [sys.executable, "-m", "slurm_rl", *args]
+    user = CLI_USER["name"]
+    return user_argv(user, argv, env) if user else argv
+
+
 def run_cli(
     *args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real `slurm-rl` entry point in a subprocess (exit codes and stderr as users see)."""
+    """Run the real `slurm-rl` entry point in a subprocess (exit codes and stderr as users see),
+    as ``CLI_USER`` when a lab test set one."""
     refuse_oversubscribe(args)
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "slurm_rl", *args],
+        cli_argv(*args, env=env),
         capture_output=True,
         text=True,
         env=full_env,

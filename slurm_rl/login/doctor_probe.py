@@ -7,6 +7,7 @@ the login side's."""
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
 import uuid
@@ -15,6 +16,7 @@ from pathlib import Path
 from ..config.spec import ClusterSpec
 from ..core.checks import Check
 from ..runtimes import runtime_of
+from ..runtimes.base import Runtime
 from ..slurm import SlurmClient
 
 PROBE_PREFIX = "SLURM_RL_PROBE "  # slurm_rl.job.probe's line
@@ -62,21 +64,14 @@ def probe_checks(spec: ClusterSpec, client: SlurmClient, timeout_s: float = 180.
             spec.network_interface or "",
         ],
     )
-    argv = [
-        "srun",
-        "--nodes=1",
-        "--ntasks=1",
-        "--time=2",
-        "--job-name=slurm-rl-doctor",
-        "--quiet",
-        *site,
-        *flags,
-        *probe,
-    ]
+    srun = ["srun", "--nodes=1", "--ntasks=1", "--time=2", "--job-name=slurm-rl-doctor", "--quiet", *site]
     try:
-        res = client.run(argv, timeout_s=timeout_s, check=False)
+        needs = runtime_needs(runtime, client, srun, timeout_s)
+        if any(c.status == "fail" for c in needs):  # the container cannot start as this user: say why
+            return [*needs, *not_probed(spec, "not checked: the container cannot start (above)")]
+        res = client.run([*srun, *flags, *probe], timeout_s=timeout_s, check=False)
         line = next((ln for ln in res.stdout.splitlines() if ln.startswith(PROBE_PREFIX)), None)
-        mine = runtime.probe_checks(res.stdout)
+        mine = [*needs, *runtime.probe_checks(res.stdout)]
         if line is None and any(c.status == "fail" for c in mine):  # the runtime said why
             return [*mine, *not_probed(spec, "not checked: the container did not start")[: len(NOT_PROBED)]]
         if line is None:
@@ -94,6 +89,16 @@ def probe_checks(spec: ClusterSpec, client: SlurmClient, timeout_s: float = 180.
         return [*judge(spec, json.loads(line[len(PROBE_PREFIX) :]), marker), *mine]
     finally:
         marker.unlink(missing_ok=True)
+
+
+def runtime_needs(runtime: Runtime, client: SlurmClient, srun: list[str], timeout_s: float) -> list[Check]:
+    """What the runtime needs of the bare node for this user (``needs_shell``), checked by one
+    srun before the container probe; [] for a runtime that needs nothing, or as root (the same
+    uid on the nodes: no srun spent)."""
+    if not runtime.needs_shell or os.geteuid() == 0:
+        return []
+    res = client.run([*srun, "bash", "-c", runtime.needs_shell], timeout_s=timeout_s, check=False)
+    return runtime.needs_checks(res.stdout)
 
 
 def judge(spec: ClusterSpec, node: dict, marker: Path) -> list[Check]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..core.checks import Check
 from .base import PROBE_RUNTIME_PREFIX, Runtime
+from .unprivileged import NEEDS_SHELL, fuse_check, parse_needs
 
 if TYPE_CHECKING:
     from ..config.spec import ClusterSpec
@@ -32,6 +33,7 @@ setuid=false; [ -u "$libexec/apptainer/bin/starter-suid" ] && setuid=true
 root=false; [ "$(id -u)" = 0 ] && root=true
 say "{{\\"found\\": true, \\"version\\": \\"$version\\", \\"userns\\": $userns, \\"setuid\\": $setuid, \\
 \\"root\\": $root}}"
+{NEEDS_SHELL}
 exec apptainer exec --no-mount home,cwd --bind "$fileroot:$fileroot" "$image" "$@"
 """
 
@@ -71,7 +73,7 @@ class Apptainer(Runtime):
     def site_check(self, spec: ClusterSpec, config: dict[str, str]) -> Check | None:
         return None  # it runs on the nodes, not through SLURM: the probe checks it there
 
-    probed = ("apptainer",)
+    probed = ("apptainer", "fuse")
 
     def probe(self, spec: ClusterSpec, python_argv: list[str]) -> tuple[list[str], list[str]]:
         image = spec.cpu_image or spec.gpu_image or ""
@@ -81,7 +83,12 @@ class Apptainer(Runtime):
         line = next((ln for ln in stdout.splitlines() if ln.startswith(PROBE_RUNTIME_PREFIX)), None)
         if line is None:
             return [Check("apptainer", "fail", "the probe job did not say (see the probe's line)")]
-        return [judge(json.loads(line[len(PROBE_RUNTIME_PREFIX) :]))]
+        node = json.loads(line[len(PROBE_RUNTIME_PREFIX) :])
+        needs = parse_needs(stdout)
+        if needs is None or node.get("root") or node.get("setuid") or not node.get("found"):
+            return [judge(node)]  # root, or the setuid starter: the kernel mounts the image
+        without = "Apptainer cannot mount the image as this user (it extracts it, or fails: docs/sites.md)"
+        return [judge(node), fuse_check(needs, without)]
 
 
 def judge(node: dict) -> Check:

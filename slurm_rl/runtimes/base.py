@@ -29,6 +29,9 @@ class Runtime:
     contained: ClassVar[bool] = True  # the job's processes run inside an image (False: bare)
     has_image_cache: ClassVar[bool] = False  # a per-node image cache (`slurm-rl images`)
     probed: ClassVar[tuple[str, ...]] = ()  # names of the checks ``probe_checks`` adds
+    # a plain shell `doctor --probe` runs on the bare node before the probe (what the runtime
+    # needs of the node for a user who is not root: runtimes/unprivileged.py); "": none
+    needs_shell: ClassVar[str] = ""
     # its srun flags are SPANK options: one set for a whole srun, every heterogeneous component
     # included (given per component they must be equal; Pyxis refuses a --container-name repeated)
     step_wide_flags: ClassVar[bool] = False
@@ -93,6 +96,10 @@ class Runtime:
 
     def probe_checks(self, stdout: str) -> list[Check]:
         """Checks from the probe's own lines about the node's runtime (``probe`` printed them)."""
+        return []
+
+    def needs_checks(self, stdout: str) -> list[Check]:
+        """Checks from ``needs_shell``'s line (runtimes/unprivileged.py): [] as root."""
         return []
 
     def preflight(self, spec: ClusterSpec, client: SlurmClient) -> ClusterSpec:

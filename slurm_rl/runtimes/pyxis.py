@@ -16,6 +16,7 @@ from ..core.errors import UsageError
 from ..core.paths import image_cache_dir
 from ..slurm.site import SpankPlugin, site_config, spank_plugins
 from .base import HERE, Runtime
+from .unprivileged import NEEDS_SHELL, enroot_path_checks, parse_needs, userns_check
 
 if TYPE_CHECKING:
     from ..config.spec import ClusterSpec
@@ -126,6 +127,18 @@ class Pyxis(Runtime):
         if spec.image_cache and scope == "job":
             return Check("pyxis", "warn", text, 'image cache off under container_scope=job: set "image_cache": false')
         return Check("pyxis", "ok", text + (", image cache on" if spec.image_cache else ""))
+
+    needs_shell = NEEDS_SHELL
+
+    def needs_checks(self, stdout: str) -> list[Check]:
+        """enroot, as a user who is not root, starts every container in a user namespace and
+        writes its runtime, cache and data paths as that user."""
+        node = parse_needs(stdout)
+        if node is None:
+            return [Check("user namespaces", "fail", "the bare-node check did not say (see the probe's output)")]
+        if node["uid"] == 0:
+            return []
+        return [userns_check(node, "enroot (Pyxis)"), *enroot_path_checks(node)]
 
     def probe(self, spec: ClusterSpec, python_argv: list[str]) -> tuple[list[str], list[str]]:
         image = spec.cpu_image or spec.gpu_image

@@ -166,7 +166,11 @@ case $cmd in
   *) echo "usage: image-cache prepare|list|prune ..." >&2; exit 2 ;;
 esac
 data=$(data_path) || exit 1
-mkdir -p "$meta" || exit 1
+# Per user, as enroot's data path is (a site sets it per user: an image another user prepared is
+# never run from here): META_DIR-UID, this user's own, mode 0700; one somebody else made is refused.
+meta=$meta-$(id -u)
+(umask 077 && mkdir -p "$meta") || exit 1
+[ -O "$meta" ] && [ ! -L "$meta" ] || { echo "image cache: $meta is not this user's ($(id -un)): remove it as root" >&2; exit 1; }
 case $cmd in
   prepare) prepare "$1" "$2" "$3" ;;
   list) list ;;

@@ -3,14 +3,41 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import LAB, lab_nodes
+from tests.conftest import CLI_USER, LAB, lab_nodes
 from tests.lab.helpers import lab_up, lab_up_args, pyxis_missing
 from tests.lab.sharing import is_shared, lab_lock, note_running
+from tests.lab.users import USER
+
+
+@pytest.fixture(autouse=True)
+def lab_user(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """`slurm-rl` as an ordinary user (tests/lab/users.py's USER) in a lab test marked
+    ``as_lab_user``, or in every lab test when SLURM_RL_TEST_USER names one: run_cli runs as it,
+    and the test's tmp_path is its own (the dirs above it may be traversed)."""
+    marked = request.node.get_closest_marker("as_lab_user") is not None
+    name = os.environ.get("SLURM_RL_TEST_USER") or (USER if marked else None)
+    if not name or request.node.get_closest_marker("lab") is None:
+        yield None
+        return
+    if "tmp_path" in request.fixturenames:
+        tmp: Path = request.getfixturevalue("tmp_path")
+        for parent in tmp.parents:
+            if parent == Path("/tmp") or parent == Path("/"):
+                break
+            parent.chmod(parent.stat().st_mode | 0o001)
+        shutil.chown(tmp, name, name)
+    CLI_USER["name"] = name
+    try:
+        yield name
+    finally:
+        CLI_USER["name"] = None
 
 
 @pytest.fixture(scope="session")

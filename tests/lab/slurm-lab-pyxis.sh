@@ -4,9 +4,11 @@
 # pyxis-*.tar.gz and enroot-*.tar.gz in $SLURM_LAB_VENDOR (default: ../shared/vendor beside the
 # checkout). Builds are cached in $CACHE and reused while their inputs are unchanged.
 #
-# Per node, enroot keeps its runtime files under the node's private /tmp and its container root
-# filesystems in $STATE/enroot/<hostname> (not under the /tmp bind: `enroot list` reads the
-# mount table, where a bind shows its source, and pyxis would never find a running container).
+# Per node and per user, enroot keeps its runtime files, cache and container root filesystems in
+# $STATE/enroot/<hostname>/{runtime,cache,data}/user-<uid> (not under the /tmp bind: `enroot list`
+# reads the mount table, where a bind shows its source, and pyxis would never find a running
+# container). Each user's dirs are made by the lab, theirs alone (0700), below root's: as a site
+# makes /run/user/<uid>, so no user can plant another's (enroot_user_dirs in slurm-lab-users.sh).
 #
 # The image (debootstrap minbase + Debian's python3) carries its own environment at
 # /opt/slurm-rl, a path the bare nodes lack, with slurm-rl and the dependency closure copied from
@@ -107,8 +109,8 @@ configure_pyxis() {
   mkdir -p "$(dirname "$ENROOT_CONF")" "$STATE/enroot"
   cat >"$ENROOT_CONF" <<EOF
 # managed by slurm-lab: per-node enroot state (each lab node has its own /tmp and hostname)
-ENROOT_RUNTIME_PATH /tmp/enroot/runtime/user-\$(id -u)
-ENROOT_CACHE_PATH /tmp/enroot/cache/user-\$(id -u)
+ENROOT_RUNTIME_PATH $STATE/enroot/\$(hostname)/runtime/user-\$(id -u)
+ENROOT_CACHE_PATH $STATE/enroot/\$(hostname)/cache/user-\$(id -u)
 ENROOT_TEMP_PATH /tmp
 ENROOT_DATA_PATH $STATE/enroot/\$(hostname)/data/user-\$(id -u)
 EOF

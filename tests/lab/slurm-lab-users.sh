@@ -44,6 +44,10 @@ ensure_user() {
     install -d -o "$user" -g "$(id -g "$user")" -m 0700 "$home/.ssh"
     runuser -u "$user" -- ssh-keygen -q -t ed25519 -N '' -C "$user@slurm-lab" -f "$home/.ssh/id_ed25519"
   fi
+  # a <fileroot>/<name> of an earlier user of that name (a lab killed before `down` forgot it)
+  if [ -d "$LAB_FILEROOT/$user" ] && [ "$(stat -c %u "$LAB_FILEROOT/$user")" != "$(id -u "$user")" ]; then
+    rm -rf "${LAB_FILEROOT:?}/$user"
+  fi
   mkdir -p "$STATE/login-users"; chmod 0755 "$STATE/login-users"
   install -m 0644 "$home/.ssh/id_ed25519.pub" "$STATE/login-users/$user.pub"
 }
@@ -128,7 +132,30 @@ cmd_user() {
   grep -qx "$2" "$USERS_ADDED" 2>/dev/null || echo "$2" >>"$USERS_ADDED"  # the next `up` keeps it
   users_to_rootfs
   user_associations "$2"
+  local d; for d in "$STATE"/enroot/*/; do [ -d "$d" ] && enroot_user_dirs "$(basename "$d")"; done
   log "user $2 (uid $(id -u "$2")): on every node and in accounts ${LAB_ACCOUNTS// /, }; key $(getent passwd "$2" | cut -d: -f6)/.ssh/id_ed25519"
+}
+
+# enroot's per-user dirs on NODE (slurm-lab-pyxis.sh's enroot.conf), for root and every lab user.
+enroot_user_dirs() {
+  local node=$1 kind user
+  for kind in runtime cache data; do
+    mkdir -p "$STATE/enroot/$node/$kind"; chmod 0755 "$STATE/enroot/$node/$kind"
+    for user in root $(lab_user_names); do
+      id "$user" >/dev/null 2>&1 || continue
+      install -d -o "$user" -g "$(id -g "$user")" -m 0700 "$STATE/enroot/$node/$kind/user-$(id -u "$user")"
+    done
+  done
+}
+
+# What a user the lab is about to remove left in the fileroot: its uid may go to another user the
+# next `up` makes, who would then own them (its job dirs, a <fileroot>/<name> slurm-rl refuses).
+forget_user_files() {
+  local user=$1 uid
+  uid=$(id -u "$user")
+  [ -d "$LAB_FILEROOT" ] || return 0
+  rm -rf "${LAB_FILEROOT:?}/$user"
+  find "$LAB_FILEROOT" -xdev -mindepth 1 -uid "$uid" -prune -exec rm -rf {} + 2>/dev/null || true
 }
 
 # `down`: the users the lab created, their homes, and the modes it changed.
@@ -137,8 +164,9 @@ remove_users() {
   restore_machine
   if [ -f "$USERS_MADE" ]; then
     while read -r user; do
-      [ -n "$user" ] || continue
+      [ -n "$user" ] && id "$user" >/dev/null 2>&1 || continue
       pkill -KILL -u "$user" 2>/dev/null || true
+      forget_user_files "$user"
       userdel --remove "$user" 2>/dev/null || true
     done <"$USERS_MADE"
   fi

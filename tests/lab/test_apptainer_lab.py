@@ -94,6 +94,7 @@ def gpu_spec(tmp_path: Path) -> Path:
 
 
 @pytest.mark.lab_shared
+@pytest.mark.as_lab_user  # Apptainer without root, as every user of a site runs it
 def test_every_way_an_apptainer_job_ends_leaves_nothing(apptainer_lab: list[str], tmp_path: Path) -> None:
     outside = Path("/srv") / f"srl-submit-apptainer-{os.getpid()}"  # a submit dir the image lacks
     outside.mkdir(parents=True, exist_ok=True)
@@ -154,5 +155,6 @@ def test_the_doctor_checks_apptainer_on_a_node(apptainer_lab: list[str]) -> None
     assert checks["apptainer"]["found"] == "apptainer 1.4.5 on the node, starts containers as root", checks
     assert checks["python and ray"]["found"].startswith("Python 3.11")  # the image's, probed inside it
     res = run_cli("doctor", str(SPEC), "--json", timeout=60)  # without --probe: said, not guessed
-    last = json.loads(res.stdout.splitlines()[-1])
-    assert last == {"name": "apptainer", "status": "skip", "found": NOT_PROBED, "fix": ""}, last
+    said = {c["name"]: c for c in map(json.loads, res.stdout.splitlines())}
+    assert said["apptainer"] == {"name": "apptainer", "status": "skip", "found": NOT_PROBED, "fix": ""}, said
+    assert said["fuse"]["status"] == "skip", said

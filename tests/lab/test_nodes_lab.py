@@ -6,12 +6,11 @@ import json
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import LAB, REPO
+from tests.conftest import LAB, REPO, cli_argv
 from tests.lab.helpers import (
     EXPERIMENTS,
     SPEC,
@@ -31,8 +30,7 @@ def test_open_files_soft_limit_is_raised_to_the_hard_limit_everywhere(lab: list[
     """SLURM propagates the submitting shell's limits (PropagateResourceLimits=ALL): submitted
     with a soft limit of 1024, the driver and a task on every node still get the hard limit."""
     hard = subprocess.run(["bash", "-c", "ulimit -Hn"], capture_output=True, text=True).stdout.strip()
-    submit = [sys.executable, "-m", "slurm_rl", "submit", SPEC, str(EXPERIMENTS / "limits_check.py")]
-    submit += ["--nodes", "3", "--wait", "--json"]
+    submit = cli_argv("submit", SPEC, str(EXPERIMENTS / "limits_check.py"), "--nodes", "3", "--wait", "--json")
     res = subprocess.run(
         ["bash", "-c", f"ulimit -Sn 1024 && exec {shlex.join(submit)}"],
         capture_output=True, text=True, timeout=180, cwd=REPO,

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from slurm_rl.core.events import read_events
-from tests.conftest import run_cli
+from tests.conftest import cli_argv, run_cli
 from tests.lab.helpers import SPEC_PYXIS, assert_no_leftovers, job_cluster, job_dir, start, submit, wait_for, wait_gone
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(300)]
@@ -69,7 +68,7 @@ def test_a_paused_driver_is_stalled_then_running_again_and_stacks_show_every_nod
     data = start("stall.py", "pause", nodes=2, spec=SPEC_PYXIS, extra=("--stall-timeout", f"{STALL_S}s"))
     jd = job_dir(data)
     jid = data["job_id"]
-    argv = [sys.executable, "-m", "slurm_rl", "logs", str(jid), "-f"]
+    argv = cli_argv("logs", str(jid), "-f")
     follow = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert wait_for(lambda: (jd / "phase-paused").exists(), 180), "the driver never paused"

@@ -14,7 +14,19 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LAB
-from tests.lab.helpers import EXPERIMENTS, assert_no_leftovers, in_queue, job_cluster, wait_for, wait_gone, wait_ready
+from tests.lab.helpers import (
+    EXPERIMENTS,
+    SPEC_APPTAINER,
+    SPEC_PYXIS,
+    apptainer_missing,
+    assert_no_leftovers,
+    in_queue,
+    job_cluster,
+    pyxis_missing,
+    wait_for,
+    wait_gone,
+    wait_ready,
+)
 from tests.lab.laptop import login_key
 from tests.lab.users import (
     OTHER,
@@ -209,3 +221,33 @@ def test_a_fileroot_dir_somebody_else_made_is_refused(lab: list[str]) -> None:
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.splitlines()[-1])["exit_code"] == 0
     assert planted.stat().st_uid == uid(name)
+
+
+USERNS = Path("/proc/sys/user/max_user_namespaces")
+
+
+def test_the_doctor_names_what_an_unprivileged_user_lacks(pyxis_lab: list[str]) -> None:
+    """`doctor --probe` as USER on the Pyxis and Apptainer specs: every check ok; with user
+    namespaces turned off on the machine (for this test alone, under the lab's lock), the line
+    that fails names them and what the site changes, and nothing else is blamed."""
+    why = pyxis_missing() or apptainer_missing()
+    assert not why, why  # CI's lab has both (a missing one fails `up` there)
+    for spec in (SPEC_PYXIS, SPEC_APPTAINER):
+        res = run_as(USER, "doctor", spec, "--probe", "--json", timeout=240)
+        checks = {c["name"]: c for c in map(json.loads, res.stdout.splitlines())}
+        bad = {k: c for k, c in checks.items() if c["status"] not in ("ok", "warn")}
+        assert res.returncode == 0 and not bad, (spec, bad, res.stderr)
+    before = USERNS.read_text()
+    try:
+        USERNS.write_text("0")
+        pyxis = run_as(USER, "doctor", SPEC_PYXIS, "--probe", timeout=240)
+        apptainer = run_as(USER, "doctor", SPEC_APPTAINER, "--probe", timeout=240)
+    finally:
+        USERNS.write_text(before)
+    failed = [ln for ln in pyxis.stdout.splitlines() if ln.startswith("✗")]
+    assert pyxis.returncode == 1 and len(failed) == 1, pyxis.stdout + pyxis.stderr
+    assert "user namespaces: uid" in failed[0] and "max_user_namespaces = 0" in failed[0], failed
+    assert "fix: the site allows unprivileged user namespaces" in failed[0], failed
+    failed = [ln for ln in apptainer.stdout.splitlines() if ln.startswith("✗")]
+    assert apptainer.returncode == 1 and len(failed) == 1, apptainer.stdout + apptainer.stderr
+    assert "no user namespaces for this user, and no setuid starter" in failed[0], failed

@@ -4,19 +4,16 @@ what root (the site's administrator) sees of their jobs on the nodes."""
 from __future__ import annotations
 
 import json
-import os
 import pwd
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
-from tests.conftest import LAB, REPO
+from tests.conftest import LAB, REPO, user_argv
 from tests.lab.helpers import EXPERIMENTS, SPEC
 
 USER = "srl-user"  # the one whose jobs the tests watch
 OTHER = "srl-other"  # the neighbour on the same nodes, and the attacker
-VENV_BIN = str(Path(sys.executable).parent)
 
 
 def home(user: str) -> str:
@@ -28,13 +25,11 @@ def uid(user: str) -> int:
 
 
 def as_user(user: str, argv: list[str], umask: str | None = None) -> list[str]:
-    """``argv`` run as ``user`` the way a login shell would set it up (HOME, USER, PATH with
-    the checkout's venv first); under ``umask`` when given."""
-    env = [f"HOME={home(user)}", f"USER={user}", f"LOGNAME={user}", f"PATH={VENV_BIN}:{os.environ.get('PATH', '')}"]
-    command = ["env", *env, *argv]
+    """``argv`` run as ``user`` the way a login shell would set it up (tests/conftest.py's
+    user_argv); under ``umask`` when given."""
     if umask is not None:
-        command = ["sh", "-c", f"umask {umask} && exec {shlex.join(command)}"]
-    return ["runuser", "-u", user, "--", *command]
+        argv = ["sh", "-c", f"umask {umask} && exec {shlex.join(argv)}"]
+    return user_argv(user, argv)
 
 
 def run_as(

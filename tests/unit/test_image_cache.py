@@ -8,6 +8,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -37,7 +38,15 @@ def node(tmp_path: Path) -> dict[str, Path]:
     (bin_dir / "enroot").chmod(0o755)
     data = tmp_path / "data"
     data.mkdir()
-    return {"bin": bin_dir, "data": data, "meta": tmp_path / "meta", "events": tmp_path / "events.jsonl"}
+    # "meta": META_DIR as the job passes it; the script keeps its files in META_DIR-UID (per user)
+    meta = tmp_path / "meta"
+    return {
+        "bin": bin_dir,
+        "data": data,
+        "meta": meta,
+        "own": Path(f"{meta}-{os.getuid()}"),
+        "events": tmp_path / "events.jsonl",
+    }
 
 
 def cache(node: dict[str, Path], *args: str, budget_mb: int = 100) -> subprocess.CompletedProcess[str]:
@@ -68,7 +77,7 @@ def events(node: dict[str, Path]) -> list[tuple[str, str]]:
 
 def age(node: dict[str, Path], key: str, seconds: float) -> None:
     t = time.time() - seconds
-    os.utime(node["meta"] / f"{key}.used", (t, t))
+    os.utime(node["own"] / f"{key}.used", (t, t))
 
 
 def test_prepared_once_then_cached_and_a_new_version_prepared_again(node: dict[str, Path]) -> None:
@@ -168,7 +177,7 @@ def test_an_image_being_prepared_holds_up_no_other_image_and_is_not_removed_mean
     cache(node, "prepare", "/img/a.sqsh", "a")
     cache(node, "prepare", "/img/b.sqsh", "b")
     # another job holds a's lock (preparing it): b's preparation goes on at once, prune skips a
-    with (node["meta"] / "a.lock").open("w") as lock:
+    with (node["own"] / "a.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         t0 = time.monotonic()
         assert cache(node, "prepare", "/img/b.sqsh", "b").returncode == 0
@@ -187,3 +196,15 @@ def test_a_data_path_the_nodes_share_gets_no_cache(node: dict[str, Path]) -> Non
     res = cache(node, "prepare", "/img/a.sqsh", "a")
     assert res.returncode == 1 and f"data path {node['data']} is on nfs" in res.stderr, res.stderr
     assert "ENROOT_DATA_PATH" in res.stderr and list(node["data"].iterdir()) == []
+
+
+def test_the_bookkeeping_is_per_user_and_one_somebody_else_made_is_refused(node: dict[str, Path]) -> None:
+    assert cache(node, "prepare", "/img/a.sqsh", "a").returncode == 0
+    assert node["own"].stat().st_mode & 0o777 == 0o700 and (node["own"] / "a.json").exists()
+    if os.geteuid() != 0:
+        return  # planting a dir of another uid needs root (CI runs as root)
+    shutil.rmtree(node["own"])
+    node["own"].mkdir(mode=0o777)
+    os.chown(node["own"], 54321, 54321)
+    res = cache(node, "prepare", "/img/a.sqsh", "a")
+    assert res.returncode == 1 and "is not this user's" in res.stderr
