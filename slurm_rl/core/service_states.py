@@ -6,12 +6,10 @@ driver (``slurm_rl.services()``) and ``status``."""
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 
-from .errors import SlurmRlError
 from .parts import Part
+from .private_dir import claim_private_dir
 
 JOB_DIR_POINTER = "job_dir"  # in the job's node-local dir: where a worker finds the job dir
 
@@ -21,30 +19,6 @@ def write_job_dir_pointer(temp_dir: str, job_dir: Path) -> None:
     worker finds the job dir (its services) through the node-local dir its Ray session is in."""
     claim_private_dir(temp_dir)
     (Path(temp_dir) / JOB_DIR_POINTER).write_text(str(job_dir) + "\n")
-
-
-class ForeignDirError(SlurmRlError):
-    """A job's node-local dir exists and is not this user's own private directory."""
-
-
-def claim_private_dir(path: str) -> None:
-    """The job's node-local dir, mode 0700 and this user's: the node's temp root is shared by
-    every user of the node and a job's dir name is predictable (srl-<job id>), so one that
-    somebody else made first (to read the Ray session's sockets and logs) is refused, never used."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        p.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
-    info = p.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-        raise ForeignDirError(
-            f"the job's node-local dir {path} was made by uid {info.st_uid}, not this job's user "
-            f"({os.geteuid()}): refusing to run the job's Ray in it (remove it as root)"
-        )
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        p.chmod(0o700)
 
 
 def short_host(name: str) -> str:
