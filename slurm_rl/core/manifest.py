@@ -40,6 +40,7 @@ class Container(BaseModel):
     workdir: str = ""  # "": the job dir (on the fileroot, which is always mounted)
     gpus: bool = False
     cache_mb: int = 0  # the runtime's per-node image cache's budget (0: no cache)
+    scratch: str = "/tmp"  # the spec's node_local_dir: the job's node-local dir is <scratch>/srl-<id>
 
     @property
     def cached(self) -> bool:

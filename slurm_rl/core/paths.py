@@ -30,6 +30,11 @@ def ray_temp_dir(temp_dir: str) -> str:
     return f"{temp_dir}/{RAY_SUBDIR}"
 
 
+def node_dir_of_session(session_dir: str) -> Path:
+    """The job's node-local dir a Ray session dir (``<node dir>/r/session_*``) is in."""
+    return Path(session_dir).parent.parent
+
+
 def node_temp_dir(job_id: int | str, root: str = NODE_TMP_ROOT) -> str:
     """Node-local Ray temp dir of a job under ``root`` (the spec's node_local_dir); short so
     Ray's socket paths fit in 107 bytes."""

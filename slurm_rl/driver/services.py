@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..core.job_env import JobEnvironment
 from ..core.manifest import load_manifest
-from ..core.paths import JobPaths
+from ..core.paths import JobPaths, node_dir_of_session
 from ..core.service_states import JOB_DIR_POINTER, short_host, summary
 
 
@@ -22,7 +22,7 @@ def job_dir() -> Path | None:
         import ray
 
         session = ray._private.worker.global_worker.node.get_session_dir_path()  # type: ignore[union-attr]
-        return Path((Path(session).parent / JOB_DIR_POINTER).read_text().strip())
+        return Path((node_dir_of_session(session) / JOB_DIR_POINTER).read_text().strip())
     except Exception:  # noqa: BLE001 - not in a job's Ray: None
         return None
 

@@ -37,6 +37,7 @@ def container_for(spec: ClusterSpec, opts: JobOptions) -> Container:
         gpus=opts.gpus_per_node > 0,
         mounts=container_mounts(spec) if runtime.contained else (),
         cache_mb=runtime.cache_mb(spec, image or ""),
+        scratch=spec.node_local_dir,
     )
 
 

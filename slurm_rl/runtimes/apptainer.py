@@ -20,33 +20,52 @@ if TYPE_CHECKING:
     from ..core.manifest import Container
 
 MIN_VERSION = (1, 1)  # user namespaces by default, --no-mount
+# How the image is opened is decided on the node, as its user: root and a setuid starter mount it
+# with the kernel, a user in a user namespace with squashfuse, which needs /dev/fuse open to them
+# (3.1 s to a python prompt on the lab, root 1.5 s). Without it Apptainer fails ("fuse: failed to
+# open /dev/fuse"), so slurm-rl has it extract the image instead (APPTAINER_UNSQUASH: 7.1 s on the
+# lab, each start), into the job's node-local dir, which every end path of the job removes.
+# $1: the node-local root (the spec's node_local_dir), then apptainer's argv.
+OPEN_IMAGE_SHELL = """s=$1; shift
+if [ "$(id -u)" != 0 ] && ! [ -r /dev/fuse -a -w /dev/fuse ] \\
+  && ! [ -u "$(apptainer buildcfg LIBEXECDIR)/apptainer/bin/starter-suid" ]; then
+  k=${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID}
+  export APPTAINER_UNSQUASH=1 APPTAINER_TMPDIR=$s/srl-${k:-$SLURM_JOB_ID}
+  (umask 077; mkdir -p "$APPTAINER_TMPDIR")
+fi
+exec "$@"
+"""
+
+
 # The node's apptainer, said on one line before the probe runs inside the image (plain shell:
-# the bare node may have no python). $1: the image, $2: the fileroot, then the probe's argv.
+# the bare node may have no python). $1: the image, $2: the fileroot, $3: the node-local root,
+# then the probe's argv, which runs in the image opened as a job's is.
 PROBE_SHELL = f"""set -u
-image=$1 fileroot=$2; shift 2
+image=$1 fileroot=$2 scratch=$3; shift 3
 say() {{ echo "{PROBE_RUNTIME_PREFIX}$1"; }}
 command -v apptainer >/dev/null 2>&1 || {{ say '{{"found": false}}'; exit 0; }}
 version=$(apptainer --version 2>/dev/null | awk '{{print $NF}}')
 userns=false; unshare --user --map-root-user true 2>/dev/null && userns=true
-libexec=$(apptainer buildcfg 2>/dev/null | sed -n 's/^LIBEXECDIR=//p')
-setuid=false; [ -u "$libexec/apptainer/bin/starter-suid" ] && setuid=true
+setuid=false; [ -u "$(apptainer buildcfg LIBEXECDIR 2>/dev/null)/apptainer/bin/starter-suid" ] && setuid=true
 root=false; [ "$(id -u)" = 0 ] && root=true
 say "{{\\"found\\": true, \\"version\\": \\"$version\\", \\"userns\\": $userns, \\"setuid\\": $setuid, \\
 \\"root\\": $root}}"
 {NEEDS_SHELL}
-exec apptainer exec --no-mount home,cwd --bind "$fileroot:$fileroot" "$image" "$@"
-"""
+set -- "$scratch" apptainer exec --no-mount home,cwd --bind "$fileroot:$fileroot" "$image" "$@"
+set +u
+{OPEN_IMAGE_SHELL}"""
 
 
 def exec_prefix(container: Container, workdir: str) -> list[str]:
     """``apptainer exec`` of the job's image with its mounts (the spec's, the fileroot, the
-    node-local dir), in ``workdir``; the environment passes as it is (SLURM's, the job's)."""
+    node-local dir), in ``workdir``; the environment passes as it is (SLURM's, the job's).
+    Through OPEN_IMAGE_SHELL, which sets how the node opens the image."""
     prefix = ["apptainer", "exec", "--no-mount", "home,cwd,tmp", f"--pwd={workdir}"]
     for mount in container.mounts:
         prefix += ["--bind", mount]
     if container.gpus:
         prefix.append("--nv")
-    return [*prefix, str(container.image)]
+    return ["sh", "-c", OPEN_IMAGE_SHELL, "slurm-rl-apptainer", container.scratch, *prefix, str(container.image)]
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
@@ -77,7 +96,7 @@ class Apptainer(Runtime):
 
     def probe(self, spec: ClusterSpec, python_argv: list[str]) -> tuple[list[str], list[str]]:
         image = spec.cpu_image or spec.gpu_image or ""
-        return [], ["bash", "-c", PROBE_SHELL, "probe", image, spec.fileroot, *python_argv]
+        return [], ["bash", "-c", PROBE_SHELL, "probe", image, spec.fileroot, spec.node_local_dir, *python_argv]
 
     def probe_checks(self, stdout: str) -> list[Check]:
         line = next((ln for ln in stdout.splitlines() if ln.startswith(PROBE_RUNTIME_PREFIX)), None)
@@ -87,7 +106,7 @@ class Apptainer(Runtime):
         needs = parse_needs(stdout)
         if needs is None or node.get("root") or node.get("setuid") or not node.get("found"):
             return [judge(node)]  # root, or the setuid starter: the kernel mounts the image
-        without = "Apptainer cannot mount the image as this user (it extracts it, or fails: docs/sites.md)"
+        without = "each container start extracts the image instead (about 5 s more per start: docs/containers.md)"
         return [judge(node), fuse_check(needs, without)]
 
 

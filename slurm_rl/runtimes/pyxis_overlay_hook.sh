@@ -8,12 +8,14 @@ set -eu
 case ${ENROOT_ROOTFS##*/} in pyxis_srl-img-*) ;; *) exit 0;; esac
 layer=$ENROOT_RUNTIME_PATH/slurm-rl-layer
 mkdir -p "$layer"
-mount -t tmpfs -o mode=755 slurm-rl-layer "$layer"
+# enroot's own mount helper, as its hooks use: util-linux's `mount` run by a user in enroot's user
+# namespace (uid kept, gid unmapped) refuses with "drop permissions failed" before trying
+enroot-mount - <<<"slurm-rl-layer $layer tmpfs mode=755"
 mkdir -p "$layer/upper" "$layer/work"
 opts="lowerdir=$ENROOT_ROOTFS,upperdir=$layer/upper,workdir=$layer/work"
 # as root on the node: plain overlayfs; unprivileged, in enroot's user namespace: userxattr
-if ! mount -t overlay slurm-rl-overlay -o "$opts" "$ENROOT_ROOTFS" 2>/dev/null \
-   && ! mount -t overlay slurm-rl-overlay -o "$opts,userxattr" "$ENROOT_ROOTFS"; then
+if ! enroot-mount - <<<"slurm-rl-overlay $ENROOT_ROOTFS overlay $opts" 2>/dev/null \
+   && ! enroot-mount - <<<"slurm-rl-overlay $ENROOT_ROOTFS overlay $opts,userxattr"; then
   echo "slurm-rl: cannot mount a per-job overlay over the cached image $ENROOT_ROOTFS on $(hostname)" \
        "(overlayfs in a user namespace needs Linux >= 5.11); set \"image_cache\": false in the spec" >&2
   exit 1

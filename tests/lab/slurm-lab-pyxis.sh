@@ -17,6 +17,7 @@
 CACHE=${SLURM_LAB_CACHE:-/var/cache/slurm-lab}
 IMAGE=$CACHE/images/slurm-rl-lab.sqsh
 SANDBOX_IMAGE=$CACHE/images/sandbox.sqsh
+SANDBOX_KEY=base-nodev  # what the sandbox image was sealed as: a new value rebuilds it
 IMAGE_PYTHON=/opt/slurm-rl/bin/python
 PYXIS_CONF=$CONF_DIR/plugstack.conf.d/pyxis.conf
 ENROOT_CONF=/usr/local/etc/enroot/enroot.conf.d/slurm-lab.conf
@@ -195,9 +196,10 @@ build_image() {
 
 sandbox_image() {  # BASE: a second image, without slurm-rl (bash, python3, util-linux), sealed
   # once per base: what a job of parts' sandbox runs in (tests/lab/experiments/parts)
-  if [ -x "$1/usr/bin/python3" ] && { [ ! -f "$SANDBOX_IMAGE" ] || [ "$1" -nt "$SANDBOX_IMAGE" ]; }; then
+  if [ -x "$1/usr/bin/python3" ] && { [ ! -f "$SANDBOX_IMAGE" ] || [ "$1" -nt "$SANDBOX_IMAGE" ] \
+    || [ "$(cat "$SANDBOX_IMAGE.key" 2>/dev/null)" != "$SANDBOX_KEY" ]; }; then
     log "building the sandbox image $SANDBOX_IMAGE"
-    seal_image "$1" "$SANDBOX_IMAGE" base
+    seal_image "$1" "$SANDBOX_IMAGE" "$SANDBOX_KEY"
   fi
 }
 
@@ -218,9 +220,13 @@ seal_with_slurm_rl() {
   echo "$5"
 }
 
+# /dev's contents stay out, as in an image `enroot import` makes: an unprivileged unsquashfs cannot
+# create device nodes and fails the whole unpack ("because you're not superuser!"); the runtime
+# mounts /dev itself.
 seal_image() {  # ROOTFS IMAGE KEY: ROOTFS as the squashfs IMAGE (its inputs' KEY beside it)
   mkdir -p "$(dirname "$2")"
-  mksquashfs "$1" "$2.tmp" -comp zstd -Xcompression-level 1 -all-root -noappend -quiet -no-progress >/dev/null \
+  mksquashfs "$1" "$2.tmp" -comp zstd -Xcompression-level 1 -all-root -noappend -quiet -no-progress \
+    -wildcards -e 'dev/*' >/dev/null \
     || die "mksquashfs failed"
   mv "$2.tmp" "$2"; echo "$3" >"$2.key"
 }

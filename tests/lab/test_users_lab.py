@@ -223,31 +223,39 @@ def test_a_fileroot_dir_somebody_else_made_is_refused(lab: list[str]) -> None:
     assert planted.stat().st_uid == uid(name)
 
 
-USERNS = Path("/proc/sys/user/max_user_namespaces")
+FUSE = Path("/dev/fuse")  # the machine's: every lab node has the host's /dev
 
 
 def test_the_doctor_names_what_an_unprivileged_user_lacks(pyxis_lab: list[str]) -> None:
-    """`doctor --probe` as USER on the Pyxis and Apptainer specs: every check ok; with user
-    namespaces turned off on the machine (for this test alone, under the lab's lock), the line
-    that fails names them and what the site changes, and nothing else is blamed."""
+    """`doctor --probe` as USER on the Pyxis and Apptainer specs: the probe job runs as the user,
+    every check passes but the one thing these machines lack for an unprivileged Apptainer
+    (/dev/fuse is root's: ../shared/LAB-FACTS.md), which is one warning naming what the site
+    changes; with /dev/fuse opened as that line says (for this test alone, under the lab's lock)
+    it passes too. (User namespaces cannot be turned off here, not even by root: the machine's
+    sysctl is read-only to the lab, so their failing line is proven by the unit tests only.)"""
     why = pyxis_missing() or apptainer_missing()
     assert not why, why  # CI's lab has both (a missing one fails `up` there)
+    checks = {}
     for spec in (SPEC_PYXIS, SPEC_APPTAINER):
         res = run_as(USER, "doctor", spec, "--probe", "--json", timeout=240)
-        checks = {c["name"]: c for c in map(json.loads, res.stdout.splitlines())}
-        bad = {k: c for k, c in checks.items() if c["status"] not in ("ok", "warn")}
-        assert res.returncode == 0 and not bad, (spec, bad, res.stderr)
-    before = USERNS.read_text()
+        checks[spec] = {c["name"]: c for c in map(json.loads, res.stdout.splitlines())}
+        assert res.returncode == 0, (spec, res.stdout, res.stderr)
+    pyxis, apptainer = checks[SPEC_PYXIS], checks[SPEC_APPTAINER]
+    assert {c["status"] for c in pyxis.values()} == {"ok"}, pyxis
+    assert pyxis["user namespaces"]["found"].startswith(f"uid {uid(USER)} may create one"), pyxis
+    assert "writable by uid" in pyxis["enroot paths"]["found"], pyxis
+    assert pyxis["python and ray"]["found"].startswith("Python 3.11"), pyxis  # the probe ran, in the image
+    assert apptainer["apptainer"]["found"].endswith("starts containers unprivileged, in a user namespace"), apptainer
+    warned = {k: c for k, c in apptainer.items() if c["status"] != "ok"}
+    assert list(warned) == ["fuse"] and warned["fuse"]["status"] == "warn", apptainer
+    assert f"/dev/fuse is not open to uid {uid(USER)}" in warned["fuse"]["found"], warned
+    assert "/dev/fuse mode 0666" in warned["fuse"]["fix"], warned
+    assert apptainer["python and ray"]["found"].startswith("Python 3.11"), apptainer  # extracted, then run
+    before = FUSE.stat().st_mode & 0o777
     try:
-        USERNS.write_text("0")
-        pyxis = run_as(USER, "doctor", SPEC_PYXIS, "--probe", timeout=240)
-        apptainer = run_as(USER, "doctor", SPEC_APPTAINER, "--probe", timeout=240)
+        FUSE.chmod(0o666)
+        res = run_as(USER, "doctor", SPEC_APPTAINER, "--probe", "--json", timeout=240)
     finally:
-        USERNS.write_text(before)
-    failed = [ln for ln in pyxis.stdout.splitlines() if ln.startswith("✗")]
-    assert pyxis.returncode == 1 and len(failed) == 1, pyxis.stdout + pyxis.stderr
-    assert "user namespaces: uid" in failed[0] and "max_user_namespaces = 0" in failed[0], failed
-    assert "fix: the site allows unprivileged user namespaces" in failed[0], failed
-    failed = [ln for ln in apptainer.stdout.splitlines() if ln.startswith("✗")]
-    assert apptainer.returncode == 1 and len(failed) == 1, apptainer.stdout + apptainer.stderr
-    assert "no user namespaces for this user, and no setuid starter" in failed[0], failed
+        FUSE.chmod(before)
+    after = {c["name"]: c for c in map(json.loads, res.stdout.splitlines())}
+    assert res.returncode == 0 and {c["status"] for c in after.values()} == {"ok"}, after

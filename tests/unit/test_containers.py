@@ -14,6 +14,7 @@ from slurm_rl.job.ray_start import OBJECT_STORE_MIN, object_store_size
 from slurm_rl.login.plan import container_mounts
 from slurm_rl.login.resolve import container_workdir
 from slurm_rl.runtimes import runtime_of
+from slurm_rl.runtimes.apptainer import OPEN_IMAGE_SHELL
 from slurm_rl.slurm import SlurmClient
 
 pytestmark = pytest.mark.unit
@@ -78,7 +79,8 @@ def test_attach_joins_the_running_container_with_the_jobs_ray_variables() -> Non
     # environment passes as it is: the job's Ray variables with it)
     sif = Container(runtime="apptainer", image="/i.sif", mounts=("/j:/j", "/tmp:/tmp"), gpus=True)
     assert runtime_of("apptainer").attach(sif, "/j/run", ["ray", "status"], ["RAY_ADDRESS"], None) == [
-        *("apptainer", "exec", "--no-mount", "home,cwd,tmp", "--pwd=/j/run", "--bind", "/j:/j", "--bind"),
+        *("sh", "-c", OPEN_IMAGE_SHELL, "slurm-rl-apptainer", "/tmp", "apptainer", "exec", "--no-mount"),
+        *("home,cwd,tmp", "--pwd=/j/run", "--bind", "/j:/j", "--bind"),
         *("/tmp:/tmp", "--nv", "/i.sif", "ray", "status"),
     ]
     bare = runtime_of("none").attach(Container(), "/j", ["hostname"], ["RAY_ADDRESS"], 4242)

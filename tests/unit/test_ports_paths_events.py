@@ -7,7 +7,7 @@ import pytest
 
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.events import append_event, read_events, write_json
-from slurm_rl.core.paths import JobPaths, node_temp_dir, ray_temp_dir
+from slurm_rl.core.paths import JobPaths, node_dir_of_session, node_temp_dir, ray_temp_dir
 from slurm_rl.core.ports import (
     BLOCK_SIZE,
     PortsBusy,
@@ -95,6 +95,8 @@ def test_node_temp_dir_leaves_room_for_ray_sockets() -> None:
     session = "/session_2026-11-22_11-04-45_123456_4194304/sockets/plasma_store"
     longest = ray_temp_dir(node_temp_dir(4294967295)) + session
     assert len(longest) < 107
+    # and a Ray worker finds the job's node-local dir (its job dir pointer) from its session dir
+    assert node_dir_of_session(ray_temp_dir(node_temp_dir(7)) + "/session_2026-12-02_1_2") == Path("/tmp/srl-7")
 
 
 def test_job_paths(tmp_path: Path) -> None:

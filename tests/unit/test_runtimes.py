@@ -78,8 +78,8 @@ def test_each_runtime_starts_the_node_step_its_own_way() -> None:
     # Apptainer mounts the image as it is (nothing unpacked), with the job's mounts and no home
     gpus = Container(runtime="apptainer", gpus=True, **box)  # type: ignore[arg-type]
     flags, prefix = runtime_of("apptainer").launch(gpus, "/j")
-    assert flags == [] and prefix[:2] == ["apptainer", "exec"] and prefix[-1] == "/i.sqsh"
-    assert "--nv" in prefix and "--pwd=/j" in prefix and prefix[5:7] == ["--bind", "/data:/data"]
+    assert flags == [] and prefix[5:7] == ["apptainer", "exec"] and prefix[-1] == "/i.sqsh"
+    assert "--nv" in prefix and "--pwd=/j" in prefix and prefix[10:12] == ["--bind", "/data:/data"]
     assert runtime_of("none").launch(Container(), "/j") == ([], [])
     assert runtime_of("apptainer").requeue_cleanup() == "" and runtime_of("pyxis").requeue_cleanup()
 
@@ -111,12 +111,12 @@ def _probe(tmp_path: Path, apptainer: str | None) -> tuple[str, subprocess.Compl
     if apptainer is not None:
         (bin_dir / "apptainer").write_text(apptainer)
         (bin_dir / "apptainer").chmod(0o755)
-    for tool in ("awk", "sed", "unshare", "id", "cat"):  # what the probe shell runs, and no apptainer
+    for tool in ("awk", "unshare", "id", "cat"):  # what the probe shell runs, and no apptainer
         real = subprocess.run(["bash", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
         if real and not (bin_dir / tool).exists():
             (bin_dir / tool).symlink_to(real)
     bash = shutil.which("bash") or "/bin/bash"
-    argv = [bash, "-c", PROBE_SHELL, "probe", "/i.sif", str(tmp_path), "cat", "/etc/hostname"]
+    argv = [bash, "-c", PROBE_SHELL, "probe", "/i.sif", str(tmp_path), "/scratch", "cat", "/etc/hostname"]
     res = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={"PATH": str(bin_dir)})
     line = next(ln for ln in res.stdout.splitlines() if ln.startswith(PROBE_RUNTIME_PREFIX))
     return line[len(PROBE_RUNTIME_PREFIX) :], res
@@ -126,7 +126,7 @@ def test_the_probe_says_what_the_node_has_then_runs_in_the_image(tmp_path: Path)
     said, _ = _probe(tmp_path, None)
     assert json.loads(said) == {"found": False}
     fake = '#!/bin/bash\n[ "$1" = --version ] && { echo "apptainer version 1.4.5"; exit 0; }\n'
-    fake += '[ "$1" = buildcfg ] && { echo LIBEXECDIR=/nowhere; exit 0; }\necho "ran: $*"\n'
+    fake += '[ "$1" = buildcfg ] && { echo /nowhere; exit 0; }\necho "ran: $*"\n'
     said, res = _probe(tmp_path, fake)
     node = json.loads(said)
     assert node["found"] is True and node["version"] == "1.4.5" and node["setuid"] is False
