@@ -5,6 +5,8 @@ real CLI, wait for a file, and count a job's processes on a node the way an admi
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import subprocess
 import sys
 import time
@@ -19,12 +21,23 @@ HOLD = REPO / "tests" / "lab" / "experiments" / "hold.py"  # a driver that holds
 SPEC_PYXIS = REPO / "cluster_specs" / "lab-pyxis.json"  # the same jobs in containers (`slurm-lab up --pyxis`)
 
 
+def as_user(user: str | None, argv: list[str]) -> list[str]:
+    """``argv`` as ``user`` (one of the lab's, tests/lab/slurm-lab-users.sh) with its own HOME
+    and this interpreter first on PATH; as it is for None."""
+    if not user:
+        return argv
+    home = pwd.getpwnam(user).pw_dir
+    path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
+    own = [f"HOME={home}", f"USER={user}", f"LOGNAME={user}", f"PATH={path}"]
+    return ["runuser", "-u", user, "--", "env", *own, *argv]
+
+
 def submit(
-    experiment: Path, nodes: int, *extra: str, timeout: float = 60, spec: Path = SPEC
+    experiment: Path, nodes: int, *extra: str, timeout: float = 60, spec: Path = SPEC, user: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`slurm-rl submit SPEC EXPERIMENT --nodes N --json EXTRA...` on the lab spec."""
+    """`slurm-rl submit SPEC EXPERIMENT --nodes N --json EXTRA...` on the lab spec (as ``user``)."""
     argv = [sys.executable, "-m", "slurm_rl", "submit", str(spec), str(experiment), "--nodes", str(nodes), "--json"]
-    return subprocess.run([*argv, *extra], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(as_user(user, [*argv, *extra]), capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
 def submit_json(experiment: Path, nodes: int, *extra: str, spec: Path = SPEC) -> dict:

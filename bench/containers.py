@@ -7,6 +7,7 @@
    every node.
 
     python bench/containers.py [--repeat 2]
+    python bench/containers.py --user srl-user [--repeat 2]   # 3. root against an ordinary user
 
 Containers start from each node's prepared copy of the image (the image cache): the repeat runs
 show that; the first container job of a fresh lab (or of a new image) prepares it, and its
@@ -45,10 +46,13 @@ def image_loops(node: str, job_id: int) -> list[str]:
     return out.stdout.splitlines()
 
 
-def noop_job(spec: Path) -> dict[str, float]:
-    """A no-op 3-node job as the user sees it (`submit --wait`), and its parts from events.jsonl."""
+def noop_job(spec: Path, user: str | None = None) -> dict[str, float]:
+    """A no-op 3-node job as the user sees it (`submit --wait`; as ``user`` where given), and its
+    parts from events.jsonl."""
     t0 = time.time()
-    res = submit(REPO / "bench" / "noop.py", 3, "--wait", "--name", "bench-containers", timeout=600, spec=spec)
+    res = submit(
+        REPO / "bench" / "noop.py", 3, "--wait", "--name", "bench-containers", timeout=600, spec=spec, user=user
+    )
     wall = time.time() - t0
     if res.returncode != 0:
         raise SystemExit(f"the no-op job failed ({spec.name}): {res.stdout[-500:]} {res.stderr[-500:]}")
@@ -95,7 +99,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--no-baseline", action="store_true", help="skip the raw `ray start` recipe")
+    ap.add_argument("--user", help="also run each no-op job as this ordinary user (e.g. srl-user), interleaved")
     args = ap.parse_args()
+    if args.user:
+        return by_user(args.user, args.repeat)
     runs: dict[str, list[dict[str, float]]] = {"raw ray start": [], "slurm-rl": [], "slurm-rl + pyxis": []}
     if args.no_baseline:
         del runs["raw ray start"]
@@ -136,6 +143,24 @@ def main() -> None:
             took = statistics.median(t[k] for t in td)
             print(f"{kind} job teardown, {k.replace('_', ' ')}: median {took:.2f} s")
     print("(goal: zero processes and zero containers <= 5 s after teardown starts)")
+
+
+def by_user(user: str, repeat: int) -> None:
+    """The no-op 3-node job per runtime as root and as ``user``, interleaved, same run: what an
+    unprivileged start costs (enroot and Apptainer in a user namespace; Apptainer's image
+    extracted where /dev/fuse is root's)."""
+    specs = {"bare": SPEC, "pyxis": SPEC_PYXIS, **({"apptainer": SPEC_APPTAINER} if has_apptainer() else {})}
+    rows: dict[tuple[str, str], list[dict[str, float]]] = {}
+    for _ in range(repeat):
+        for kind, spec in specs.items():
+            for who in ("root", user):
+                rows.setdefault((kind, who), []).append(noop_job(spec, None if who == "root" else user))
+    print(f"{'no-op job, 3 nodes':28s} {'job wall':>9s} {'to bootstrap':>13s} {'all nodes up':>13s}")
+    med = {key: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for key, runs in rows.items()}
+    for (kind, who), r in med.items():
+        print(f"{kind + ' as ' + who:28s} {r['wall']:8.2f}s {r['to_bootstrap']:12.2f}s {r['all_up']:12.2f}s")
+    for kind in specs:
+        print(f"{kind}: {user} / root, no-op job wall: {med[(kind, user)]['wall'] / med[(kind, 'root')]['wall']:.2f}x")
 
 
 if __name__ == "__main__":

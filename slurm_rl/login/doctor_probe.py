@@ -15,9 +15,12 @@ from pathlib import Path
 
 from ..config.spec import ClusterSpec
 from ..core.checks import Check
+from ..core.errors import UsageError
+from ..core.paths import current_user
 from ..runtimes import runtime_of
 from ..runtimes.base import Runtime
 from ..slurm import SlurmClient
+from .user_dir import own_user_dir
 
 PROBE_PREFIX = "SLURM_RL_PROBE "  # slurm_rl.job.probe's line
 NOT_PROBED = ("fileroot", "network", "ports", "python and ray")
@@ -32,9 +35,14 @@ def not_probed(
 
 def probe_checks(spec: ClusterSpec, client: SlurmClient, timeout_s: float = 180.0) -> list[Check]:
     python = spec.python or sys.executable
-    marker_dir = Path(spec.fileroot) / ".doctor"
+    # in the user's own <fileroot>/<user> (0700): a shared <fileroot>/.doctor is whoever made it
+    # first's, and another user's probe could not write there (found on the lab: root's, 0755)
+    marker_dir = Path(spec.fileroot) / current_user() / ".doctor"
     try:
-        marker_dir.mkdir(parents=True, exist_ok=True)
+        own_user_dir(spec.fileroot, current_user())
+        marker_dir.mkdir(exist_ok=True)
+    except UsageError as exc:
+        return [Check("fileroot", "fail", str(exc).removeprefix("fileroot: "), "remove it, or set another fileroot")]
     except OSError as exc:
         return [
             Check(

@@ -14,6 +14,8 @@ import pytest
 
 from tests.conftest import LAB, run_cli
 from tests.lab.helpers import (
+    EXPERIMENTS,
+    SPEC,
     assert_no_leftovers,
     job_cluster,
     lab_up,
@@ -25,6 +27,7 @@ from tests.lab.helpers import (
     wait_ready,
 )
 from tests.lab.test_node_failure_lab import revive
+from tests.lab.users import OTHER, USER, release, run_as, start_as
 
 pytestmark = [pytest.mark.lab, pytest.mark.cgroup_site, pytest.mark.timeout(420)]
 MIB = 2**20
@@ -87,6 +90,31 @@ def test_oom_kills_are_reported_when_the_driver_survives_them(cgroup_lab: list[s
     assert "OOM kill" in next(line for line in run_cli("list").stdout.splitlines() if line.startswith(jid))
     logs = run_cli("logs", jid)
     assert "slurm-rl: WARNING: OOM kill on node3" in logs.stdout and "OOM: node3" in logs.stderr, logs
+    assert_no_leftovers(cgroup_lab, data["job_id"])
+
+
+def test_another_users_oom_kill_leaves_a_users_job_whole(cgroup_lab: list[str]) -> None:
+    """Two users on the same three nodes: OTHER's job is OOM-killed on node3 (its own cgroup's
+    limit) while USER's job holds an actor on every node; OTHER's job ends naming the kill, and
+    every actor of USER's job lives on (the same processes), until USER releases it and it
+    completes. Neither leaves anything behind."""
+    held = start_as(USER, "hold.py", "ok", extra=("--cpus-per-node", "1"))
+    actors = wait_ready(held)
+    res = run_as(
+        OTHER, "submit", str(SPEC), str(EXPERIMENTS / "memory_check.py"), "--nodes", "3", "--json", "--wait",
+        "--cpus-per-node", "1", "--mem", "1500M", "--", "2000", timeout=300,
+    )  # fmt: skip
+    data = json.loads(res.stdout.splitlines()[-1])
+    assert res.returncode == 1 and "OOM: node3: " in data["exit_reason"], (res.stdout, res.stderr)
+    assert sorted(job_cluster(data)["nodes"]) == sorted(job_cluster(held)["nodes"])  # the same nodes
+    for host, pid in actors:  # USER's actors: the same processes, alive
+        alive = subprocess.run([str(LAB), "exec", host, "--", "kill", "-0", str(pid)], capture_output=True, timeout=30)
+        assert alive.returncode == 0, f"{USER}'s actor {pid} on {host} died with {OTHER}'s OOM kill"
+    release(held, USER)
+    wait_gone(held["job_id"], 120)
+    state = json.loads(run_as(USER, "status", str(held["job_id"]), "--json").stdout.splitlines()[-1])
+    assert state["state"] == "COMPLETED" and state["exit_code"] == 0, state
+    assert_no_leftovers(cgroup_lab, held["job_id"])
     assert_no_leftovers(cgroup_lab, data["job_id"])
 
 

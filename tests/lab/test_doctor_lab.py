@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LAB, REPO
+from slurm_rl.core.paths import current_user
+from tests.conftest import CLI_USER, LAB, REPO
 from tests.lab.helpers import lab_spec, pyxis_missing
 
 pytestmark = [pytest.mark.lab, pytest.mark.smoke, pytest.mark.smoke_versions, pytest.mark.timeout(300)]
@@ -31,7 +32,8 @@ def test_doctor_probe_on_the_lab_spec_is_all_ok(lab: list[str], tmp_path: Path) 
     assert {"probe job", "fileroot", "network", "ports", "python and ray"} <= set(checks)
     version = subprocess.run(["sinfo", "--version"], capture_output=True, text=True, check=True).stdout.split()[-1]
     assert checks["slurm"]["found"].startswith(f"SLURM {version};")
-    assert not list(Path(json.loads(lab_spec(tmp_path).read_text())["fileroot"], ".doctor").iterdir())
+    fileroot = json.loads(lab_spec(tmp_path).read_text())["fileroot"]
+    assert not list(Path(fileroot, CLI_USER["name"] or current_user(), ".doctor").iterdir())  # the user's own
 
 
 def test_without_probe_nothing_is_submitted_and_node_checks_say_so(lab: list[str], tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from tests.lab.users import (
     files_not_owned_by,
     home,
     job_process_owners,
+    release,
     run_as,
     start_as,
     uid,
@@ -42,11 +43,6 @@ from tests.lab.users import (
 
 ONE_CPU = ("--cpus-per-node", "1")  # two users' jobs side by side on the lab's 4-CPU nodes
 EXPOSED = ("--dashboard", "--ray-client")  # every port a job can open, for the neighbour to try
-
-
-def release(data: dict, user: str) -> None:
-    """hold.py's release file, written by the job's own user (root writes nothing into a job dir)."""
-    subprocess.run(as_user(user, ["touch", str(Path(data["job_dir"]) / "release")]), check=True, timeout=30)
 
 
 @pytest.fixture(scope="module")
