@@ -37,10 +37,9 @@ def probe_checks(spec: ClusterSpec, client: SlurmClient, timeout_s: float = 180.
     python = spec.python or sys.executable
     # in the user's own <fileroot>/<user> (0700): a shared <fileroot>/.doctor is whoever made it
     # first's, and another user's probe could not write there (found on the lab: root's, 0755)
-    marker_dir = Path(spec.fileroot) / current_user() / ".doctor"
     try:
-        own_user_dir(spec.fileroot, current_user())
-        marker_dir.mkdir(exist_ok=True)
+        marker_dir = own_user_dir(spec.fileroot, current_user()) / ".doctor"
+        marker_dir.mkdir(exist_ok=True)  # (own_user_dir says its own OSErrors: this one is the mkdir's)
     except UsageError as exc:
         return [Check("fileroot", "fail", str(exc).removeprefix("fileroot: "), "remove it, or set another fileroot")]
     except OSError as exc:

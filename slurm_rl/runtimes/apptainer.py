@@ -12,6 +12,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ..core.checks import Check
+from ..core.paths import NODE_TEMP_PREFIX
 from .base import PROBE_RUNTIME_PREFIX, Runtime
 from .unprivileged import NEEDS_SHELL, fuse_check, parse_needs
 
@@ -26,11 +27,12 @@ MIN_VERSION = (1, 1)  # user namespaces by default, --no-mount
 # open /dev/fuse"), so slurm-rl has it extract the image instead (APPTAINER_UNSQUASH: 7.1 s on the
 # lab, each start), into the job's node-local dir, which every end path of the job removes.
 # $1: the node-local root (the spec's node_local_dir), then apptainer's argv.
-OPEN_IMAGE_SHELL = """s=$1; shift
-if [ "$(id -u)" != 0 ] && ! [ -r /dev/fuse -a -w /dev/fuse ] \\
-  && ! [ -u "$(apptainer buildcfg LIBEXECDIR)/apptainer/bin/starter-suid" ]; then
-  k=${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID}
-  export APPTAINER_UNSQUASH=1 APPTAINER_TMPDIR=$s/srl-${k:-$SLURM_JOB_ID}
+# (the node dir's name as core/paths.py's node_temp_dir makes it, keyed as render.py keys it)
+HAS_SETUID_STARTER = '[ -u "$(apptainer buildcfg LIBEXECDIR 2>/dev/null)/apptainer/bin/starter-suid" ]'
+OPEN_IMAGE_SHELL = f"""s=$1; shift
+if [ "$(id -u)" != 0 ] && ! [ -r /dev/fuse -a -w /dev/fuse ] && ! {HAS_SETUID_STARTER}; then
+  k=${{SLURM_ARRAY_JOB_ID:+${{SLURM_ARRAY_JOB_ID}}_$SLURM_ARRAY_TASK_ID}}
+  export APPTAINER_UNSQUASH=1 APPTAINER_TMPDIR=$s/{NODE_TEMP_PREFIX}${{k:-$SLURM_JOB_ID}}
   (umask 077; mkdir -p "$APPTAINER_TMPDIR")
 fi
 exec "$@"
@@ -46,7 +48,7 @@ say() {{ echo "{PROBE_RUNTIME_PREFIX}$1"; }}
 command -v apptainer >/dev/null 2>&1 || {{ say '{{"found": false}}'; exit 0; }}
 version=$(apptainer --version 2>/dev/null | awk '{{print $NF}}')
 userns=false; unshare --user --map-root-user true 2>/dev/null && userns=true
-setuid=false; [ -u "$(apptainer buildcfg LIBEXECDIR 2>/dev/null)/apptainer/bin/starter-suid" ] && setuid=true
+setuid=false; {HAS_SETUID_STARTER} && setuid=true
 root=false; [ "$(id -u)" = 0 ] && root=true
 say "{{\\"found\\": true, \\"version\\": \\"$version\\", \\"userns\\": $userns, \\"setuid\\": $setuid, \\
 \\"root\\": $root}}"
@@ -106,7 +108,7 @@ class Apptainer(Runtime):
         needs = parse_needs(stdout)
         if needs is None or node.get("root") or node.get("setuid") or not node.get("found"):
             return [judge(node)]  # root, or the setuid starter: the kernel mounts the image
-        without = "each container start extracts the image instead (about 5 s more per start: docs/containers.md)"
+        without = "each container start extracts the image instead (about 5 s more per start: docs/sites.md)"
         return [judge(node), fuse_check(needs, without)]
 
 
