@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pwd
 import subprocess
 import sys
 import threading
@@ -53,6 +54,7 @@ from soak_faults import (
     COMMAND_BOUND_S,
     FAULTS,
     LONG_FAULTS,
+    RUN_AS,
     NodeFailures,
     cli,
     driver_args,
@@ -170,15 +172,18 @@ def soak(
     shapes: bool = False,
     heal: bool = False,
     cover: bool = False,
+    user: str | None = None,
 ) -> tuple[list[Outcome], list[str]]:
-    """Run the seed's plan (with COVER, one built to cover FAULTS: ``covering_plans``); returns
-    every job's outcome and the soak-wide violations."""
+    """Run the seed's plan (with COVER, one built to cover FAULTS: ``covering_plans``), its
+    slurm-rl commands as USER (an ordinary user of the lab; None: this process's); returns every
+    job's outcome and the soak-wide violations."""
+    RUN_AS["user"] = user
     failures = NodeFailures()
     specs = {"none": spec, **({"pyxis": spec_pyxis} if spec_pyxis else {})}
     specs.update({"apptainer": spec_apptainer} if spec_apptainer else {})
     runtimes = tuple(r for r in specs if r != "none")
     specs.update({"gpu": spec_gpu} if spec_gpu else {})
-    index_before = _index_ids()
+    index_before = _index_ids(user)
     problems: list[str] = []
     stop = threading.Event()
     watchers = [threading.Thread(target=reader, args=(stop, problems, c), daemon=True) for c in ("status", "logs")]
@@ -199,7 +204,7 @@ def soak(
             w.join(timeout=COMMAND_BOUND_S)
     if failures.failed:  # a node failed under jobs: it kept their temp dirs until a job ran there again
         problems += settled(str(spec), JOB, [i for o in outcomes for i in o.index_ids or [o.job_id] if i])
-    listed = Counter(i for i in _index_ids() if i not in index_before)
+    listed = Counter(i for i in _index_ids(user) if i not in index_before)
     for o in outcomes:
         for i in o.index_ids or [o.job_id] * bool(o.job_id):
             if listed[i] != 1:
@@ -207,11 +212,13 @@ def soak(
     return outcomes, problems
 
 
-def _index_ids() -> list[str]:
+def _index_ids(user: str | None) -> list[str]:
+    """The ids in USER's job index (its home's; None: this process's)."""
     from slurm_rl.login.index import index_path
 
+    path = index_path() if user is None else Path(pwd.getpwnam(user).pw_dir, ".local/state/slurm_rl/jobs.jsonl")
     try:
-        return [str(json.loads(line).get("job_id")) for line in index_path().read_text().splitlines() if line.strip()]
+        return [str(json.loads(line).get("job_id")) for line in path.read_text().splitlines() if line.strip()]
     except FileNotFoundError:
         return []
 
@@ -250,12 +257,15 @@ def main() -> None:
     ap.add_argument("--shapes", action="store_true", help="also sweeps, chains and interactive clusters")
     ap.add_argument("--heal", action="store_true", help="also 2-node jobs with --heal 1, healed")
     ap.add_argument("--cover", action="store_true", help="one job per short fault class (CI's plan; --jobs ignored)")
+    ap.add_argument(
+        "--user", default=None, help="run every slurm-rl command as this lab user (root injects the faults)"
+    )
     args = ap.parse_args()
     faults = (*FAULTS, *LONG_FAULTS) if args.all_faults else SHORT_FAULTS if args.cover else FAULTS
     faults = (*faults, "oom") if args.oom else faults
     outcomes, problems = soak(
         args.seed, args.jobs, args.concurrency, args.spec, args.pyxis_spec, args.apptainer_spec, faults, args.gpu_spec,
-        args.parts, args.shapes, args.heal, args.cover,
+        args.parts, args.shapes, args.heal, args.cover, args.user,
     )  # fmt: skip
     for o in outcomes:
         mark = "ok" if not o.violations else "VIOLATION"

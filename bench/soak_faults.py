@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _lab import LAB
+from _lab import LAB, as_user
 
 FAULTS = (
     "exception", "driver_kill", "scancel_bringup", "scancel_run", "teardown_bringup", "teardown_run",
@@ -32,10 +32,17 @@ COMMAND_BOUND_S = 120  # no slurm-rl command may take longer (a hang is a violat
 DOWN_NOW: set[str] = set()  # nodes failed by the soak and not yet revived: nothing on them to look at
 
 
+RUN_AS: dict[str, str | None] = {"user": None}  # whom the soak's slurm-rl commands run as (soak --user)
+
+
 def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    """`slurm-rl ARGV` as the soak's user, bounded."""
     try:
         return subprocess.run(
-            [sys.executable, "-m", "slurm_rl", *argv], capture_output=True, text=True, timeout=COMMAND_BOUND_S
+            as_user(RUN_AS["user"], [sys.executable, "-m", "slurm_rl", *argv]),
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_BOUND_S,
         )
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(argv, 124, "", f"hung: over {COMMAND_BOUND_S} s")

@@ -127,12 +127,28 @@ def user_argv(user: str, argv: list[str], env: dict[str, str] | None = None) -> 
     return ["runuser", "-u", user, "--", "env", *(f"{k}={v}" for k, v in {**own, **(env or {})}.items()), *argv]
 
 
+def hand_to(path: Path, user: str) -> None:
+    """PATH and all below it made ``user``'s, and the dirs above it (up to /tmp or /) traversable
+    by others: a test's files handed to the user its commands run as."""
+    for parent in path.parents:
+        if parent in (Path("/tmp"), Path("/")):
+            break
+        parent.chmod(parent.stat().st_mode | 0o001)
+    subprocess.run(["chown", "-R", f"{user}:", str(path)], check=True, timeout=60)
+
+
+def python_argv(*args: str, python: str = sys.executable, env: dict[str, str] | None = None) -> list[str]:
+    """argv of ``python ARGS``, as ``CLI_USER`` when a lab test set one: how a test runs what a
+    user runs (`slurm-rl`, a script calling the Python API) another way than run_cli."""
+    argv = [python, *args]
+    user = CLI_USER["name"]
+    return user_argv(user, argv, env) if user else argv
+
+
 def cli_argv(*args: str, env: dict[str, str] | None = None) -> list[str]:
     """argv of `slurm-rl ARGS`, as ``CLI_USER`` when a lab test set one (for a test that runs it
     another way than run_cli: under a shell's ulimit, or followed with Popen)."""
-    argv = [sys.executable, "-m", "slurm_rl", *args]
-    user = CLI_USER["name"]
-    return user_argv(user, argv, env) if user else argv
+    return python_argv("-m", "slurm_rl", *args, env=env)
 
 
 def run_cli(

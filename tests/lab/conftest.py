@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import CLI_USER, LAB, lab_nodes
+from tests.conftest import CLI_USER, LAB, hand_to, lab_nodes
 from tests.lab.helpers import lab_up, lab_up_args, pyxis_missing
 from tests.lab.sharing import is_shared, lab_lock, note_running
 from tests.lab.users import USER
@@ -27,12 +25,7 @@ def lab_user(request: pytest.FixtureRequest) -> Iterator[str | None]:
         yield None
         return
     if "tmp_path" in request.fixturenames:
-        tmp: Path = request.getfixturevalue("tmp_path")
-        for parent in tmp.parents:
-            if parent == Path("/tmp") or parent == Path("/"):
-                break
-            parent.chmod(parent.stat().st_mode | 0o001)
-        shutil.chown(tmp, name, name)
+        hand_to(request.getfixturevalue("tmp_path"), name)
     CLI_USER["name"] = name
     try:
         yield name

@@ -2,17 +2,21 @@
 runs in its own mount namespace in which every SLURM command is /dev/null (not found by PATH,
 not runnable by path), the munge socket dir and /etc/slurm are empty, and the cluster's fileroot
 is an empty directory; HOME is the test's, with an ~/.ssh/config that names the login node
-(`Host login`: user root, the lab's key, known hosts in HOME). So whatever works went over ssh."""
+(`Host login`: the lab's key for root, or, when SLURM_RL_TEST_USER names an ordinary user of the
+lab, that user's own key, and the laptop's commands run as that user too; known hosts in HOME).
+So whatever works went over ssh."""
 
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import LAB, REPO
+from tests.conftest import LAB, REPO, hand_to, user_argv
 from tests.lab.helpers import SPEC, STATE
 
 SLURM_COMMANDS = (
@@ -46,14 +50,18 @@ def login_key() -> Path:
 class Laptop:
     def __init__(self, home: Path) -> None:
         self.home = home
+        self.user = os.environ.get("SLURM_RL_TEST_USER") or None  # whom the laptop's commands run as
+        self.remote_user = self.user or "root"  # whom the login node sees
         ssh = home / ".ssh"
         ssh.mkdir(parents=True, mode=0o700)
         key = ssh / "id_lab"
-        shutil.copy(login_key(), key)
+        own_key = Path(pwd.getpwnam(self.user).pw_dir, ".ssh", "id_ed25519") if self.user else None
+        shutil.copy(own_key or login_key(), key)  # a lab user's key: the login node accepts it (slurm-lab user)
         key.chmod(0o600)
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh / "id_stranger")], check=True)
         (ssh / "config").write_text(
-            f"Host login login-stranger\n  HostName login\n  User root\n  UserKnownHostsFile {ssh}/known_hosts\n"
+            f"Host login login-stranger\n  HostName login\n  User {self.remote_user}\n"
+            f"  UserKnownHostsFile {ssh}/known_hosts\n"
             "  StrictHostKeyChecking accept-new\n  IdentitiesOnly yes\n"
             f"Host login\n  IdentityFile {key}\n"
             f"Host login-stranger\n  IdentityFile {ssh}/id_stranger\n"
@@ -80,9 +88,15 @@ class Laptop:
             "CLUSTER_SPEC_PATH": str(self.spec),  # the laptop's spec: commands without SPEC use it
         }
 
-    def _argv(self, args: tuple[str, ...]) -> list[str]:
+    def _argv(self, args: tuple[str, ...], python_args: tuple[str, ...] = ("-m", "slurm_rl")) -> list[str]:
+        """The laptop's `python PYTHON_ARGS ARGS`: in its own mount namespace (made as root), then,
+        when the laptop has a user, as that user in the laptop's HOME (handed to it first)."""
         hide = ["unshare", "--mount", "--propagation", "private", "sh", "-c", HIDE, "laptop"]
-        return [*hide, sys.executable, "-m", "slurm_rl", *args]
+        argv = [sys.executable, *python_args, *args]
+        if self.user is None:
+            return [*hide, *argv]
+        hand_to(self.home, self.user)
+        return [*hide, *user_argv(self.user, argv, self._env())]
 
     def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """`slurm-rl ARGS` on the laptop."""
@@ -111,7 +125,7 @@ class Laptop:
     def close(self) -> None:
         """End the shared ssh connection (the laptop's own `ssh -O exit`)."""
         stop = "from slurm_rl.laptop.ssh import Login; Login('login').close()"
-        subprocess.run([sys.executable, "-c", stop], env=self._env(), capture_output=True, timeout=60)
+        subprocess.run(self._argv((), ("-c", stop)), env=self._env(), capture_output=True, timeout=60)
 
 
 def accepted_logins() -> int:

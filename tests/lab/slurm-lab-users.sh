@@ -5,8 +5,9 @@
 # `up` makes LAB_ORDINARY_USERS; `slurm-lab user add NAME` makes one more (a name that exists is
 # brought to the same state, and succeeds). What the users need of the machine is opened to them
 # and written down, so that `down` puts it back:
-#   - the interpreter's prefix and the checkout (CI's venv is made from pyenv's Python in root's
-#     home, mode 0700: the directories above them get o+x, nothing more);
+#   - the interpreters' prefixes (the machine's python3, the checkout's .venv, the NeMo Gym venv)
+#     and the checkout (CI's venvs are made from pyenv's Python in root's home, mode 0700: the
+#     directories above them get o+x, nothing more);
 #   - the lab specs' fileroot, a scratch directory everyone may write, sticky (as /tmp): slurm-rl
 #     makes <fileroot>/<user> itself and refuses one somebody else made.
 # Files: $USERS_ADDED (the names `user add` was given: the next `up` keeps them), $USERS_MADE
@@ -77,7 +78,7 @@ open_machine() {
   local top py
   top=$(git -C "$SCRIPT_DIR" rev-parse --show-toplevel 2>/dev/null || dirname "$(dirname "$SCRIPT_DIR")")
   open_ancestors "$top"
-  for py in "$(command -v python3 || true)" "$top/.venv/bin/python"; do
+  for py in "$(command -v python3 || true)" "$top/.venv/bin/python" "${GYM_VENV:-$CACHE/gym-venv}/bin/python"; do
     [ -n "$py" ] && [ -e "$py" ] || continue
     open_ancestors "$(dirname "$(realpath "$py")")"
   done

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from slurm_rl.core.events import read_events
-from tests.conftest import LAB, REPO, run_cli
+from tests.conftest import LAB, REPO, python_argv, run_cli
 from tests.lab.helpers import (
     EXPERIMENTS,
     SPEC,
@@ -49,7 +49,7 @@ def gym_python() -> str:
 def gym_cli(python: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """slurm-rl from the Gym environment: the job's nodes run that interpreter."""
     return subprocess.run(
-        [python, "-m", "slurm_rl", *args], capture_output=True, text=True, timeout=timeout, cwd=str(REPO)
+        python_argv("-m", "slurm_rl", *args, python=python), capture_output=True, text=True, timeout=timeout, cwd=REPO
     )
 
 

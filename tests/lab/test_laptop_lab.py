@@ -154,6 +154,7 @@ def test_each_login_failure_is_one_line_and_exit_2_with_nothing_submitted(
     missing = laptop.write_spec("missing.json", login_python="/usr/bin/python3")
     _refused(laptop.run("submit", str(missing), str(exp)), "not installed", "pip install slurm-rl==")
     other = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="slurm-rl-old-"))  # seen by the login node
+    other.chmod(0o755)  # and by the laptop's user there
     request.addfinalizer(lambda: shutil.rmtree(other, ignore_errors=True))
     (other / "slurm_rl").mkdir()
     (other / "slurm_rl" / "__init__.py").write_text('__version__ = "0.0.9"\n')  # another version there
@@ -165,7 +166,7 @@ def test_each_login_failure_is_one_line_and_exit_2_with_nothing_submitted(
     locked = laptop.write_spec("locked.json", fileroot="/proc/slurm-rl")
     _refused(laptop.run("submit", str(locked), str(exp)), "/proc/slurm-rl", "not writable")
     queued = subprocess.run(["squeue", "-h", "-n", "refused_probe", "-o", "%i"], capture_output=True, text=True)
-    assert queued.stdout == "" and not (Path(laptop.fileroot) / "root" / "refused_probe").exists()
+    assert queued.stdout == "" and not (Path(laptop.fileroot) / laptop.remote_user / "refused_probe").exists()
 
 
 def test_the_whole_module_logged_in_once(laptop: Laptop) -> None:

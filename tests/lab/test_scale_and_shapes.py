@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from slurm_rl.login.jobs import SLURM_POLL_MAX_S, SLURM_POLL_MIN_S
-from tests.conftest import LAB, run_cli
+from tests.conftest import LAB, cli_argv, run_cli
 from tests.lab.helpers import (
     CLIENT_DRIVER,
     EXPERIMENTS,
@@ -69,7 +69,7 @@ def test_status_logs_teardown_by_job_id_from_anywhere(lab: list[str], tmp_path: 
 
     def run(*a):
         return subprocess.run(
-            ["python", "-m", "slurm_rl", *a],
+            cli_argv(*a),
             cwd=tmp_path,
             env=env,
             capture_output=True,

@@ -9,6 +9,7 @@ test's too. Long soaks are the benchmark's (`python bench/soak.py --seed S --job
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -30,7 +31,8 @@ def test_a_short_seeded_soak_lands_every_short_fault_and_keeps_every_invariant(p
         sys.path.remove(str(REPO / "bench"))
     apptainer = None if apptainer_missing() else Path(SPEC_APPTAINER)
     outcomes, problems = soak.soak(
-        SEED, 0, 3, Path(SPEC), Path(SPEC_PYXIS), apptainer, faults=SHORT_FAULTS, cover=True
+        SEED, 0, 3, Path(SPEC), Path(SPEC_PYXIS), apptainer, faults=SHORT_FAULTS, cover=True,
+        user=os.environ.get("SLURM_RL_TEST_USER"),  # the suite's user (README); root injects the faults
     )  # fmt: skip
     report = [f"{o.plan.describe(SEED)}: job {o.job_id} {o.state}: {v}" for o in outcomes for v in o.violations]
     line = soak.summary(SEED, outcomes, problems)

@@ -5,7 +5,10 @@ view of the nodes) and reads the job's files to judge."""
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LAB
+from tests.conftest import LAB, REPO, run_cli
 from tests.lab.helpers import (
     EXPERIMENTS,
+    SPEC,
     SPEC_APPTAINER,
     SPEC_PYXIS,
     apptainer_missing,
@@ -255,3 +259,28 @@ def test_the_doctor_names_what_an_unprivileged_user_lacks(pyxis_lab: list[str]) 
         FUSE.chmod(before)
     after = {c["name"]: c for c in map(json.loads, res.stdout.splitlines())}
     assert res.returncode == 0 and {c["status"] for c in after.values()} == {"ok"}, after
+
+
+def test_the_readme_runs_the_lab_tests_as_an_ordinary_user(lab: list[str]) -> None:
+    """The README's test command names an ordinary user for every lab test's slurm-rl commands
+    (SLURM_RL_TEST_USER); where that is set (CI runs the command), a lab test's `submit` is that
+    user's job: SLURM's accounting and the job dir say so, and the user is not root (uid >= 1000)."""
+    command = next(
+        ln for ln in (REPO / "README.md").read_text().splitlines() if ln.startswith("    tests/lab/slurm-lab up")
+    )
+    named = re.search(r"export SLURM_RL_TEST_USER=(\S+) ", command)
+    assert named, command
+    suite_user = os.environ.get("SLURM_RL_TEST_USER")
+    if os.environ.get("CI"):
+        assert suite_user == named.group(1), "CI runs the README's command: its lab tests run as its user"
+    who = suite_user or getpass.getuser()  # run_cli's user in this test (tests/lab/conftest.py's lab_user)
+    res = run_cli("submit", SPEC, str(REPO / "examples" / "hello.py"), "--nodes", "1", "--wait", "--json", timeout=180)
+    assert res.returncode == 0, res.stderr
+    done = json.loads(res.stdout.splitlines()[-1])
+    assert Path(done["job_dir"]).owner() == who
+    sacct = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-j", str(done["job_id"]), "-o", "User"], capture_output=True, text=True
+    )
+    assert sacct.stdout.split() == [who], sacct.stdout + sacct.stderr
+    if suite_user:
+        assert uid(suite_user) >= 1000

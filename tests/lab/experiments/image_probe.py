@@ -29,10 +29,17 @@ def probe(tag: str, barrier: str, wait_for: list[str]) -> dict:
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and not all(Path(barrier, f"{o}-{host}").exists() for o in wait_for):
         time.sleep(0.2)
-    with open("/proc/self/mountinfo") as f:  # after " - ": the filesystem type and its source
-        mounts = [line.split(" - ", 1)[1].split()[:2] for line in f if " - " in line]
-    squashfuse = any("squashfuse" in field for mount in mounts for field in mount)
-    return {"host": host, "before": before, "after": PROBE.read_text(), "squashfuse": squashfuse}
+    return {"host": host, "before": before, "after": PROBE.read_text(), "squashfuse": root_is_the_mounted_image()}
+
+
+def root_is_the_mounted_image() -> bool:
+    """Whether "/" is enroot's start from a squashfs: its squashfuse mount of the image (not
+    visible in here) as the lower layer of an overlay, kernel overlayfs with lowerdir .../overlay/lower
+    or fuse-overlayfs. An unpacked container's "/" is its directory in enroot's data path instead."""
+    with open("/proc/self/mountinfo") as f:  # fields: ... mount point (5th) ... " - " type source options
+        roots = [line.split(" - ", 1)[1].split() for line in f if line.split()[4] == "/" and " - " in line]
+    fstype, _source, options = (roots[-1] + ["", "", ""])[:3]  # the last "/" is the one on top
+    return fstype == "fuse.fuse-overlayfs" or (fstype == "overlay" and "/overlay/lower," in options + ",")
 
 
 def main() -> int:
