@@ -29,7 +29,7 @@ def as_user(user: str | None, argv: list[str]) -> list[str]:
     home = pwd.getpwnam(user).pw_dir
     path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
     own = [f"HOME={home}", f"USER={user}", f"LOGNAME={user}", f"PATH={path}"]
-    return ["runuser", "-u", user, "--", "env", *own, *argv]
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--", "env", *own, *argv]
 
 
 def submit(

@@ -82,8 +82,31 @@ if [ -n "$pids" ]; then
   done
 fi
 
-removed=false
-if [ -d "$temp" ]; then rm -rf "$temp" 2>/dev/null; [ -d "$temp" ] || removed=true; fi
+# Processes still writing under the temp dir that carry no marker (Apptainer's unsquashfs, as an
+# ordinary user, runs with Apptainer's own environment): whichever has its cwd or a file open there.
+holders() {
+  local dir fd
+  for dir in /proc/[0-9]*; do
+    [ -O "$dir" ] && [ "${dir#/proc/}" != $$ ] || continue  # our own processes only
+    for fd in "$dir"/cwd "$dir"/fd/*; do
+      case "$(readlink "$fd" 2>/dev/null)" in "$temp" | "$temp"/*) echo "${dir#/proc/}"; break ;; esac
+    done
+  done
+}
+
+removed=false existed=false
+[ -d "$temp" ] && existed=true
+for _ in 1 2 3 4 5 6 7 8 9 10; do  # a killed writer can recreate what rm just removed: a few tries
+  [ -d "$temp" ] || break
+  rm -rf "$temp" 2>/dev/null
+  [ -d "$temp" ] || break
+  for pid in $(holders); do
+    name=$(tr -d '"\\\n' <"/proc/$pid/comm" 2>/dev/null)
+    kill -KILL "$pid" 2>/dev/null && killed="$killed${killed:+, }{\"pid\": $pid, \"name\": \"${name:-?}\", \"signal\": \"KILL\"}"
+  done
+  sleep 0.2
+done
+$existed && [ ! -d "$temp" ] && removed=true
 
 containers=""
 if [ -n "$leftovers" ]; then

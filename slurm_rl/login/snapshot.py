@@ -10,6 +10,7 @@ there first, and a working directory inside the repository maps to the same plac
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -34,12 +35,28 @@ def repository_root(experiment: Path) -> Path:
         )
     except FileNotFoundError:
         raise UsageError("--snapshot: git is not installed here; install it, or submit without --snapshot") from None
+    refused = re.search(r"dubious ownership in repository at '(.+?)'", out.stderr)  # another user's repository
+    if out.returncode != 0 and refused:
+        top = Path(refused.group(1))
+        raise UsageError(
+            f"--snapshot: git refuses the repository {top}: it belongs to {owner_of(top)}, not you; if you trust "
+            f"it, `git config --global --add safe.directory {top}`, or submit from a clone of your own, or "
+            f"without --snapshot"
+        )
     if out.returncode != 0:
         raise UsageError(
             f"--snapshot: {experiment} is not in a git repository (it copies the repository's tracked files); "
             f"`git init && git add` the code it needs, or submit without --snapshot"
         )
     return Path(out.stdout.strip()).resolve()
+
+
+def owner_of(path: Path) -> str:
+    """The name (else the uid) of ``path``'s owner."""
+    try:
+        return path.owner()
+    except KeyError:
+        return f"uid {path.stat().st_uid}"
 
 
 def tracked_files(root: Path) -> list[str]:

@@ -121,7 +121,9 @@ def teardown(
     clean = sorted(cleaned_nodes(read_events(paths.events)) & set(nodes) - answered) if bare else []
     report.per_node = merge_reports(report.per_node, [{"node": n, "cleaned_at_end": True} for n in clean])
     rest = sorted(set(report.nodes) - answered - set(clean))
-    if rest and started:  # the job had ended (a lost job's leftovers), or a node did not answer inside it
+    # the job had ended (a lost job's leftovers), a node did not answer inside it, or its nodes ran
+    # it without a bootstrap yet (a container runtime still starting: Apptainer extracting its image)
+    if rest and (started or state.state == "RUNNING"):
         argv = cleanup_command(paths, job_id, grace_s)
         res = client.run_on_nodes(None, rest, argv, srun_flags=site_flags(paths))
         report.per_node = merge_reports(report.per_node, parse_reports(res.stdout))

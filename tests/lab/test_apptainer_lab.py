@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -148,13 +149,21 @@ def test_every_way_an_apptainer_job_ends_leaves_nothing(apptainer_lab: list[str]
 
 
 @pytest.mark.lab_shared
-def test_the_doctor_checks_apptainer_on_a_node(apptainer_lab: list[str]) -> None:
-    res = run_cli("doctor", str(SPEC), "--probe", "--json", timeout=180)
+def test_the_doctor_checks_apptainer_on_a_node_as_root(apptainer_lab: list[str]) -> None:
+    """Root's view (root may still submit; an ordinary user's is test_users_lab's doctor test)."""
+    res = as_root("doctor", str(SPEC), "--probe", "--json", timeout=180)
     checks = {c["name"]: c for c in map(json.loads, res.stdout.splitlines())}
     assert res.returncode == 0 and {c["status"] for c in checks.values()} == {"ok"}, checks
     assert checks["apptainer"]["found"] == "apptainer 1.4.5 on the node, starts containers as root", checks
     assert checks["python and ray"]["found"].startswith("Python 3.11")  # the image's, probed inside it
-    res = run_cli("doctor", str(SPEC), "--json", timeout=60)  # without --probe: said, not guessed
+    res = as_root("doctor", str(SPEC), "--json", timeout=60)  # without --probe: said, not guessed
     said = {c["name"]: c for c in map(json.loads, res.stdout.splitlines())}
     assert said["apptainer"] == {"name": "apptainer", "status": "skip", "found": NOT_PROBED, "fix": ""}, said
     assert said["fuse"]["status"] == "skip", said
+
+
+def as_root(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`slurm-rl ARGS` as this process's user (root on the lab), whatever the test's user is."""
+    return subprocess.run(
+        [sys.executable, "-m", "slurm_rl", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )

@@ -4,13 +4,14 @@ its ✗ with the fix (one tiny probe job each; nothing is left behind)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from slurm_rl.core.paths import current_user
-from tests.conftest import CLI_USER, LAB, REPO
+from tests.conftest import CLI_USER, LAB, REPO, cli_argv
 from tests.lab.helpers import lab_spec, pyxis_missing
 
 pytestmark = [pytest.mark.lab, pytest.mark.smoke, pytest.mark.smoke_versions, pytest.mark.timeout(300)]
@@ -18,7 +19,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.smoke, pytest.mark.smoke_versions, py
 
 def doctor(spec: Path, *args: str) -> tuple[int, dict[str, dict]]:
     res = subprocess.run(
-        ["slurm-rl", "doctor", str(spec), "--json", *args], capture_output=True, text=True, timeout=240, cwd=REPO
+        cli_argv("doctor", str(spec), "--json", *args), capture_output=True, text=True, timeout=240, cwd=REPO
     )
     checks = {c["name"]: c for c in map(json.loads, res.stdout.splitlines())}
     return res.returncode, checks
@@ -46,8 +47,8 @@ def test_without_probe_nothing_is_submitted_and_node_checks_say_so(lab: list[str
     ("fields", "check", "found", "fix"),
     [
         ({"partition": "nope"}, "partition", "'nope' does not exist (partitions: lab, ", "set the spec's 'partition'"),
-        ({"account": "nope"}, "account", "'nope' is not one of root's accounts (lab, rl", "set the spec's 'account'"),
-        ({"qos": "nope"}, "qos", "'nope' is not allowed for root (high, normal", "set the spec's 'qos'"),
+        ({"account": "nope"}, "account", "'nope' is not one of {user}'s accounts (lab, rl", "set the spec's 'account'"),
+        ({"qos": "nope"}, "qos", "'nope' is not allowed for {user} (high, normal", "set the spec's 'qos'"),
         # a node's /tmp is its own: what a node writes there, the login node never sees
         ({"fileroot": "/tmp/srl-doctor-private"}, "fileroot", "/tmp/srl-doctor-private is not shared", "shared"),
         ({"network_interface": "ib0"}, "network", "no interface ib0 on this node", "use an interface every node"),
@@ -56,7 +57,15 @@ def test_without_probe_nothing_is_submitted_and_node_checks_say_so(lab: list[str
 def test_each_broken_setting_is_its_own_fail_with_the_fix(
     lab: list[str], tmp_path: Path, fields: dict, check: str, found: str, fix: str
 ) -> None:
-    rc, checks = doctor(lab_spec(tmp_path, **fields), "--probe")
+    found = found.format(user=CLI_USER["name"] or current_user())  # whom the doctor runs as
+    private = fields.get("fileroot")
+    if private:  # a node-local path: the host's own copy is this test's, made fresh by the doctor
+        shutil.rmtree(private, ignore_errors=True)
+    try:
+        rc, checks = doctor(lab_spec(tmp_path, **fields), "--probe")
+    finally:
+        if private:
+            shutil.rmtree(private, ignore_errors=True)
     assert rc == 1, checks
     got = checks[check]
     assert got["status"] == "fail" and found in got["found"] and fix in (got["fix"] + got["found"]), got

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from slurm_rl.core.events import read_events
-from tests.conftest import run_cli
+from tests.conftest import CLI_USER, hand_to, run_cli
 from tests.lab.helpers import SPEC_PYXIS as SPEC
 from tests.lab.helpers import exit_reason, in_queue, job_containers, lab_up_args, last_json, wait_ready
 from tests.lab.test_containers_lab import ended, start
@@ -35,6 +35,15 @@ def image(pyxis_lab: list[str]) -> Iterator[Path]:
     os.link(LAB_IMAGE, path)
     yield path
     path.unlink(missing_ok=True)
+
+
+def barrier_dir() -> Path:
+    """A fresh dir on the shared fileroot where the probes meet: the test's user's, who writes there."""
+    barrier = FILEROOT / f"image-barrier-{uuid.uuid4().hex[:8]}"
+    barrier.mkdir(parents=True)
+    if CLI_USER["name"]:
+        hand_to(barrier, CLI_USER["name"])
+    return barrier
 
 
 def image_events(job: dict, name: str) -> list[dict]:
@@ -56,8 +65,7 @@ def probe(job: dict) -> dict[str, dict]:
 # over 300 s in a busy fresh-clone run (2026-11-27)
 @pytest.mark.timeout(600)
 def test_an_image_is_prepared_once_per_node_and_no_job_sees_anothers_writes(pyxis_lab: list[str], image: Path) -> None:
-    barrier = FILEROOT / f"image-barrier-{uuid.uuid4().hex[:8]}"
-    barrier.mkdir(parents=True)
+    barrier = barrier_dir()
     # two nodes, the same two for every job: "once per node" needs more than one node, not three
     # (each node more costs an unpack of the >1 GB image twice and a Ray node per job)
     nodes = pyxis_lab[:2]
@@ -138,8 +146,7 @@ def test_without_the_cache_a_job_runs_as_pyxis_alone_starts_it(pyxis_lab: list[s
     spec = {**json.loads(Path(SPEC).read_text()), "image_cache": False}
     spec_path = tmp_path / "lab-pyxis-nocache.json"
     spec_path.write_text(json.dumps(spec))
-    barrier = FILEROOT / f"image-barrier-{uuid.uuid4().hex[:8]}"
-    barrier.mkdir(parents=True)
+    barrier = barrier_dir()
     try:
         job = start_with(spec_path, "image_probe.py", "plain", str(barrier))
         seen = probe(job)

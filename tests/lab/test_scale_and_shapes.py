@@ -269,10 +269,7 @@ def test_ctrl_c_on_wait_leaves_the_job_running_and_says_how_to_stop_it(lab: list
     import signal
 
     proc = subprocess.Popen(
-        [
-            "python",
-            "-m",
-            "slurm_rl",
+        cli_argv(
             "submit",
             SPEC,
             str(EXPERIMENTS / "hold.py"),
@@ -281,7 +278,7 @@ def test_ctrl_c_on_wait_leaves_the_job_running_and_says_how_to_stop_it(lab: list
             "--wait",
             "--name",
             "ctrl-c",
-        ],
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

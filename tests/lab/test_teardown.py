@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import CLI_USER, run_cli, user_argv
 from tests.lab.helpers import SPEC, assert_no_leftovers, exit_reason, job_leftovers, start, wait_ready
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(240)]
@@ -64,13 +64,10 @@ OTHER_USER = "srl-other"
 @pytest.mark.parametrize("as_user", [None, OTHER_USER], ids=["own-non-slurm-rl-job", "other-users-job"])
 def test_teardown_foreign_job_exit_2_and_untouched(lab: list[str], as_user: str | None) -> None:
     """A job not submitted by slurm-rl, or another user's: refused with exit 2, not cancelled."""
-    prefix: list[str] = []
-    if as_user:
-        if subprocess.run(["id", as_user], capture_output=True).returncode != 0:
-            subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", as_user], check=True)
-        prefix = ["runuser", "-u", as_user, "--"]
+    by = as_user or CLI_USER["name"]  # the other user, or the one teardown runs as (this test's user)
+    sbatch = ["sbatch", "--parsable", "-N", "1", "-o", "/dev/null", "--chdir", "/", "--wrap", "sleep 60"]
     job = subprocess.run(
-        [*prefix, "sbatch", "--parsable", "-N", "1", "-o", "/dev/null", "--chdir", "/", "--wrap", "sleep 60"],
+        user_argv(by, sbatch) if by else sbatch,
         capture_output=True,
         text=True,
         check=True,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from slurm_rl.core.events import read_events
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 from tests.lab.helpers import EXPERIMENTS, SPEC, assert_no_leftovers, in_queue, wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.lab_shared, pytest.mark.timeout(300)]
@@ -26,6 +26,11 @@ def overlap(intervals: list[tuple[float, float]]) -> int:
     return most
 
 
+# the checkout is root's: a lab user snapshots it as git's own refusal says (safe.directory), here
+# for this command alone (git reads GIT_CONFIG_* as command-line configuration)
+TRUST_THE_CHECKOUT = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": str(REPO)}
+
+
 # not in the smoke set: a sweep's array tasks and their states are, on every SLURM, in
 # test_job_states_lab's wait race; throttling, the summary and the plot do not change with SLURM
 def test_a_four_point_sweep_two_at_a_time_with_summary_and_plot(lab: list[str]) -> None:
@@ -36,6 +41,7 @@ def test_a_four_point_sweep_two_at_a_time_with_summary_and_plot(lab: list[str]) 
         *("--nodes", "1", "--cpus-per-node", "1", "--max-concurrent", "2", "--snapshot", "--wait", "--json"),
         *("--", "--lr", "0.1,0.3", "--seed", "0,1", "--fail-at", "0.3:1"),
         timeout=240,
+        env=TRUST_THE_CHECKOUT,
     )
     assert res.returncode == 1, (res.stdout, res.stderr)  # one task failed: the sweep did
     data = json.loads(res.stdout.splitlines()[-1])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -44,6 +45,20 @@ def test_outside_a_repository_it_says_what_to_do(tmp_path: Path) -> None:
     spec.write_text(json.dumps({"cluster_name": "c", "fileroot": str(tmp_path / "root")}))
     res = run_cli("submit", str(spec), str(lonely), "-N", "1", "--snapshot", "--dry-run")
     assert res.returncode == 2 and "--snapshot" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_another_users_repository_is_named_with_gits_own_fix(tmp_path: Path) -> None:
+    """git refuses a repository another user owns (its safe.directory guard): said as that, with
+    the owner and git's fix, not as "not in a git repository"."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to hand the repository to another user")
+    repo = git_repo(tmp_path / "repo")
+    subprocess.run(["chown", "-R", "65534:65534", str(repo)], check=True)
+    with pytest.raises(UsageError) as refused:
+        repository_root(repo / "pkg" / "exp.py")
+    said = str(refused.value)
+    assert f"git refuses the repository {repo}" in said and "safe.directory" in said, said
+    assert "not in a git repository" not in said
 
 
 def test_the_manifest_names_the_repository(tmp_path: Path) -> None:
