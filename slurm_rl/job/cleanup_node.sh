@@ -87,7 +87,8 @@ fi
 holders() {
   local dir fd
   for dir in /proc/[0-9]*; do
-    [ -O "$dir" ] && [ "${dir#/proc/}" != $$ ] || continue  # our own processes only
+    [ -O "$dir" ] || continue  # our own processes only
+    case "$ancestors$BASHPID " in *" ${dir#/proc/} "*) continue ;; esac  # us, and this subshell
     for fd in "$dir"/cwd "$dir"/fd/*; do
       case "$(readlink "$fd" 2>/dev/null)" in "$temp" | "$temp"/*) echo "${dir#/proc/}"; break ;; esac
     done
@@ -96,14 +97,18 @@ holders() {
 
 removed=false existed=false
 [ -d "$temp" ] && existed=true
-for _ in 1 2 3 4 5 6 7 8 9 10; do  # a killed writer can recreate what rm just removed: a few tries
-  [ -d "$temp" ] || break
-  rm -rf "$temp" 2>/dev/null
-  [ -d "$temp" ] || break
+kill_holders() {
+  local pid name
   for pid in $(holders); do
     name=$(tr -d '"\\\n' <"/proc/$pid/comm" 2>/dev/null)
     kill -KILL "$pid" 2>/dev/null && killed="$killed${killed:+, }{\"pid\": $pid, \"name\": \"${name:-?}\", \"signal\": \"KILL\"}"
   done
+}
+for _ in 1 2 3 4 5 6 7 8 9 10; do  # a writer killed just now may still recreate what rm removed
+  [ -d "$temp" ] || break
+  kill_holders
+  rm -rf "$temp" 2>/dev/null
+  [ -d "$temp" ] || break
   sleep 0.2
 done
 $existed && [ ! -d "$temp" ] && removed=true

@@ -115,6 +115,30 @@ def test_cleanup_of_a_container_job_is_plain_shell_on_the_bare_node(tmp_path: Pa
             p.wait()
 
 
+def test_the_node_cleanup_stops_an_unmarked_writer_in_the_temp_dir(tmp_path: Path) -> None:
+    """A process that carries no marker but writes in the job's temp dir (Apptainer's unsquashfs,
+    as a user, extracting the image there when the job is torn down) is killed, named in the
+    report, and the dir is gone (it would recreate what rm removed)."""
+    paths = JobPaths(tmp_path)
+    _manifest(Container(runtime="apptainer", image="/img")).write(paths.manifest)
+    argv = cleanup_command(paths, 4243, 1.0)
+    temp = tmp_path / "srl-4243"
+    (temp / "rootfs").mkdir(parents=True)
+    writer = subprocess.Popen(  # argv and environment free of the job: only its cwd is there
+        ["bash", "-c", 'cd "$D" && exec bash -c "while :; do mkdir -p a/b; touch a/b/f; done"'],
+        env={k: v for k, v in os.environ.items() if k != "SLURM_RL_JOB_ID"} | {"D": str(temp / "rootfs")},
+    )
+    try:
+        out = subprocess.run([*argv[:6], str(temp)], capture_output=True, text=True, timeout=30)
+        report = json.loads(out.stdout)
+        assert [k["pid"] for k in report["killed"]] == [writer.pid], (out.stdout, out.stderr)
+        assert report["temp_dir_removed"] is True and not temp.exists()
+        assert writer.wait(timeout=10) == -9
+    finally:
+        writer.kill()
+        writer.wait()
+
+
 def test_cleanup_of_a_job_dir_without_manifest_uses_this_python(tmp_path: Path) -> None:
     assert cleanup_command(JobPaths(tmp_path), 42, 1.0)[0] == sys.executable
 
