@@ -216,7 +216,7 @@ def _index_ids(user: str | None) -> list[str]:
     """The ids in USER's job index (its home's; None: this process's)."""
     from slurm_rl.login.index import index_path
 
-    path = index_path() if user is None else Path(pwd.getpwnam(user).pw_dir, ".local/state/slurm_rl/jobs.jsonl")
+    path = index_path(None if user is None else Path(pwd.getpwnam(user).pw_dir))  # the soak's env is the user's
     try:
         return [str(json.loads(line).get("job_id")) for line in path.read_text().splitlines() if line.strip()]
     except FileNotFoundError:

@@ -95,8 +95,6 @@ holders() {
   done
 }
 
-removed=false existed=false
-[ -d "$temp" ] && existed=true
 kill_holders() {
   local pid name
   for pid in $(holders); do
@@ -104,6 +102,9 @@ kill_holders() {
     kill -KILL "$pid" 2>/dev/null && killed="$killed${killed:+, }{\"pid\": $pid, \"name\": \"${name:-?}\", \"signal\": \"KILL\"}"
   done
 }
+
+removed=false existed=false
+[ -d "$temp" ] && existed=true
 for _ in 1 2 3 4 5 6 7 8 9 10; do  # a writer killed just now may still recreate what rm removed
   [ -d "$temp" ] || break
   kill_holders

@@ -17,10 +17,11 @@ from ..core.paths import JobPaths
 INDEX_ENV = "SLURM_RL_INDEX"
 
 
-def index_path() -> Path:
+def index_path(home: Path | None = None) -> Path:
+    """The job index of whoever has HOME (default: this process's user) in this environment."""
     if os.environ.get(INDEX_ENV):
         return Path(os.environ[INDEX_ENV])
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    state = os.environ.get("XDG_STATE_HOME") or str((home or Path.home()) / ".local" / "state")
     return Path(state) / "slurm_rl" / "jobs.jsonl"
 
 
