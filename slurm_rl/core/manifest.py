@@ -42,6 +42,10 @@ class Container(BaseModel):
     cache_mb: int = 0  # the runtime's per-node image cache's budget (0: no cache)
     scratch: str = "/tmp"  # the spec's node_local_dir: the job's node-local dir is <scratch>/srl-<id>
 
+    def temp_dir(self, job_id: int | str) -> str:
+        """The job's node-local dir (where an image extracted per job goes too)."""
+        return node_temp_dir(job_id, self.scratch)
+
     @property
     def cached(self) -> bool:
         """Started from the node's prepared copy of the image under a per-container layer,

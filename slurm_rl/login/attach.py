@@ -73,7 +73,12 @@ def plan_attach(
     container = manifest.container
     try:
         command = runtime_of(container.runtime).attach(
-            container, container.workdir or str(paths.job_dir), command, sorted(env), bootstrap_pid(paths, node)
+            container,
+            container.workdir or str(paths.job_dir),
+            manifest.temp_dir(str(job_id)),
+            command,
+            sorted(env),
+            bootstrap_pid(paths, node),
         )
     except UsageError as exc:
         raise UsageError(f"job {job_id} on {node}: {exc}") from None

@@ -17,7 +17,7 @@ from ..config.spec import ClusterSpec
 from ..core.exits import REQUESTED_REQUEUE_LIMIT
 from ..core.manifest import JOB_ID_PLACEHOLDER, Container, JobManifest
 from ..core.options import JobOptions
-from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, image_cache_dir, node_temp_dir, warned_marker_name
+from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, image_cache_dir, warned_marker_name
 from .directives import member_directives, sbatch_directives
 from .parts_render import image_steps, part_nodes
 from .plan import JobPlan, plan_job
@@ -170,7 +170,7 @@ def render_job(spec: ClusterSpec, opts: JobOptions, plan: JobPlan | None = None)
         secrets_file=SECRETS_FILE,
         launch=launch,
         files=finalize_files(),
-        node_temp=shell_word(node_temp_dir(JOB_ID_PLACEHOLDER, spec.node_local_dir), key),
+        node_temp=shell_word(container.temp_dir(JOB_ID_PLACEHOLDER), key),
         runtime_leftovers=shlex.quote(runtime.leftovers_shell() if runtime.contained else ""),
         runtime_requeue_cleanup=runtime.requeue_cleanup(),  # a requeue first removes the attempt's containers
         requeue=opts.requeue,

@@ -12,7 +12,8 @@ import json
 from typing import TYPE_CHECKING
 
 from ..core.checks import Check
-from ..core.paths import NODE_TEMP_PREFIX
+from ..core.manifest import JOB_ID_PLACEHOLDER
+from ..core.paths import node_temp_dir
 from .base import PROBE_RUNTIME_PREFIX, Runtime
 from .unprivileged import NEEDS_SHELL, fuse_check, parse_needs
 
@@ -26,13 +27,11 @@ MIN_VERSION = (1, 1)  # user namespaces by default, --no-mount
 # (3.1 s to a python prompt on the lab, root 1.5 s). Without it Apptainer fails ("fuse: failed to
 # open /dev/fuse"), so slurm-rl has it extract the image instead (APPTAINER_UNSQUASH: 7.1 s on the
 # lab, each start), into the job's node-local dir, which every end path of the job removes.
-# $1: the node-local root (the spec's node_local_dir), then apptainer's argv.
-# (the node dir's name as core/paths.py's node_temp_dir makes it, keyed as render.py keys it)
+# $1: --node-temp=DIR, the job's node-local dir (the image goes under it), then apptainer's argv.
 HAS_SETUID_STARTER = '[ -u "$(apptainer buildcfg LIBEXECDIR 2>/dev/null)/apptainer/bin/starter-suid" ]'
-OPEN_IMAGE_SHELL = f"""s=$1; shift
+OPEN_IMAGE_SHELL = f"""t=${{1#--node-temp=}}; shift
 if [ "$(id -u)" != 0 ] && ! [ -r /dev/fuse -a -w /dev/fuse ] && ! {HAS_SETUID_STARTER}; then
-  k=${{SLURM_ARRAY_JOB_ID:+${{SLURM_ARRAY_JOB_ID}}_$SLURM_ARRAY_TASK_ID}}
-  export APPTAINER_UNSQUASH=1 APPTAINER_TMPDIR=$s/{NODE_TEMP_PREFIX}${{k:-$SLURM_JOB_ID}}
+  export APPTAINER_UNSQUASH=1 APPTAINER_TMPDIR=$t
   (umask 077; mkdir -p "$APPTAINER_TMPDIR")
 fi
 exec "$@"
@@ -53,21 +52,31 @@ root=false; [ "$(id -u)" = 0 ] && root=true
 say "{{\\"found\\": true, \\"version\\": \\"$version\\", \\"userns\\": $userns, \\"setuid\\": $setuid, \\
 \\"root\\": $root}}"
 {NEEDS_SHELL}
-set -- "$scratch" apptainer exec --no-mount home,cwd --bind "$fileroot:$fileroot" "$image" "$@"
+set -- "--node-temp={node_temp_dir("$SLURM_JOB_ID", "$scratch")}" \\
+  apptainer exec --no-mount home,cwd --bind "$fileroot:$fileroot" "$image" "$@"
 set +u
 {OPEN_IMAGE_SHELL}"""
 
 
-def exec_prefix(container: Container, workdir: str) -> list[str]:
+def exec_prefix(container: Container, workdir: str, temp_dir: str) -> list[str]:
     """``apptainer exec`` of the job's image with its mounts (the spec's, the fileroot, the
     node-local dir), in ``workdir``; the environment passes as it is (SLURM's, the job's).
-    Through OPEN_IMAGE_SHELL, which sets how the node opens the image."""
+    Through OPEN_IMAGE_SHELL, which sets how the node opens the image (``temp_dir``: the job's
+    node-local dir, where an extracted image goes and every end path of the job removes)."""
     prefix = ["apptainer", "exec", "--no-mount", "home,cwd,tmp", f"--pwd={workdir}"]
     for mount in container.mounts:
         prefix += ["--bind", mount]
     if container.gpus:
         prefix.append("--nv")
-    return ["sh", "-c", OPEN_IMAGE_SHELL, "slurm-rl-apptainer", container.scratch, *prefix, str(container.image)]
+    return [
+        "sh",
+        "-c",
+        OPEN_IMAGE_SHELL,
+        "slurm-rl-apptainer",
+        f"--node-temp={temp_dir}",
+        *prefix,
+        str(container.image),
+    ]
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
@@ -84,12 +93,19 @@ class Apptainer(Runtime):
     title = "Apptainer"
 
     def launch(self, container: Container, workdir: str) -> tuple[list[str], list[str]]:
-        return [], exec_prefix(container, workdir)
+        # the node dir as render keys it (a sweep's task, a member job: the job it joins)
+        return [], exec_prefix(container, workdir, container.temp_dir(JOB_ID_PLACEHOLDER))
 
     def attach(
-        self, container: Container, workdir: str, command: list[str], variables: list[str], pid: int | None
+        self,
+        container: Container,
+        workdir: str,
+        temp_dir: str,
+        command: list[str],
+        variables: list[str],
+        pid: int | None,
     ) -> list[str]:
-        return [*exec_prefix(container, workdir), *command]
+        return [*exec_prefix(container, workdir, temp_dir), *command]
 
     def site_check(self, spec: ClusterSpec, config: dict[str, str]) -> Check | None:
         return None  # it runs on the nodes, not through SLURM: the probe checks it there

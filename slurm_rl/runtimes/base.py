@@ -77,11 +77,18 @@ class Runtime:
 
     # ---- a running job ------------------------------------------------------------------------
     def attach(
-        self, container: Container, workdir: str, command: list[str], variables: list[str], pid: int | None
+        self,
+        container: Container,
+        workdir: str,
+        temp_dir: str,
+        command: list[str],
+        variables: list[str],
+        pid: int | None,
     ) -> list[str]:
         """``command`` as it runs on a node of the running job, in its container: ``variables``
-        are the names of ours it needs (the job's Ray address and token); ``pid``: the node's
-        bootstrap (its node_start event), None where the node has not started yet."""
+        are the names of ours it needs (the job's Ray address and token); ``temp_dir``: the job's
+        node-local dir; ``pid``: the node's bootstrap (its node_start event), None where the node
+        has not started yet."""
         return command
 
     # ---- doctor and preflight -----------------------------------------------------------------

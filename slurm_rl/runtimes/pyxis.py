@@ -105,7 +105,13 @@ class Pyxis(Runtime):
         )
 
     def attach(
-        self, container: Container, workdir: str, command: list[str], variables: list[str], pid: int | None
+        self,
+        container: Container,
+        workdir: str,
+        temp_dir: str,
+        command: list[str],
+        variables: list[str],
+        pid: int | None,
     ) -> list[str]:
         """Into the running container (``enroot exec`` of the node's bootstrap: its mounts and
         environment, plus ``variables`` from ours)."""

@@ -7,17 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from slurm_rl.config.spec import parse_spec
+from slurm_rl.config.spec import load_spec_file, parse_spec
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.manifest import Container
 from slurm_rl.job.ray_start import OBJECT_STORE_MIN, object_store_size
 from slurm_rl.login.plan import container_mounts
-from slurm_rl.login.resolve import container_workdir
+from slurm_rl.login.render import render_job
+from slurm_rl.login.resolve import container_workdir, resolve_options
 from slurm_rl.runtimes import runtime_of
 from slurm_rl.runtimes.apptainer import OPEN_IMAGE_SHELL
 from slurm_rl.slurm import SlurmClient
 
 pytestmark = pytest.mark.unit
+REPO = Path(__file__).resolve().parents[2]
 
 GiB = 2**30
 
@@ -66,24 +68,35 @@ def test_a_container_runs_in_the_job_dir_or_a_mounted_workdir(tmp_path: Path) ->
 def test_attach_joins_the_running_container_with_the_jobs_ray_variables() -> None:
     pyxis = runtime_of("pyxis")
     box = Container(runtime="pyxis", image="/i.sqsh", mounts=("/j:/j",))
-    command = pyxis.attach(box, "/j", ["ray", "status"], ["RAY_ADDRESS", "RAY_AUTH_MODE"], 4242)
+    command = pyxis.attach(box, "/j", "/tmp/srl-7", ["ray", "status"], ["RAY_ADDRESS", "RAY_AUTH_MODE"], 4242)
     assert SlurmClient.attach_argv(7, "node1", command) == [
         *("srun", "--overlap", "--jobid=7", "--nodelist=node1", "--nodes=1", "--ntasks=1"),
         *("enroot", "exec", "--env", "RAY_ADDRESS", "--env", "RAY_AUTH_MODE", "4242", "ray", "status"),
     ]
-    shell = SlurmClient.attach_argv(7, "node1", pyxis.attach(box, "/j", ["bash", "-l"], [], 4242), pty=True)
+    shell = SlurmClient.attach_argv(
+        7, "node1", pyxis.attach(box, "/j", "/tmp/srl-7", ["bash", "-l"], [], 4242), pty=True
+    )
     assert shell[-6:] == ["--pty", "enroot", "exec", "4242", "bash", "-l"]
     with pytest.raises(UsageError, match="no node_start event"):  # the node's bootstrap has not started
-        pyxis.attach(box, "/j", ["ray", "status"], [], None)
+        pyxis.attach(box, "/j", "/tmp/srl-7", ["ray", "status"], [], None)
     # Apptainer: one more exec of the job's image with its binds, in its working directory (the
     # environment passes as it is: the job's Ray variables with it)
     sif = Container(runtime="apptainer", image="/i.sif", mounts=("/j:/j", "/tmp:/tmp"), gpus=True)
-    assert runtime_of("apptainer").attach(sif, "/j/run", ["ray", "status"], ["RAY_ADDRESS"], None) == [
-        *("sh", "-c", OPEN_IMAGE_SHELL, "slurm-rl-apptainer", "/tmp", "apptainer", "exec", "--no-mount"),
+    assert runtime_of("apptainer").attach(sif, "/j/run", "/tmp/srl-7", ["ray", "status"], ["RAY_ADDRESS"], None) == [
+        *(
+            "sh",
+            "-c",
+            OPEN_IMAGE_SHELL,
+            "slurm-rl-apptainer",
+            "--node-temp=/tmp/srl-7",
+            "apptainer",
+            "exec",
+            "--no-mount",
+        ),
         *("home,cwd,tmp", "--pwd=/j/run", "--bind", "/j:/j", "--bind"),
         *("/tmp:/tmp", "--nv", "/i.sif", "ray", "status"),
     ]
-    bare = runtime_of("none").attach(Container(), "/j", ["hostname"], ["RAY_ADDRESS"], 4242)
+    bare = runtime_of("none").attach(Container(), "/j", "/tmp/srl-7", ["hostname"], ["RAY_ADDRESS"], 4242)
     assert SlurmClient.attach_argv(7, "node1", bare)[-1] == "hostname"  # bare jobs: as before
 
 
@@ -121,3 +134,25 @@ def test_a_first_submit_may_mount_the_fileroot_it_makes_but_not_a_missing_dir(tm
                 check_node_paths(spec, opts)
         else:
             check_node_paths(spec, opts)  # no error
+
+
+@pytest.mark.parametrize(
+    ("flags", "node_dir"),
+    [
+        ({}, "/tmp/srl-$SLURM_JOB_ID"),
+        ({"array": "0-3"}, "/tmp/srl-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"),  # a sweep's task
+    ],
+)
+def test_an_image_apptainer_extracts_goes_into_the_node_dir_the_jobs_cleanup_removes(
+    tmp_path: Path, flags: dict[str, str], node_dir: str
+) -> None:
+    """Where a user may not mount the image (no /dev/fuse), Apptainer extracts it into the job's
+    node-local dir: the one its node cleanup removes, keyed as that cleanup keys it, a sweep's
+    task and a member job (--heal's replacements, which join another job's dir) included."""
+    spec = load_spec_file(REPO / "cluster_specs" / "example-apptainer.json")
+    (tmp_path / "e.py").write_text("")
+    opts = resolve_options(spec, str(tmp_path / "e.py"), user="alice", nodes=2, heal=1, **flags)
+    job = render_job(spec, opts)
+    assert f'slurm-rl-apptainer --node-temp="{node_dir}" apptainer exec' in job.script
+    if not flags:  # the member job's steps: the dir of the job it joins, not their own id
+        assert 'slurm-rl-apptainer --node-temp="/tmp/srl-${SLURM_RL_JOB_DIR##*/}" apptainer exec' in job.member_script
