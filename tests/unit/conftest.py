@@ -9,16 +9,16 @@ from collections.abc import Iterator
 import pytest
 import ray
 
-from slurm_rl.distributed.worker_env.lean_node import without_dashboard
+from slurm_rl.distributed.worker_env.local_start import start_local_ray
 
 
 @contextlib.contextmanager
 def local_ray(**resources: object) -> Iterator[None]:
-    """An embedded local Ray with these (logical) resources, no token, no dashboard: started lean,
-    as `init_ray` starts a local run's (no dashboard process, a minimal agent)."""
+    """An embedded local Ray with these (logical) resources, no token, no dashboard: started as
+    `init_ray` starts a local run's (no dashboard process, a minimal agent, no prestarted workers,
+    again where Ray's raylet wait ran out on a busy machine)."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    with without_dashboard():
-        ray.init(include_dashboard=False, **resources)  # type: ignore[arg-type]
+    start_local_ray(include_dashboard=False, **resources)
     try:
         yield
     finally:

@@ -17,6 +17,7 @@ from slurm_rl.distributed import (
     ResourceInsufficientError,
 )
 from slurm_rl.distributed import virtual_cluster as vc
+from slurm_rl.distributed.worker_env.local_start import start_local_ray
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.ray]  # starts a local Ray: `pytest -m unit` skips it
 FQN = "tests.unit.workers.simple.EnvWorker"
@@ -26,7 +27,7 @@ FQN = "tests.unit.workers.simple.EnvWorker"
 def local_ray():
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ["USER_LEVEL"] = "from-user"  # the user's environment reaches workers (lowest precedence)
-    ray.init(num_cpus=8, include_dashboard=False, runtime_env={"env_vars": vc.worker_env_vars()})
+    start_local_ray(num_cpus=8, include_dashboard=False, runtime_env={"env_vars": vc.worker_env_vars()})
     yield
     ray.shutdown()
 

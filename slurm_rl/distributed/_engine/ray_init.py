@@ -10,10 +10,10 @@ import os
 import time
 from collections.abc import Mapping
 
-from ...core.job_env import RAY_ADDRESS_ENV, RAY_SYSTEM_CONFIG, JobEnvironment
+from ...core.job_env import RAY_ADDRESS_ENV, JobEnvironment
 from ...core.stacks import STACKS_DIR_ENV, arm
 from ..worker_env.hygiene import SETUP_HOOK_NAME, setup_hook, worker_env_vars
-from ..worker_env.lean_node import without_dashboard
+from ..worker_env.local_start import start_local_ray
 from ..worker_env.setup_worker import use_light_setup_worker
 
 logger = logging.getLogger(__name__)
@@ -261,17 +261,15 @@ def _init_ray(log_dir: str | None = None) -> str:
         # call init_ray with ray.init mocked while their own Ray runs)
         logger.info("init_ray: no usable running Ray cluster (%s)", exc)
     use_light_setup_worker()
-    with without_dashboard():  # no dashboard process, a minimal agent (lean_node.py)
-        ray.init(
-            address="local",
-            log_to_driver=True,
-            include_dashboard=False,
-            logging_level=RAY_LOG_LEVEL,
-            runtime_env=runtime_env(),
-            resources={tag: 1},
-            _system_config=RAY_SYSTEM_CONFIG,
-            **temp_dir,  # type: ignore[arg-type]
-        )
+    start_local_ray(  # no dashboard process, a minimal agent, again where Ray's raylet wait ran out
+        address="local",
+        log_to_driver=True,
+        include_dashboard=False,
+        logging_level=RAY_LOG_LEVEL,
+        runtime_env=runtime_env(),
+        resources={tag: 1},
+        **temp_dir,
+    )
     logger.info("init_ray: started a local Ray cluster tagged %s", tag)
     return RAY_CLUSTER_STARTED_LOCAL
 
