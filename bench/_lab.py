@@ -5,8 +5,6 @@ real CLI, wait for a file, and count a job's processes on a node the way an admi
 from __future__ import annotations
 
 import json
-import os
-import pwd
 import subprocess
 import sys
 import time
@@ -17,19 +15,16 @@ SPEC = REPO / "cluster_specs" / "lab.json"
 LAB = REPO / "tests" / "lab" / "slurm-lab"
 HOLD = REPO / "tests" / "lab" / "experiments" / "hold.py"  # a driver that holds an actor per node
 
+sys.path.insert(0, str(REPO))  # the lab's own helper for its users (standard library only)
+from tests.lab.become import user_argv
 
 SPEC_PYXIS = REPO / "cluster_specs" / "lab-pyxis.json"  # the same jobs in containers (`slurm-lab up --pyxis`)
 
 
 def as_user(user: str | None, argv: list[str]) -> list[str]:
-    """``argv`` as ``user`` (one of the lab's, tests/lab/slurm-lab-users.sh) with its own HOME
-    and this interpreter first on PATH; as it is for None."""
-    if not user:
-        return argv
-    home = pwd.getpwnam(user).pw_dir
-    path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
-    own = [f"HOME={home}", f"USER={user}", f"LOGNAME={user}", f"PATH={path}"]
-    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--", "env", *own, *argv]
+    """``argv`` as ``user`` (one of the lab's, tests/lab/become.py) with its own HOME and this
+    interpreter first on PATH; as it is for None."""
+    return user_argv(user, argv) if user else argv
 
 
 def submit(

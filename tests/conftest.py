@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.lab.become import user_argv
 from tests.lab.sharing import in_tail, refuse_oversubscribe
 from tests.lab.sharing import stream as lab_stream
 
@@ -117,19 +118,6 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
 CLI_USER: dict[str, str | None] = {"name": None}
 
 
-def user_argv(user: str, argv: list[str], env: dict[str, str] | None = None) -> list[str]:
-    """``argv`` run as ``user`` as its login would set it up: its HOME, USER and LOGNAME, PATH
-    with this interpreter's bin first, and ``env`` (the rest of the environment is kept). setpriv
-    execs ``argv`` itself (runuser would wait in a parent of its own that swallows SIGINT and
-    outlives a kill): signals and exits reach the user's process as they do a user's terminal's."""
-    import pwd
-
-    own = {"HOME": pwd.getpwnam(user).pw_dir, "USER": user, "LOGNAME": user}
-    own["PATH"] = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
-    become = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--"]
-    return [*become, "env", *(f"{k}={v}" for k, v in {**own, **(env or {})}.items()), *argv]
-
-
 def hand_to(path: Path, user: str) -> None:
     """PATH and all below it made ``user``'s, and the dirs above it (up to /tmp or /) traversable
     by others: a test's files handed to the user its commands run as."""
@@ -138,6 +126,14 @@ def hand_to(path: Path, user: str) -> None:
             break
         parent.chmod(parent.stat().st_mode | 0o001)
     subprocess.run(["chown", "-R", f"{user}:", str(path)], check=True, timeout=60)
+
+
+def hand_to_cli_user(path: Path) -> Path:
+    """PATH handed to ``CLI_USER`` (hand_to) when a lab test set one, as it is otherwise: files a
+    test makes for what its `slurm-rl` commands read or write as that user."""
+    if CLI_USER["name"]:
+        hand_to(path, CLI_USER["name"])
+    return path
 
 
 def python_argv(*args: str, python: str = sys.executable, env: dict[str, str] | None = None) -> list[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from slurm_rl.core.events import read_events
-from tests.conftest import CLI_USER, hand_to, run_cli
+from tests.conftest import hand_to_cli_user, run_cli
 from tests.lab.helpers import SPEC_PYXIS as SPEC
 from tests.lab.helpers import exit_reason, in_queue, job_containers, lab_up_args, last_json, wait_ready
 from tests.lab.test_containers_lab import ended, start
@@ -41,9 +41,7 @@ def barrier_dir() -> Path:
     """A fresh dir on the shared fileroot where the probes meet: the test's user's, who writes there."""
     barrier = FILEROOT / f"image-barrier-{uuid.uuid4().hex[:8]}"
     barrier.mkdir(parents=True)
-    if CLI_USER["name"]:
-        hand_to(barrier, CLI_USER["name"])
-    return barrier
+    return hand_to_cli_user(barrier)
 
 
 def image_events(job: dict, name: str) -> list[dict]:

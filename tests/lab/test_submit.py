@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from slurm_rl.core.events import read_events
-from tests.conftest import CLI_USER, hand_to, run_cli
+from tests.conftest import hand_to_cli_user, run_cli
 from tests.lab.helpers import (
     SPEC,
     exit_reason,
@@ -122,9 +122,7 @@ def test_a_snapshot_is_what_a_queued_job_runs(lab: list[str], tmp_path: Path) ->
     in the queue (--begin) does not reach it; imports next to the experiment come from the copy."""
     from tests.unit.test_snapshot import git_repo
 
-    repo = git_repo(tmp_path / "repo")
-    if CLI_USER["name"]:  # the user's own repository (git refuses another user's)
-        hand_to(repo, CLI_USER["name"])
+    repo = hand_to_cli_user(git_repo(tmp_path / "repo"))  # the user's own (git refuses another user's)
     # an absolute path: start() takes it as it is
     data = start(str(repo / "pkg" / "exp.py"), nodes=1, extra=("--snapshot", "--sbatch-arg=--begin=now+6"))
     (repo / "pkg" / "helper.py").write_text("VERSION = 'v2, edited after submit'\n")
