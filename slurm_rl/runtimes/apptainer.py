@@ -52,10 +52,11 @@ root=false; [ "$(id -u)" = 0 ] && root=true
 say "{{\\"found\\": true, \\"version\\": \\"$version\\", \\"userns\\": $userns, \\"setuid\\": $setuid, \\
 \\"root\\": $root}}"
 {NEEDS_SHELL}
-set -- "--node-temp={node_temp_dir("$SLURM_JOB_ID", "$scratch")}" \\
-  apptainer exec --no-mount home,cwd --bind "$fileroot:$fileroot" "$image" "$@"
 set +u
-{OPEN_IMAGE_SHELL}"""
+probe_temp={node_temp_dir("${SLURM_JOB_ID:-probe$$}", "$scratch")}
+(set -- "--node-temp=$probe_temp" apptainer exec --no-mount home,cwd --bind "$fileroot:$fileroot" "$image" "$@"
+{OPEN_IMAGE_SHELL}); rc=$?
+rm -rf "$probe_temp"; exit $rc"""
 
 
 def exec_prefix(container: Container, workdir: str, temp_dir: str) -> list[str]:

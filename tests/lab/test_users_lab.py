@@ -26,6 +26,7 @@ from tests.lab.helpers import (
     assert_no_leftovers,
     in_queue,
     job_cluster,
+    job_leftovers,
     pyxis_missing,
     wait_for,
     wait_gone,
@@ -226,6 +227,12 @@ def test_a_fileroot_dir_somebody_else_made_is_refused(lab: list[str]) -> None:
 FUSE = Path("/dev/fuse")  # the machine's: every lab node has the host's /dev
 
 
+def probe_jobs() -> list[str]:
+    """The ids of USER's `doctor --probe` jobs, as SLURM's accounting has them."""
+    sacct = ["sacct", "-n", "-X", "-P", f"--user={USER}", "--name=slurm-rl-doctor", "--format=JobID"]
+    return subprocess.run(sacct, capture_output=True, text=True, timeout=30).stdout.split()
+
+
 def test_the_doctor_names_what_an_unprivileged_user_lacks(pyxis_lab: list[str]) -> None:
     """`doctor --probe` as USER on the Pyxis and Apptainer specs: the probe job runs as the user,
     every check passes but the one thing these machines lack for an unprivileged Apptainer
@@ -236,6 +243,7 @@ def test_the_doctor_names_what_an_unprivileged_user_lacks(pyxis_lab: list[str]) 
     why = pyxis_missing() or apptainer_missing()
     assert not why, why  # CI's lab has both (a missing one fails `up` there)
     checks = {}
+    earlier = set(probe_jobs())
     for spec in (SPEC_PYXIS, SPEC_APPTAINER):
         res = run_as(USER, "doctor", spec, "--probe", "--json", timeout=240)
         checks[spec] = {c["name"]: c for c in map(json.loads, res.stdout.splitlines())}
@@ -251,6 +259,10 @@ def test_the_doctor_names_what_an_unprivileged_user_lacks(pyxis_lab: list[str]) 
     assert f"/dev/fuse is not open to uid {uid(USER)}" in warned["fuse"]["found"], warned
     assert "/dev/fuse mode 0666" in warned["fuse"]["fix"], warned
     assert apptainer["python and ray"]["found"].startswith("Python 3.11"), apptainer  # extracted, then run
+    probes = wait_for(lambda: set(probe_jobs()) - earlier, 30)
+    assert probes, "sacct shows no probe job of the user"
+    left = {jid: where for jid in probes if (where := job_leftovers(pyxis_lab, int(jid)))}
+    assert not left, left  # the extracted image went with its probe job
     before = FUSE.stat().st_mode & 0o777
     try:
         FUSE.chmod(0o666)

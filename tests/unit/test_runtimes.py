@@ -111,7 +111,7 @@ def _probe(tmp_path: Path, apptainer: str | None) -> tuple[str, subprocess.Compl
     if apptainer is not None:
         (bin_dir / "apptainer").write_text(apptainer)
         (bin_dir / "apptainer").chmod(0o755)
-    for tool in ("awk", "unshare", "id", "cat"):  # what the probe shell runs, and no apptainer
+    for tool in ("awk", "unshare", "id", "cat", "rm"):  # what the probe shell runs, and no apptainer
         real = subprocess.run(["bash", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
         if real and not (bin_dir / tool).exists():
             (bin_dir / tool).symlink_to(real)
