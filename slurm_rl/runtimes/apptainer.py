@@ -40,7 +40,9 @@ exec "$@"
 
 # The node's apptainer, said on one line before the probe runs inside the image (plain shell:
 # the bare node may have no python). $1: the image, $2: the fileroot, $3: the node-local root,
-# then the probe's argv, which runs in the image opened as a job's is.
+# then the probe's argv, which runs in the image opened as a job's is: in a subshell, so that the
+# node dir an unprivileged start extracts the image into (keyed by the probe's job id) is removed
+# after it (no job cleanup ever runs for the probe's job).
 PROBE_SHELL = f"""set -u
 image=$1 fileroot=$2 scratch=$3; shift 3
 say() {{ echo "{PROBE_RUNTIME_PREFIX}$1"; }}
