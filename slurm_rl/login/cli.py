@@ -72,10 +72,12 @@ def spec_show(path: str | None) -> None:
 @job_options
 def render(**kw: Any) -> None:
     """Print the exact sbatch script `submit` would run (nothing is submitted)."""
+    from ..slurm import SlurmClient
+    from .plan import preview_plan
     from .render import render_sbatch
 
     s, opts = _resolve(kw)
-    click.echo(render_sbatch(s, opts), nl=False)
+    click.echo(render_sbatch(preview_plan(s, opts, SlurmClient())), nl=False)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -92,27 +94,21 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
       slurm-rl submit cluster_specs/lab.json examples/hello.py --nodes 3 --wait -- --steps 5
     """
     from ..slurm import SlurmClient
-    from .render import render_job, render_sbatch
+    from .plan import preview_plan
+    from .render import render_job
     from .submit import submit as do_submit
 
     s, opts = _resolve(kw)
-    if dry_run and as_json:  # what would be submitted, for scripts: the script and the manifest
-        job = render_job(s, opts)
-        click.echo(
-            json.dumps(
-                {
-                    "script": job.script,
-                    "manifest": json.loads(job.manifest.to_json()),
-                    "nodes": opts.total_nodes,
-                    "submitted": False,
-                }
-            )
-        )
-        return
-    if dry_run:
-        click.echo(render_sbatch(s, opts), nl=False)
-        return
     client = SlurmClient()
+    if dry_run:  # what submit would stage, resolved as submit resolves it
+        job = render_job(preview_plan(s, opts, client))
+        if not as_json:
+            click.echo(job.script, nl=False)
+            return
+        manifest = json.loads(job.manifest.to_json())  # for scripts: the script and the manifest
+        said = {"script": job.script, "manifest": manifest, "nodes": opts.total_nodes, "submitted": False}
+        click.echo(json.dumps(said))
+        return
     if opts.chain > 1:
         from .cli_chain import submit_and_follow_chain
 

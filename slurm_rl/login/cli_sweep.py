@@ -40,11 +40,13 @@ def sweep(
     ({"lr": 1e-4, "seed": 0}). Then: `slurm-rl status ARRAYID`, `slurm-rl sweep-summary ARRAYID`.
     """
     from ..slurm import SlurmClient
+    from .plan import preview_plan
     from .render import render_sbatch
     from .resolve import changed
     from .sweep import array_spec, point_text_args, submit_sweep, sweep_points
 
     s, opts = _resolve(kw)
+    client = SlurmClient()
     if opts.interactive:
         raise UsageError("sweep: give an experiment (each task runs it with its own arguments)")
     points = sweep_points(opts.experiment_args, grid)
@@ -63,9 +65,8 @@ def sweep(
             return
         for i, p in enumerate(points):
             click.echo(f"# task {i}: {point_text_args(p)}")
-        click.echo(render_sbatch(s, opts), nl=False)
+        click.echo(render_sbatch(preview_plan(s, opts, client)), nl=False)
         return
-    client = SlurmClient()
     done = submit_sweep(s, opts, points, client, max_concurrent=max_concurrent, release=not hold)
     if as_json and not wait:
         click.echo(json.dumps({"array_id": done.array_id, "sweep_dir": str(done.sweep_dir), "tasks": done.tasks}))

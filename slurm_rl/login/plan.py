@@ -1,13 +1,17 @@
 """A submission resolved once, into what render, preflight and submit read: the spec and the
 options, the job's container (its runtime, image, mounts and image cache), and each part's with
 an image of its own; each container is what its runtime (slurm_rl/runtimes) is asked about.
-Made once per submission, again only where the site changes the spec (``at_site``)."""
+Made once per submission (``resolve_plan``: the spec as the site allows it), and every stage
+that reads a submission takes it as a required argument: what render and ``--dry-run`` print is
+what submit stages."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 from ..config.spec import ClusterSpec
+from ..core.errors import SlurmCommandError, UsageError
 from ..core.manifest import Container
 from ..core.options import JobOptions
 from ..runtimes import runtime_of
@@ -64,7 +68,26 @@ def site_runtime(spec: ClusterSpec, client: SlurmClient) -> ClusterSpec:
     return runtime_of(spec.container_runtime).preflight(spec, client)
 
 
+def resolve_plan(spec: ClusterSpec, opts: JobOptions, client: SlurmClient) -> JobPlan:
+    """The submission resolved once: the options, the site's facts (``at_site``), the runtime
+    and the parts' containers. submit, a sweep, render and ``--dry-run`` all start here."""
+    return plan_job(spec, opts).at_site(client)
+
+
+def preview_plan(spec: ClusterSpec, opts: JobOptions, client: SlurmClient) -> JobPlan:
+    """``resolve_plan`` for render and ``--dry-run``, which also run where no SLURM is installed
+    (a laptop, a CI box): there the plan is the spec's as written, said once on stderr where the
+    site's answer could have changed it."""
+    plan = plan_job(spec, opts)
+    try:
+        return plan.at_site(client)
+    except (UsageError, SlurmCommandError) as exc:  # no SLURM here, or no answer from it
+        print(f"slurm-rl: {exc}; the script is the spec's as written (a site can change it)", file=sys.stderr)
+        return plan
+
+
 def plan_job(spec: ClusterSpec, opts: JobOptions) -> JobPlan:
+    """The plan as the spec and options say, before the site is asked (pure)."""
     container = container_for(spec, opts)
     own = {
         name: container.model_copy(update={"image": part.image, "gpus": part.gpus_per_node > 0, "cache_mb": 0})

@@ -25,15 +25,16 @@ from ..core.fields import time_minutes
 from ..core.options import JobOptions
 from ..runtimes import runtime_of
 from ..slurm import SlurmClient
-from .plan import JobPlan, plan_job
+from .plan import JobPlan
 
 # Filesystems that every node mounts alike at a site (whatever the fileroot is).
 NETWORK_FS = {"nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "ceph", "fuse.sshfs", "wekafs", "9p"}
 
 
-def preflight(spec: ClusterSpec, opts: JobOptions, client: SlurmClient, plan: JobPlan | None = None) -> None:
-    """Every check below, cheapest first (``plan``: the submission's, else made here)."""
-    check_node_paths(spec, opts, plan)
+def preflight(plan: JobPlan, client: SlurmClient) -> None:
+    """Every check below of the submission ``plan``, cheapest first."""
+    spec, opts = plan.spec, plan.opts
+    check_node_paths(plan)
     check_slurm_version(opts, client)
     if opts.parts:  # each part its partition, its size, its image
         from .parts_preflight import check_part_images, check_parts_fit
@@ -191,10 +192,10 @@ def seen_alike(path: Path, spec: ClusterSpec) -> bool:
     return _fstype(here) in NETWORK_FS
 
 
-def check_node_paths(spec: ClusterSpec, opts: JobOptions, plan: JobPlan | None = None) -> None:
+def check_node_paths(plan: JobPlan) -> None:
     """Refuse a path that every node needs and that does not exist where the login node can
     tell: the job would fail on every node after the queue wait."""
-    container = (plan or plan_job(spec, opts)).container
+    spec, opts, container = plan.spec, plan.opts, plan.container
     bare = not runtime_of(container.runtime).contained
     if bare and os.path.isabs(opts.python):
         python = Path(opts.python)

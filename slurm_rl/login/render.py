@@ -20,7 +20,7 @@ from ..core.options import JobOptions
 from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, image_cache_dir, warned_marker_name
 from .directives import member_directives, sbatch_directives
 from .parts_render import image_steps, part_nodes
-from .plan import JobPlan, plan_job
+from .plan import JobPlan
 from .snapshot import repository_root
 
 TEMPLATE_NAME = "sbatch.sh.j2"
@@ -126,11 +126,11 @@ def finalize_files() -> dict[str, str]:
     return {name: shlex.quote(str(p.relative_to(paths.job_dir))) for name, p in files.items()}
 
 
-def render_job(spec: ClusterSpec, opts: JobOptions, plan: JobPlan | None = None) -> RenderedJob:
-    """The sbatch script and the manifest of a job (``plan``: the submission's, else made here).
-    Pure: no I/O besides reading templates."""
+def render_job(plan: JobPlan) -> RenderedJob:
+    """The sbatch script and the manifest of the submission ``plan`` (login/plan.py). Pure: no
+    I/O besides reading templates."""
+    spec, opts = plan.spec, plan.opts
     name_dir = JobPaths.for_job(spec.fileroot, opts.user, opts.name, 0).name_dir
-    plan = plan or plan_job(spec, opts)
     container = plan.container
     runtime = plan.runtime
     workdir = container.workdir or f"{name_dir}/{JOB_ID_PLACEHOLDER}"
@@ -209,6 +209,6 @@ def render_job(spec: ClusterSpec, opts: JobOptions, plan: JobPlan | None = None)
     return RenderedJob(script, _manifest(spec, opts, setup_first_line, container), member)
 
 
-def render_sbatch(spec: ClusterSpec, opts: JobOptions) -> str:
-    """The sbatch script of a job (what `slurm-rl render` prints)."""
-    return render_job(spec, opts).script
+def render_sbatch(plan: JobPlan) -> str:
+    """The sbatch script of the submission ``plan`` (what `slurm-rl render` prints)."""
+    return render_job(plan).script

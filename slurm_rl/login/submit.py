@@ -24,7 +24,7 @@ from ..core.paths import JobPaths
 from ..runtimes import runtime_of
 from ..slurm import SlurmClient
 from . import index
-from .plan import plan_job
+from .plan import resolve_plan
 from .preflight import preflight
 from .render import RenderedJob, render_job
 from .snapshot import SNAPSHOT_DIR, copy_files, copy_snapshot, directory_files
@@ -120,11 +120,10 @@ def submit(
             f"spec {spec.cluster_name!r} has cluster_type {spec.cluster_type!r}: run it with "
             f"`slurm-rl run --spec SPEC EXPERIMENT`, or submit with a SLURM spec"
         )
-    plan = plan_job(spec, opts)  # the submission resolved once: preflight and render read it
-    preflight(spec, opts, client, plan)
-    plan = plan.at_site(client)
+    plan = resolve_plan(spec, opts, client)  # the submission resolved once: preflight and render read it
+    preflight(plan, client)
     spec = plan.spec
-    job = render_job(spec, opts, plan)
+    job = render_job(plan)
     name_dir = make_name_dir(spec, opts)
     stage = JobPaths(name_dir / f".stage-{uuid.uuid4().hex[:12]}")
     try:

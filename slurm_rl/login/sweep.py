@@ -11,6 +11,7 @@ copy of the code its tasks run are in ``<fileroot>/<user>/<name>/sweep-A``.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -27,7 +28,7 @@ from ..core.job_ids import array_task_id
 from ..core.paths import JobPaths
 from ..slurm import SlurmClient
 from . import index
-from .plan import plan_job
+from .plan import JobPlan, resolve_plan
 from .preflight import preflight
 from .render import RenderedJob, render_job
 from .resolve import JobOptions, changed
@@ -162,11 +163,11 @@ def task_options(opts: JobOptions, point: Point) -> JobOptions:
     return changed(opts, experiment_args=point.args)
 
 
-def render_tasks(spec: ClusterSpec, task_opts: list[JobOptions], points: list[Point]) -> list[RenderedJob]:
+def render_tasks(plan: JobPlan, task_opts: list[JobOptions], points: list[Point]) -> list[RenderedJob]:
     """Every task's script (the same for all: their arguments are in their manifests) and manifest."""
     jobs = []
     for opts, point in zip(task_opts, points):
-        job = render_job(spec, opts)
+        job = render_job(dataclasses.replace(plan, opts=opts))
         jobs.append(RenderedJob(job.script, job.manifest.model_copy(update={"sweep_point": point.values})))
     return jobs
 
@@ -190,11 +191,11 @@ def submit_sweep(
     if not points:
         raise UsageError("sweep: no tasks (the grid is empty)")
     opts = changed(opts, array=array_spec(len(points), max_concurrent))
-    plan = plan_job(spec, opts)
-    preflight(spec, opts, client, plan)
-    spec = plan.at_site(client).spec
+    plan = resolve_plan(spec, opts, client)
+    preflight(plan, client)
+    spec = plan.spec
     task_opts = [task_options(opts, point) for point in points]
-    jobs = render_tasks(spec, task_opts, points)
+    jobs = render_tasks(plan, task_opts, points)
     name_dir = make_name_dir(spec, opts)
     stage_root = name_dir / f".stage-{uuid.uuid4().hex[:12]}"
     stages = [JobPaths(stage_root / str(i)) for i in range(len(points))]

@@ -20,6 +20,7 @@ from slurm_rl.core.options import JobOptions
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.driver.members import members, nodes
 from slurm_rl.login.members import grow, shrink
+from slurm_rl.login.plan import plan_job
 from slurm_rl.login.render import render_job
 from slurm_rl.login.submit import stage_job_dir
 from slurm_rl.slurm import SlurmClient
@@ -54,7 +55,7 @@ def job(tmp_path: Path, exclude: str | None = None) -> JobPaths:
     opts = JobOptions(experiment=str(tmp_path / "x.py"), nodes=2, user="u", name="exp", exclude=exclude)
     paths = JobPaths(tmp_path / "exp" / "77")
     paths.job_dir.parent.mkdir()
-    stage_job_dir(paths, SPEC, opts, render_job(SPEC, opts), snapshot=False)
+    stage_job_dir(paths, SPEC, opts, render_job(plan_job(SPEC, opts)), snapshot=False)
     paths.cluster.write_text(json.dumps({"address": "10.0.0.1:6379", "nodes": ["node1", "node2"], "attempt": 1}))
     return paths
 

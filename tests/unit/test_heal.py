@@ -21,6 +21,7 @@ from slurm_rl.core.members import member_history as healing_history
 from slurm_rl.core.options import JobOptions
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.job.members import MemberWatch
+from slurm_rl.login.plan import plan_job
 from slurm_rl.login.render import _env, finalize_files, render_job
 
 
@@ -228,7 +229,7 @@ def test_the_member_script_keeps_where_and_as_whom_and_drops_what_makes_the_job(
         partition="gpu", account="proj", qos="normal", constraint="a100", mem="64G", gpus_per_node=4,
         dependency="afterok:1", nodelist="n[1-3]", mail_type="END", requeue=2, comment="mine",
     )  # fmt: skip
-    job = render_job(LAB_SPEC, opts)
+    job = render_job(plan_job(LAB_SPEC, opts))
     assert "slurm_rl_heal_loop &" in job.script and "#SBATCH --no-kill" in job.script
     assert "--no-kill \\" in job.script and "--kill-on-bad-exit=0" in job.script
     assert "slurm_rl_end_members" in job.script
@@ -243,9 +244,9 @@ def test_the_member_script_keeps_where_and_as_whom_and_drops_what_makes_the_job(
     assert "slurm_rl_finalize" not in job.member_script and "USR2" not in job.member_script
     assert "slurm_rl.job.node" in job.member_script and "--no-kill" not in job.member_script
     # every job can grow (`slurm-rl grow`): its member script is staged with or without --heal
-    assert render_job(LAB_SPEC, opts.replace(heal=0)).member_script.count("slurm_rl.job.node") == 1
-    assert render_job(LAB_SPEC, opts.replace(heal=0, head_partition="cpu")).member_script == ""  # a hetjob
-    plain = render_job(LAB_SPEC, opts.replace(heal=0)).script
+    assert render_job(plan_job(LAB_SPEC, opts.replace(heal=0))).member_script.count("slurm_rl.job.node") == 1
+    assert render_job(plan_job(LAB_SPEC, opts.replace(heal=0, head_partition="cpu"))).member_script == ""  # a hetjob
+    plain = render_job(plan_job(LAB_SPEC, opts.replace(heal=0))).script
     assert "--kill-on-bad-exit=1" in plain and "--no-kill" not in plain and "slurm_rl_heal_loop" not in plain
 
 
@@ -277,7 +278,9 @@ def test_a_container_members_steps_name_the_job_dir_it_joins_not_their_own_id(tm
     spec = LAB_SPEC.model_copy(
         update={"container_runtime": "pyxis", "cpu_image": "/images/x.sqsh", "python": "python3"}
     )
-    job = render_job(spec, JobOptions(experiment=str(tmp_path / "x.py"), nodes=2, heal=1, user="u", name="exp"))
+    job = render_job(
+        plan_job(spec, JobOptions(experiment=str(tmp_path / "x.py"), nodes=2, heal=1, user="u", name="exp"))
+    )
     assert '--container-workdir="/shared/jobs/u/exp/${SLURM_RL_JOB_DIR##*/}"' in job.member_script
     assert "SLURM_JOB_ID" not in job.member_script and "srl-img-" in job.member_script  # the image cache too
     assert '--container-workdir="/shared/jobs/u/exp/$SLURM_JOB_ID"' in job.script

@@ -18,6 +18,7 @@ from slurm_rl.job.balancer import Pool
 from slurm_rl.job.services import gpu_shares
 from slurm_rl.login.job_tables import parts_lines
 from slurm_rl.login.parts_preflight import check_part_images
+from slurm_rl.login.plan import plan_job
 from slurm_rl.login.render import render_job, render_sbatch
 from slurm_rl.login.resolve import changed, resolve_options
 
@@ -104,7 +105,7 @@ def test_the_job_is_one_heterogeneous_job_with_a_component_per_part(tmp_path: Pa
     opts = _opts(tmp_path, spec)
     assert opts.nodes == 3 and opts.total_nodes == 3  # the Ray nodes: trainer's and rollout's
     assert opts.parts["trainer"].partition == spec.partition and opts.parts["judge"].partition == "cpu"
-    text = render_sbatch(spec, opts.replace(experiment="/home/alice/rl/experiment.py", workdir=""))
+    text = render_sbatch(plan_job(spec, opts.replace(experiment="/home/alice/rl/experiment.py", workdir="")))
     if update_goldens:
         GOLDEN.write_text(text)
     assert text == GOLDEN.read_text()
@@ -128,7 +129,7 @@ def test_a_part_with_an_image_of_its_own_runs_its_supervisor_in_that_image_in_a_
     spec = load_spec_file(REPO / "cluster_specs" / spec_file)
     text = JUDGE_IMAGE.replace("ready: tcp}", "ready: tcp, image: /scratch/images/box.sif}")
     opts = _opts(tmp_path, spec, text)
-    text = render_sbatch(spec, opts.replace(experiment="/home/alice/rl/experiment.py", workdir=""))
+    text = render_sbatch(plan_job(spec, opts.replace(experiment="/home/alice/rl/experiment.py", workdir="")))
     main = text[text.rindex("srun --nodes=2", 0, text.index("srun_pid=$!")) : text.index("srun_pid=$!")]
     assert "judge.sif" not in main and "box.sif" not in main  # every part's task: the job's image
     steps = text[text.index("srun_pid=$!") : text.rindex("slurm_rl_finalize")].split("srun --overlap")[1:]
@@ -237,7 +238,7 @@ def test_the_manifest_keeps_the_files_order_of_parts(tmp_path: Path) -> None:
     "trainer", and the nodes took the wrong parts (seen on the lab)."""
     spec = load_spec_file(REPO / "cluster_specs" / "example-pyxis.json")
     opts = _opts(tmp_path, spec)
-    manifest = render_job(spec, opts).manifest
+    manifest = render_job(plan_job(spec, opts)).manifest
     again = JobManifest.model_validate(json.loads(manifest.to_json()))
     assert list(again.parts) == ["trainer", "rollout", "judge", "sandbox"] == list(opts.parts)
     assert component_parts(again.parts) == ["trainer", "rollout", "judge"]
@@ -271,7 +272,7 @@ def test_a_submission_is_resolved_once_into_a_plan_that_render_reads(tmp_path: P
     judge = plan.part_containers["judge"]
     assert (judge.image, judge.cache_mb, judge.runtime) == ("/scratch/images/judge.sif", 0, "apptainer")
     moved = dataclasses.replace(plan, container=plan.container.model_copy(update={"image": "/elsewhere/rl.sif"}))
-    job = render_job(spec, opts, moved)
+    job = render_job(moved)
     assert made == [1]  # the job's container worked out once, by the plan: render read it
     assert "/elsewhere/rl.sif" in job.script and "rl-gpu.sif" not in job.script
     assert job.manifest.container.image == "/elsewhere/rl.sif"

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from slurm_rl.config.spec import load_spec_file, parse_spec
 from slurm_rl.core.manifest import load_manifest
 from slurm_rl.login.cli import cli
+from slurm_rl.login.plan import plan_job
 from slurm_rl.login.render import render_job, render_sbatch
 from slurm_rl.login.resolve import JobOptions, resolve_options
 
@@ -113,7 +114,7 @@ def _resolved(spec, opts: JobOptions, tmp_path: Path) -> JobOptions:  # type: ig
 def test_golden(case: str, update_goldens: bool, tmp_path: Path) -> None:
     spec_path, opts = CASES[case]
     spec = _spec(spec_path)
-    text = render_sbatch(spec, _resolved(spec, opts, tmp_path))
+    text = render_sbatch(plan_job(spec, _resolved(spec, opts, tmp_path)))
     golden = GOLDEN / f"{case}.sbatch"
     if update_goldens:
         golden.parent.mkdir(parents=True, exist_ok=True)
@@ -124,14 +125,14 @@ def test_golden(case: str, update_goldens: bool, tmp_path: Path) -> None:
 
 def test_render_is_deterministic() -> None:
     spec_path, opts = CASES["pyxis"]
-    assert render_sbatch(_spec(spec_path), opts) == render_sbatch(_spec(spec_path), opts)
+    assert render_sbatch(plan_job(_spec(spec_path), opts)) == render_sbatch(plan_job(_spec(spec_path), opts))
 
 
 def test_pyxis_flags(tmp_path: Path) -> None:
     spec_path, opts = CASES["pyxis"]
     spec = _spec(spec_path)
     opts = _resolved(spec, opts, tmp_path)
-    text = render_sbatch(spec, opts)
+    text = render_sbatch(plan_job(spec, opts))
     assert "#SBATCH --partition=batch" in text and "#SBATCH --account=my-account" in text
     for flag in (
         "--container-image=nvcr.io/nvidia/pytorch:25.01-py3",
@@ -148,22 +149,26 @@ def test_pyxis_flags(tmp_path: Path) -> None:
     # nothing runs on the bare node with python: finalize is shell
     assert "-m slurm_rl.job.finalize" not in text and "slurm_rl_finalize" in text
     # --container-image on the command line wins over the spec's image
-    text = render_sbatch(_spec(spec_path), opts.replace(container_image="my/img:1"))
+    text = render_sbatch(plan_job(_spec(spec_path), opts.replace(container_image="my/img:1")))
     assert "--container-image=my/img:1" in text
 
 
 def test_a_squashfs_image_is_cached_unless_the_spec_says_not(tmp_path: Path) -> None:
     spec_path, opts = CASES["pyxis-sqsh"]
     spec = _spec(spec_path)
-    text = render_sbatch(spec, opts)
+    text = render_sbatch(plan_job(spec, opts))
     # the prepare step, then the container step names the prepared copy (pyxis reuses it)
     assert "container/image_cache.sh prepare" in text and '"${slurm_rl_image_flags[@]}"' in text
     assert "slurm_rl_image='/lustre/images/rl 2026.sqsh'" in text
     assert f" {int(spec.image_cache_gb * 1024)} /tmp/slurm-rl-images " in text
     off = spec.model_copy(update={"image_cache": False})
-    assert "image_cache.sh" not in render_sbatch(off, opts) and "--container-name" not in render_sbatch(off, opts)
+    assert "image_cache.sh" not in render_sbatch(plan_job(off, opts)) and "--container-name" not in render_sbatch(
+        plan_job(off, opts)
+    )
     # a registry image is pyxis' to import: no cache
-    assert "image_cache.sh" not in render_sbatch(spec, opts.replace(container_image="nvcr.io/nvidia/pytorch:25.01-py3"))
+    assert "image_cache.sh" not in render_sbatch(
+        plan_job(spec, opts.replace(container_image="nvcr.io/nvidia/pytorch:25.01-py3"))
+    )
 
 
 AWKWARD = ["a'; echo INJECTED; '", 'with space/and "quotes"', "new\nline", "$(touch /tmp/pwned)", "back\\slash"]
@@ -185,7 +190,7 @@ def test_awkward_values_survive_the_shell(tmp_path: Path, awkward: str) -> None:
         name="n",
     )
     script = tmp_path / "sbatch.sh"
-    script.write_text(render_sbatch(spec, opts))
+    script.write_text(render_sbatch(plan_job(spec, opts)))
     fakebin = tmp_path / "bin"
     fakebin.mkdir()
     dump = tmp_path / "dump.json"
@@ -201,7 +206,7 @@ def test_awkward_values_survive_the_shell(tmp_path: Path, awkward: str) -> None:
     got = json.loads(dump.read_text())
     assert got["env"]["AWK"] == awkward
     # options reach the nodes through the manifest, byte for byte
-    render_job(spec, opts).manifest.write(tmp_path / "manifest.json")
+    render_job(plan_job(spec, opts)).manifest.write(tmp_path / "manifest.json")
     manifest = load_manifest(tmp_path / "manifest.json")
     assert manifest.workdir == str(workdir)
     assert manifest.experiment_args == (awkward, "--x")

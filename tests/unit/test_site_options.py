@@ -11,6 +11,7 @@ from slurm_rl.config.spec import parse_spec
 from slurm_rl.core.errors import SlurmCommandError, UsageError
 from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.paths import JobPaths
+from slurm_rl.login.plan import plan_job
 from slurm_rl.login.render import render_sbatch
 from slurm_rl.login.resolve import resolve_options
 from slurm_rl.login.submit import submit
@@ -47,7 +48,7 @@ def test_site_options_reach_the_script_spelled_as_sbatch_spells_them(tmp_path: P
 
 def test_with_a_cpu_head_node_options_go_to_the_workers_and_job_options_to_the_job(tmp_path: Path) -> None:
     opts = _opts(tmp_path, nodes=2, head_partition="cpu", constraint="a100", mem="64G", qos="high", exclusive=True)
-    script = render_sbatch(parse_spec(SPEC), opts)
+    script = render_sbatch(plan_job(parse_spec(SPEC), opts))
     head, workers = script.split("#SBATCH hetjob\n")
     assert "--qos=high" in head and "--constraint" not in head and "--mem=" not in head
     assert "--constraint=a100" in workers and "--mem=64G" in workers and "--exclusive" in workers
@@ -178,7 +179,7 @@ def test_a_path_on_a_nodes_own_disk_is_left_to_the_node(tmp_path: Path) -> None:
     spec = parse_spec({**SPEC, "fileroot": str(tmp_path), "node_local_dir": "/scratch-local"})
     from slurm_rl.login.preflight import check_node_paths
 
-    check_node_paths(spec, _opts(tmp_path, python="/scratch-local/venv/bin/python"))  # no error
+    check_node_paths(plan_job(spec, _opts(tmp_path, python="/scratch-local/venv/bin/python")))  # no error
 
 
 def test_cleanup_outside_the_allocation_carries_account_qos_reservation(tmp_path: Path) -> None:
@@ -203,6 +204,6 @@ def test_cleanup_outside_the_allocation_carries_account_qos_reservation(tmp_path
 )
 def test_gpus_are_asked_for_as_the_site_wants(tmp_path: Path, flags: dict, lines: list[str]) -> None:
     """--gpus-per-node by default; --gres=gpu[:TYPE]:N where the spec says gpu_request "gres"."""
-    script = render_sbatch(parse_spec(SPEC), _opts(tmp_path, **flags))
+    script = render_sbatch(plan_job(parse_spec(SPEC), _opts(tmp_path, **flags)))
     sbatch = [line for line in script.splitlines() if "--gpus" in line or "--gres" in line]
     assert sbatch == lines

@@ -10,6 +10,7 @@ import pytest
 
 from slurm_rl.config.spec import parse_spec
 from slurm_rl.core.errors import UsageError
+from slurm_rl.login.plan import plan_job
 from slurm_rl.login.render import render_sbatch
 from slurm_rl.login.resolve import resolve_options
 from slurm_rl.login.submit import submit
@@ -56,7 +57,7 @@ def _opts(tmp_path: Path, **flags: object):  # type: ignore[no-untyped-def]
 
 
 def test_segment_reaches_sbatch_and_must_divide_the_nodes(tmp_path: Path) -> None:
-    script = render_sbatch(parse_spec(SPEC), _opts(tmp_path, nodes=4, segment=2))
+    script = render_sbatch(plan_job(parse_spec(SPEC), _opts(tmp_path, nodes=4, segment=2)))
     assert "#SBATCH --segment=2" in script.splitlines()
     with pytest.raises(UsageError, match=r"^--segment 3: must divide the job's 4 nodes \(whole segments\)"):
         _opts(tmp_path, nodes=4, segment=3)
