@@ -3,11 +3,11 @@ the start and then every ``REFRESH_S`` from the bootstrap's loop, never from the
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 from ..core.end_time import REFRESH_S, parse_end_time, write_end_time
 from ..core.paths import JobPaths
+from ..slurm.from_node import job_record_line
 
 
 class EndTimeWatch:
@@ -20,11 +20,6 @@ class EndTimeWatch:
         if now < self._next:
             return
         self._next = now + self.refresh_s
-        try:
-            res = subprocess.run(
-                ["scontrol", "show", "job", "-o", self.job_id], capture_output=True, text=True, timeout=10
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return  # the next poll asks again; time_left() keeps the last answer meanwhile
-        if res.returncode == 0 and "EndTime=" in res.stdout:
-            write_end_time(self.paths.end_time, parse_end_time(res.stdout), time.time())
+        line = job_record_line(self.job_id)  # None: the next poll asks again, the last answer stays
+        if line is not None and "EndTime=" in line:
+            write_end_time(self.paths.end_time, parse_end_time(line), time.time())

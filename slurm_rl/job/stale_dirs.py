@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Callable
 
 from ..core.paths import NODE_TEMP_PREFIX, node_temp_dir
 from ..core.procs import job_processes
+from ..slurm.from_node import jobs_on_node
 
 
 def stale_dirs(root: str, own_job: str, jobs_here: Callable[[], set[str] | None]) -> list[str]:
@@ -37,17 +37,7 @@ def stale_dirs(root: str, own_job: str, jobs_here: Callable[[], set[str] | None]
 def slurm_jobs_on(node: str) -> Callable[[], set[str] | None]:
     """The ids of the jobs SLURM runs on ``node`` (a sweep's task as ARRAY_TASK, a heterogeneous
     job's components as its leader's id); None when SLURM does not answer."""
-
-    def ask() -> set[str] | None:
-        try:
-            res = subprocess.run(["squeue", "-h", "-w", node, "-o", "%i"], capture_output=True, text=True, timeout=20)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if res.returncode != 0:
-            return None
-        return {line.strip().split("+")[0] for line in res.stdout.splitlines() if line.strip()}
-
-    return ask
+    return lambda: jobs_on_node(node)
 
 
 def remove_stale_dirs(root: str, own_job: str, node: str, say: Callable[[str], None]) -> list[str]:

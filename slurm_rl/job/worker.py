@@ -113,10 +113,8 @@ def end_orphaned_job(ctx: NodeContext) -> None:
     --no-kill job and keeps the job running on the others (seen on 26.05), so a surviving node
     cancels it where it has a SLURM client (a bare node; in a container without one, the job
     ends at its time limit, which the event says)."""
-    import shutil
-    import subprocess
-
     from ..core.exits import record_exit
+    from ..slurm.from_node import cancel_job
 
     if not ctx.paths.exit_code.exists():  # the first node to see it says why (the head cannot)
         record_exit(
@@ -124,9 +122,5 @@ def end_orphaned_job(ctx: NodeContext) -> None:
             "replaces worker nodes only; --requeue restarts a job)"
         )  # fmt: skip
     ctx.stop_flag.touch()  # the others stop as after a driver's end, not as cancelled
-    scancel = shutil.which("scancel")
-    if scancel is None:
-        ctx.event("orphaned_job", cancelled=False, why="no scancel here: the job ends at its time limit")
-        return
-    res = subprocess.run([scancel, ctx.job_id], capture_output=True, text=True, timeout=30, check=False)
-    ctx.event("orphaned_job", cancelled=res.returncode == 0, why=res.stderr.strip()[-300:])
+    cancelled, why = cancel_job(ctx.job_id)
+    ctx.event("orphaned_job", cancelled=cancelled, why=why)

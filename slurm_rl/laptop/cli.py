@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import sys
 from typing import Any
 
 import click
 
 from ..login.cli import cli
+from ..slurm.runner import client_installed
 from .forward import forward, spec_path_of
 
 LOGIN_ENV = "SLURM_RL_LOGIN"
@@ -30,7 +30,7 @@ def login_target(name: str, flag: str | None, params: dict[str, Any]) -> str | N
     chosen = flag if flag is not None else os.environ.get(LOGIN_ENV)
     if chosen is not None:
         return None if chosen in ("", LOCAL) else chosen
-    if shutil.which("sbatch"):
+    if client_installed():
         return None
     path = spec_path_of(name, params)
     if not path:

@@ -20,6 +20,7 @@ from ..core.paths import current_user
 from ..runtimes import runtime_of
 from ..runtimes.base import Runtime
 from ..slurm import SlurmClient
+from ..slurm.node_steps import one_task_step
 from .user_dir import own_user_dir
 
 PROBE_PREFIX = "SLURM_RL_PROBE "  # slurm_rl.job.probe's line
@@ -71,7 +72,7 @@ def probe_checks(spec: ClusterSpec, client: SlurmClient, timeout_s: float = 180.
             spec.network_interface or "",
         ],
     )
-    srun = ["srun", "--nodes=1", "--ntasks=1", "--time=2", "--job-name=slurm-rl-doctor", "--quiet", *site]
+    srun = one_task_step("slurm-rl-doctor", minutes=2, flags=site)
     try:
         needs = runtime_needs(runtime, client, srun, timeout_s)
         if any(c.status == "fail" for c in needs):  # the container cannot start as this user: say why

@@ -29,9 +29,7 @@ def partition_nodes(client: SlurmClient, partition: str | None) -> tuple[str, li
     if found is None:
         known = ", ".join(sorted(client.partitions())) or "none"
         raise UsageError(f"--partition: no partition {partition!r} (this cluster has: {known})")
-    res = client.run(["sinfo", "-h", "-N", "-p", found.name, "-o", "%n"], check=True)
-    nodes = sorted({line.strip() for line in res.stdout.splitlines() if line.strip()})
-    return found.name, nodes
+    return found.name, client.partition_node_names(found.name)
 
 
 def run_cache_command(

@@ -88,11 +88,12 @@ def job_states(dirs: list[JobPaths], client: SlurmClient) -> dict[str, JobState]
     precise end, TIMEOUT or CANCELLED, even where the site keeps no accounting). Many: two
     SLURM calls for all of them (squeue for those it still queues, sacct for the rest; not
     several per job: a user with 500 jobs waited 50 s), UNKNOWN where SLURM forgot a job (its
-    exit files then say how it ended). A local run's from its files."""
+    exit files then say how it ended). A local run's from its files, SLURM not asked."""
     slurm_ids = {p.job_id: as_slurm_id(p.job_id) for p in dirs if is_slurm_job_id(p.job_id)}
     many = len(dirs) > 1
-    queued = client.my_queue() if many else {}
-    accounted = client.accounting_table(list(slurm_ids.values())) if many else {}
+    ask = many and bool(slurm_ids)  # only local runs (a laptop without SLURM): nothing to ask
+    queued = client.my_queue() if ask else {}
+    accounted = client.accounting_table(list(slurm_ids.values())) if ask else {}
     out: dict[str, JobState] = {}
     for p in dirs:
         key = slurm_ids.get(p.job_id)

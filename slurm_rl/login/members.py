@@ -43,8 +43,7 @@ def _running(job_id: JobId, paths: JobPaths, client: SlurmClient, what: str) -> 
     """The job's cluster.json, name and time left, or one line why `what` cannot be done now."""
     if paths.exit_code.exists():
         raise UsageError(f"job {job_id} has ended (`slurm-rl status {job_id}`); {what} needs a running job")
-    res = client.run(["squeue", "-h", "-j", str(job_id), "-o", "%T|%j|%L"], check=False)
-    state, name, left = ([*res.stdout.strip().split("|"), "", ""])[:3] if res.stdout.strip() else ("", "", "")
+    state, name, left = client.queue_summary(job_id)
     if state != "RUNNING":
         raise UsageError(f"job {job_id} is {state or 'not in the queue'}; {what} needs a running job")
     cluster = read_json(paths.cluster)

@@ -1,6 +1,8 @@
-"""SLURM as the login side sees it: ``runner`` (how a command runs), ``records`` (what it
-answers), ``version`` (which SLURM, what it offers), ``site`` (its configuration, for doctor)
-and ``client`` (``SlurmClient``, the only caller of SLURM). Only ``login/`` imports it."""
+"""The only caller of SLURM (a test holds it: no module outside this package names a SLURM
+command): ``runner`` (how a command runs), ``records`` (what it answers), ``version`` (which
+SLURM, what it offers), ``site`` (its configuration, for doctor), ``client`` and ``partitions``
+(``SlurmClient``, for the login side), ``node_steps`` (steps of their own) and ``from_node``
+(what a job's own processes ask on its nodes)."""
 
 from .client import SlurmClient
 from .records import FINISHED_STATES, JobRecord, JobState, PartitionInfo, QosLimits, parse_sacct_record, parse_tres

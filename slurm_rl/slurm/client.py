@@ -11,17 +11,14 @@ from dataclasses import replace
 from ..core.errors import SlurmCommandError, UsageError
 from ..core.job_ids import as_slurm_id, is_array_task, is_slurm_job_id
 from .node_steps import run_own_step
+from .partitions import PartitionQueries
 from .records import (
-    SINFO_NODE_FORMAT,
     JobRecord,
     JobState,
     PartitionInfo,
-    QosLimits,
     component_of_nodes,
     parse_sacct_json,
     parse_sacct_record,
-    parse_sinfo_nodes,
-    parse_tres,
     queue_states,
 )
 from .runner import Completed, Runner, subprocess_runner
@@ -35,7 +32,7 @@ def step_flags(account: str | None, qos: str | None, reservation: str | None = N
     return [f"{flag}={value}" for flag, value in pairs if value]
 
 
-class SlurmClient:
+class SlurmClient(PartitionQueries):
     """Thin, typed wrappers over the SLURM commands slurm-rl needs."""
 
     def __init__(self, runner: Runner = subprocess_runner, timeout_s: float = 30.0) -> None:
@@ -192,50 +189,13 @@ class SlurmClient:
         m = re.search(r"\bStdOut=(\S+)", res.stdout) if res.returncode == 0 else None
         return m.group(1) if m else None
 
-    def partitions(self) -> dict[str, PartitionInfo]:
-        """Every partition: node count, its largest node's CPUs, memory (MB) and GPUs, and which
-        is the default; one sinfo call per client (a submit asks once)."""
-        if self._partitions is None:
-            res = self.run(["sinfo", "-h", "-N", "-o", SINFO_NODE_FORMAT], check=False)
-            self._partitions = parse_sinfo_nodes(res.stdout)
-        return self._partitions
-
-    def partition(self, partition: str | None) -> PartitionInfo | None:
-        """One partition (the default one when None); None if SLURM does not know it."""
-        table = self.partitions()
-        if partition is None:
-            return next((p for p in table.values() if p.default), None)
-        return table.get(partition)
-
-    def partition_nodes(self, partition: str | None) -> tuple[str, int] | None:
-        """(partition, its node count); the default partition when None; None if unknown."""
-        found = self.partition(partition)
-        return (found.name, found.nodes) if found else None
-
-    def partition_capacity(self, partition: str | None) -> tuple[int, int, int] | None:
-        """(CPUs, memory in MB, GPUs) of the largest node of a partition; None if unknown."""
-        found = self.partition(partition)
-        return (found.cpus, found.mem_mb, found.gpus) if found else None
-
-    def partition_time_limit(self, partition: str | None) -> str | None:
-        """A partition's time limit as sinfo prints it (``1-00:00:00``); None if infinite or unknown."""
-        found = self.partition(partition)
-        return found.max_time if found else None
-
-    def qos_limits(self, qos: str) -> QosLimits | None:
-        """A QOS's per-job limits from SLURM's accounting; None where the site keeps none (no
-        sacctmgr, no slurmdbd) or does not know the QOS (sbatch then says so itself)."""
-        try:
-            res = self.run(
-                ["sacctmgr", "-n", "-P", "show", "qos", qos, "format=Name,MaxWall,MaxTRES,MaxTRESPerNode"], check=False
-            )
-        except UsageError:  # no sacctmgr here
-            return None
-        for line in res.stdout.splitlines() if res.returncode == 0 else []:
-            parts = line.strip().split("|")
-            if len(parts) == 4 and parts[0] == qos:
-                return QosLimits(qos, parts[1] or None, parse_tres(parts[2]), parse_tres(parts[3]))
-        return None
+    def queue_summary(self, job_id: int | str) -> tuple[str, str, str]:
+        """(state, job name, time left) of a job squeue still lists, as squeue prints them;
+        ("", "", "") for a job it does not."""
+        res = self.run(["squeue", "-h", "-j", str(job_id), "-o", "%T|%j|%L"], check=False)
+        first = res.stdout.strip().splitlines()[:1]
+        state, name, left = ([*first[0].split("|"), "", ""] if first else ["", "", ""])[:3]
+        return state, name, left
 
     def job_owner(self, job_id: int | str) -> str | None:
         """The user name owning a job SLURM still knows, else None."""

@@ -52,3 +52,9 @@ def run_own_step(
     left = max(timeout_s - (time.monotonic() - start), 15.0)
     second = own_step_argv(common, True, max(round(left) - 10, 5))
     return run([*second, *srun_flags, *argv], timeout_s=left, check=False)
+
+
+def one_task_step(job_name: str, minutes: int, flags: Sequence[str] = ()) -> list[str]:
+    """srun of one task on one node, a job of its own named ``job_name`` (doctor's probe), with
+    the site's ``flags`` (partition, account, QOS, reservation); the command follows."""
+    return ["srun", "--nodes=1", "--ntasks=1", f"--time={minutes}", f"--job-name={job_name}", "--quiet", *flags]

@@ -4,6 +4,7 @@ installed, one ``UsageError`` line. Tests pass a fake ``Runner``; the lab uses t
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,11 @@ def subprocess_runner(argv: Sequence[str], timeout_s: float) -> Completed:
             f"login node, or use `slurm-rl run` for a local run"
         ) from None
     return Completed(p.returncode, p.stdout, p.stderr)
+
+
+def client_installed() -> bool:
+    """Whether this machine has SLURM's client commands (a login node, not a laptop)."""
+    return shutil.which("sbatch") is not None
 
 
 def _text(b: bytes | str | None) -> str:

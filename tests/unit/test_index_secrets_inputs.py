@@ -14,6 +14,7 @@ from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.login import index
 from slurm_rl.login.lookup import all_job_dirs, find_job_dir
+from slurm_rl.login.plan import plan_job
 from slurm_rl.login.render import render_job
 from slurm_rl.login.resolve import JobOptions, resolve_options
 from slurm_rl.login.submit import stage_job_dir
@@ -90,7 +91,8 @@ def test_list_shows_the_newest_fifty_and_says_how_many_more_there_are(own_index:
         os.utime(paths.manifest, (time.time() - 1000 + k,) * 2)  # newest: the highest k
         index.record(paths.job_id, paths, "site")
     runner = CliRunner()
-    res = runner.invoke(list_jobs, [], env={"COLUMNS": "120"})
+    laptop = {"COLUMNS": "120", "PATH": "/nonexistent"}  # local runs only: listed without SLURM installed
+    res = runner.invoke(list_jobs, [], env=laptop)
     ids = [line.split()[0] for line in res.stdout.splitlines()[1:] if line.startswith("local-")]
     assert res.exit_code == 0 and len(ids) == 50 and ids[0] == "local-052" and ids[-1] == "local-003", res.stdout
     assert "(3 older job(s) not shown: `slurm-rl list --all` or `-n N`)" in res.stderr
@@ -129,7 +131,7 @@ def test_secret_env_stays_out_of_script_spec_record_and_manifest(tmp_path: Path)
     exp = tmp_path / "e.py"
     exp.write_text("")
     opts = JobOptions(experiment=str(exp), user="alice", name="n")
-    job = render_job(spec, opts)
+    job = render_job(plan_job(spec, opts))
     stage = JobPaths(tmp_path / "stage")
     stage_job_dir(stage, spec, opts, job)
     assert secret not in job.script and secret not in job.manifest.to_json()

@@ -29,6 +29,7 @@ from slurm_rl.job.context import NodeContext, NodeFailure
 from slurm_rl.job.head import JoinWatch, driver_env
 from slurm_rl.job.node import Lifecycle
 from slurm_rl.job.worker import HEAD_LOST_AFTER_S, StayDecision
+from slurm_rl.login.plan import plan_job
 from slurm_rl.login.render import render_job
 from slurm_rl.login.resolve import JobOptions
 
@@ -200,7 +201,7 @@ def test_a_failing_setup_line_is_named_by_its_index(tmp_path: Path) -> None:
     fake.write_text('#!/bin/sh\necho "$@"\n')
     fake.chmod(0o755)
     opts = JobOptions(experiment=str(tmp_path / "e.py"), python=str(fake), user="u", name="n")
-    job = render_job(spec, opts)
+    job = render_job(plan_job(spec, opts))
     node_script = job.script.split("<<'SLURM_RL_NODE' || true\n")[1].split("\nSLURM_RL_NODE\n")[0]
     out = subprocess.run(
         ["bash", "-c", node_script],

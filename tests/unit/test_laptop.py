@@ -58,14 +58,14 @@ def test_the_login_node_is_the_flag_then_the_environment_then_the_spec_where_slu
     spec.write_text(json.dumps({"cluster_name": "c", "fileroot": "/x", "login": "me@cluster"}))
     params = {"args": (str(spec), "exp.py"), "spec_flag": None}
     monkeypatch.delenv("SLURM_RL_LOGIN", raising=False)
-    monkeypatch.setattr(laptop_cli.shutil, "which", lambda _: None)  # a laptop: no sbatch
+    monkeypatch.setattr(laptop_cli, "client_installed", lambda: False)  # a laptop: no sbatch
     assert laptop_cli.login_target("submit", None, params) == "me@cluster"
     assert laptop_cli.login_target("submit", "other", params) == "other"
     assert laptop_cli.login_target("submit", "local", params) is None
     monkeypatch.setenv("SLURM_RL_LOGIN", "env-host")
     assert laptop_cli.login_target("submit", None, params) == "env-host"
     monkeypatch.delenv("SLURM_RL_LOGIN")
-    monkeypatch.setattr(laptop_cli.shutil, "which", lambda _: "/usr/bin/sbatch")  # on the login node
+    monkeypatch.setattr(laptop_cli, "client_installed", lambda: True)  # on the login node
     assert laptop_cli.login_target("submit", None, params) is None
 
 

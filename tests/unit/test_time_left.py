@@ -42,7 +42,7 @@ def test_node_0_asks_slurm_once_per_refresh(tmp_path, monkeypatch) -> None:
     calls = []
 
     class Done:
-        returncode, stdout = 0, LINE.format(end="2026-11-28T20:10:00")
+        returncode, stdout, stderr = 0, LINE.format(end="2026-11-28T20:10:00"), ""
 
     monkeypatch.setattr("subprocess.run", lambda argv, **kw: calls.append(argv) or Done())
     watch = EndTimeWatch("42", JobPaths(tmp_path), refresh_s=3600)
