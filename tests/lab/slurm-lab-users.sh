@@ -10,10 +10,6 @@
 #     directories above them get o+x, nothing more);
 #   - the lab specs' fileroot, a scratch directory everyone may write, sticky (as /tmp): slurm-rl
 #     makes <fileroot>/<user> itself and refuses one somebody else made.
-#   - /dev/fuse, 0666 as Debian's own udev rule makes it (these machines have it root's alone:
-#     ../shared/LAB-FACTS.md): Apptainer mounts a user's image by FUSE there, as at most sites,
-#     instead of unpacking it for every job (test_users_lab's doctor test closes it again, alone
-#     on the lab, for the sites that keep it closed).
 # Files: $USERS_ADDED (the names `user add` was given: the next `up` keeps them), $USERS_MADE
 # (users the lab created: `down` removes them and their homes; a user that existed stays), $OPENED
 # (MODE PATH of each path whose mode was changed: `down` restores it). All outside $STATE/run,
@@ -88,7 +84,6 @@ open_machine() {
   done
   if [ ! -d "$LAB_FILEROOT" ]; then mkdir -p "$LAB_FILEROOT"; chmod 0755 "$LAB_FILEROOT"; fi
   open_path 1777 "$LAB_FILEROOT"
-  if [ -c /dev/fuse ]; then open_path 0666 /dev/fuse; fi
 }
 
 restore_machine() {

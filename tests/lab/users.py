@@ -48,12 +48,10 @@ def run_as(
     )
 
 
-def start_as(
-    user: str, experiment: str, *args: str, nodes: int = 3, extra: tuple[str, ...] = (), spec: str = SPEC, **kw: str
-) -> dict:
-    """`slurm-rl submit SPEC --json` as ``user`` without waiting; its JSON line."""
+def start_as(user: str, experiment: str, *args: str, nodes: int = 3, extra: tuple[str, ...] = (), **kw: str) -> dict:
+    """`slurm-rl submit --json` as ``user`` without waiting; its JSON line."""
     res = run_as(
-        user, "submit", spec, str(EXPERIMENTS / experiment), "--nodes", str(nodes), "--json", *extra, "--", *args, **kw
+        user, "submit", SPEC, str(EXPERIMENTS / experiment), "--nodes", str(nodes), "--json", *extra, "--", *args, **kw
     )
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout.splitlines()[-1])
