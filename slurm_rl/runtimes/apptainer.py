@@ -29,24 +29,12 @@ MIN_VERSION = (1, 1)  # user namespaces by default, --no-mount
 # lab, each start), into the job's node-local dir, which every end path of the job removes.
 # $1: --node-temp=DIR, the job's node-local dir (the image goes under it), then apptainer's argv.
 HAS_SETUID_STARTER = '[ -u "$(apptainer buildcfg LIBEXECDIR 2>/dev/null)/apptainer/bin/starter-suid" ]'
-# With --clean-after (a job's step on the node), the shell outlives the container: a user's image
-# mounted by squashfuse is a process of the step, which SLURM's SIGTERM ends with the rest, and
-# the bootstrap's own cleanup then dies of SIGBUS reading the image (measured on the lab: scancel
-# and preemption left the node dir, once a live GCS). So the bare node's shell ignores the
-# signal (Apptainer, in a subshell, gets the default dispositions back: an ignored signal would
-# pass through exec into the container), waits for Apptainer, then runs the job's plain-shell
-# cleanup (job/cleanup_node.sh, in the job dir) from the bare node, within SLURM's KillWait.
 OPEN_IMAGE_SHELL = f"""t=${{1#--node-temp=}}; shift
-clean=; [ "$1" = --clean-after ] && {{ clean=1; shift; }}
 if [ "$(id -u)" != 0 ] && ! [ -r /dev/fuse -a -w /dev/fuse ] && ! {HAS_SETUID_STARTER}; then
   export APPTAINER_UNSQUASH=1 APPTAINER_TMPDIR=$t
   (umask 077; mkdir -p "$APPTAINER_TMPDIR")
 fi
-[ -n "$clean" ] || exec "$@"
-trap '' TERM HUP INT
-(trap - TERM HUP INT; exec "$@"); rc=$?
-bash -c "$(cat "$SLURM_RL_JOB_DIR/cleanup_node.sh")" slurm-rl-cleanup "$SLURM_RL_JOB_ID" 3 "$t" >/dev/null 2>&1
-exit $rc
+exec "$@"
 """
 
 
@@ -73,7 +61,7 @@ probe_temp={node_temp_dir("${SLURM_JOB_ID:-probe$$}", "$scratch")}
 rm -rf "$probe_temp"; exit $rc"""
 
 
-def exec_prefix(container: Container, workdir: str, temp_dir: str, clean_after: bool = False) -> list[str]:
+def exec_prefix(container: Container, workdir: str, temp_dir: str) -> list[str]:
     """``apptainer exec`` of the job's image with its mounts (the spec's, the fileroot, the
     node-local dir), in ``workdir``; the environment passes as it is (SLURM's, the job's).
     Through OPEN_IMAGE_SHELL, which sets how the node opens the image (``temp_dir``: the job's
@@ -89,7 +77,6 @@ def exec_prefix(container: Container, workdir: str, temp_dir: str, clean_after: 
         OPEN_IMAGE_SHELL,
         "slurm-rl-apptainer",
         f"--node-temp={temp_dir}",
-        *(["--clean-after"] if clean_after else []),
         *prefix,
         str(container.image),
     ]
@@ -110,7 +97,7 @@ class Apptainer(Runtime):
 
     def launch(self, container: Container, workdir: str) -> tuple[list[str], list[str]]:
         # the node dir as render keys it (a sweep's task, a member job: the job it joins)
-        return [], exec_prefix(container, workdir, container.temp_dir(JOB_ID_PLACEHOLDER), clean_after=True)
+        return [], exec_prefix(container, workdir, container.temp_dir(JOB_ID_PLACEHOLDER))
 
     def attach(
         self,

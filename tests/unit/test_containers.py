@@ -3,10 +3,6 @@ interpreter, attach's way into the running container, the object store against /
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +11,7 @@ from slurm_rl.config.spec import load_spec_file, parse_spec
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.manifest import Container
 from slurm_rl.job.ray_start import OBJECT_STORE_MIN, object_store_size
-from slurm_rl.login.plan import container_mounts, plan_job
+from slurm_rl.login.plan import container_mounts
 from slurm_rl.login.render import render_job
 from slurm_rl.login.resolve import container_workdir, resolve_options
 from slurm_rl.runtimes import runtime_of
@@ -135,9 +131,9 @@ def test_a_first_submit_may_mount_the_fileroot_it_makes_but_not_a_missing_dir(tm
         opts = resolve_options(spec, str(exp), user="u")
         if refused:
             with pytest.raises(UsageError, match=f"default_mount {mount}: {tmp_path}/data does not exist"):
-                check_node_paths(plan_job(spec, opts))
+                check_node_paths(spec, opts)
         else:
-            check_node_paths(plan_job(spec, opts))  # no error
+            check_node_paths(spec, opts)  # no error
 
 
 @pytest.mark.parametrize(
@@ -156,38 +152,7 @@ def test_an_image_apptainer_extracts_goes_into_the_node_dir_the_jobs_cleanup_rem
     spec = load_spec_file(REPO / "cluster_specs" / "example-apptainer.json")
     (tmp_path / "e.py").write_text("")
     opts = resolve_options(spec, str(tmp_path / "e.py"), user="alice", nodes=2, heal=1, **flags)
-    job = render_job(plan_job(spec, opts))
-    assert f'slurm-rl-apptainer --node-temp="{node_dir}" --clean-after apptainer exec' in job.script
+    job = render_job(spec, opts)
+    assert f'slurm-rl-apptainer --node-temp="{node_dir}" apptainer exec' in job.script
     if not flags:  # the member job's steps: the dir of the job it joins, not their own id
-        member = 'slurm-rl-apptainer --node-temp="/tmp/srl-${SLURM_RL_JOB_DIR##*/}" --clean-after apptainer exec'
-        assert member in job.member_script
-
-
-def test_an_apptainer_step_cleans_its_node_after_slurm_signals_it(tmp_path: Path) -> None:
-    """SLURM ends a step by signalling every process of it (SIGTERM, the image's FUSE mount
-    included): the step's bare-node shell outlives the signal, the container's processes get it
-    as usual (not ignored: an ignored signal would pass through exec into the container), and
-    once they have ended the shell runs the job's plain-shell cleanup with the node dir."""
-    job_dir = tmp_path / "job"
-    job_dir.mkdir()
-    (job_dir / "cleanup_node.sh").write_text(f'echo "$@" > {tmp_path}/cleaned\n')
-    inner = (
-        f'trap "echo got-term > {tmp_path}/term; exit 143" TERM; echo $$ > {tmp_path}/inner.pid; '
-        "while :; do sleep 0.05; done"
-    )
-    env = {**os.environ, "SLURM_RL_JOB_DIR": str(job_dir), "SLURM_RL_JOB_ID": "77"}
-    argv = ["sh", "-c", OPEN_IMAGE_SHELL, "slurm-rl-apptainer", "--node-temp=/tmp/srl-77", "--clean-after"]
-    step = subprocess.Popen([*argv, "sh", "-c", inner], env=env, start_new_session=True)
-    try:
-        pid_file = tmp_path / "inner.pid"
-        deadline = time.monotonic() + 10
-        while not pid_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert pid_file.exists(), "the container's command never started"
-        os.killpg(step.pid, signal.SIGTERM)  # as slurmstepd signals the step's processes
-        assert step.wait(timeout=10) == 143  # the container's exit status, passed on
-    finally:
-        if step.poll() is None:
-            os.killpg(step.pid, signal.SIGKILL)
-    assert (tmp_path / "term").read_text() == "got-term\n"
-    assert (tmp_path / "cleaned").read_text() == "77 3 /tmp/srl-77\n"  # its job, grace, node dir
+        assert 'slurm-rl-apptainer --node-temp="/tmp/srl-${SLURM_RL_JOB_DIR##*/}" apptainer exec' in job.member_script

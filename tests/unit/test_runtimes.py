@@ -78,8 +78,8 @@ def test_each_runtime_starts_the_node_step_its_own_way() -> None:
     # Apptainer mounts the image as it is (nothing unpacked), with the job's mounts and no home
     gpus = Container(runtime="apptainer", gpus=True, **box)  # type: ignore[arg-type]
     flags, prefix = runtime_of("apptainer").launch(gpus, "/j")
-    assert flags == [] and prefix[5:8] == ["--clean-after", "apptainer", "exec"] and prefix[-1] == "/i.sqsh"
-    assert "--nv" in prefix and "--pwd=/j" in prefix and prefix[11:13] == ["--bind", "/data:/data"]
+    assert flags == [] and prefix[5:7] == ["apptainer", "exec"] and prefix[-1] == "/i.sqsh"
+    assert "--nv" in prefix and "--pwd=/j" in prefix and prefix[10:12] == ["--bind", "/data:/data"]
     assert runtime_of("none").launch(Container(), "/j") == ([], [])
     assert runtime_of("apptainer").requeue_cleanup() == "" and runtime_of("pyxis").requeue_cleanup()
 
