@@ -11,7 +11,7 @@ from slurm_rl.config.spec import load_spec_file, parse_spec
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.manifest import Container
 from slurm_rl.job.ray_start import OBJECT_STORE_MIN, object_store_size
-from slurm_rl.login.plan import container_mounts
+from slurm_rl.login.plan import container_mounts, plan_job
 from slurm_rl.login.render import render_job
 from slurm_rl.login.resolve import container_workdir, resolve_options
 from slurm_rl.runtimes import runtime_of
@@ -131,9 +131,9 @@ def test_a_first_submit_may_mount_the_fileroot_it_makes_but_not_a_missing_dir(tm
         opts = resolve_options(spec, str(exp), user="u")
         if refused:
             with pytest.raises(UsageError, match=f"default_mount {mount}: {tmp_path}/data does not exist"):
-                check_node_paths(spec, opts)
+                check_node_paths(plan_job(spec, opts))
         else:
-            check_node_paths(spec, opts)  # no error
+            check_node_paths(plan_job(spec, opts))  # no error
 
 
 @pytest.mark.parametrize(
@@ -152,7 +152,7 @@ def test_an_image_apptainer_extracts_goes_into_the_node_dir_the_jobs_cleanup_rem
     spec = load_spec_file(REPO / "cluster_specs" / "example-apptainer.json")
     (tmp_path / "e.py").write_text("")
     opts = resolve_options(spec, str(tmp_path / "e.py"), user="alice", nodes=2, heal=1, **flags)
-    job = render_job(spec, opts)
+    job = render_job(plan_job(spec, opts))
     assert f'slurm-rl-apptainer --node-temp="{node_dir}" apptainer exec' in job.script
     if not flags:  # the member job's steps: the dir of the job it joins, not their own id
         assert 'slurm-rl-apptainer --node-temp="/tmp/srl-${SLURM_RL_JOB_DIR##*/}" apptainer exec' in job.member_script
