@@ -14,6 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
+from .errors import SlurmRlError
+
 # What may reach an #SBATCH line as a partition, account or QOS name ("," separates several)
 SBATCH_NAME = re.compile(r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$")
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$")
@@ -128,7 +130,7 @@ RegexTable = Annotated[dict[str, str], AfterValidator(_regex_table)]
 NetworkInterface = Annotated[str, AfterValidator(_network_interface)]
 
 
-class FieldProblem(ValueError):
+class FieldProblem(SlurmRlError, ValueError):
     """A cross-field problem that must be reported against one named field."""
 
     def __init__(self, field: str, value: Any, problem: str) -> None:

@@ -1,7 +1,8 @@
-"""The job's environment, read in one place (as submitit's ``JobEnvironment``).
+"""The job's environment and slurm-rl's settings, read in one place (as submitit's ``JobEnvironment``).
 
-Everything the node side and the driver take from environment variables set by SLURM or by
-slurm-rl is a typed field here; nothing else parses ``SLURM_*`` or ``SLURM_RL_*`` variables.
+Everything the product takes from environment variables set by SLURM, by slurm-rl or by its
+user is a typed field here (``JobEnvironment``: the job's; ``Settings``: the knobs); nothing else
+reads a ``SLURM_*`` or ``SLURM_RL_*`` variable (tests/unit/test_rules.py holds it).
 """
 
 from __future__ import annotations
@@ -30,6 +31,20 @@ RUN_DIR_ENV = "SLURM_RL_RUN_DIR"  # the driver's: a chain's shared run dir (--ch
 MEMBER_ENV = "SLURM_RL_MEMBER"  # set by the batch script for a member job (--heal): its number, 1, 2, ...
 MEMBER_ATTEMPT_ENV = "SLURM_RL_ATTEMPT"  # ... and the attempt of the job it joins
 MEMBER_RANK_BASE = 1000  # member N's nodes are ranks N*1000 + 0, 1, ... in the job it joins
+# slurm-rl's settings, as a user, a site or a test sets them (Settings below reads them)
+INDEX_ENV = "SLURM_RL_INDEX"  # the job index file, instead of $XDG_STATE_HOME/slurm-rl/index.jsonl
+LOGIN_ENV = "SLURM_RL_LOGIN"  # a laptop's login node, as --login gives it
+SSH_CONFIG_ENV = "SLURM_RL_SSH_CONFIG"  # an ssh config file instead of ~/.ssh/config (ssh -F)
+CONTROL_DIR_ENV = "SLURM_RL_SSH_DIR"  # where the ControlMaster sockets live (default ~/.cache/slurm-rl/ssh)
+BACKEND_ENV = "SLURM_RL_COMM_BACKEND"  # a worker group's collective backend: nccl or gloo
+COMPRESSION_ENV = "SLURM_RL_GRADIENT_COMPRESSION"  # "fp16": all-reduce gradients in half precision
+LAZY_ENV = "SLURM_RL_LAZY_PLACEMENT"  # "1": every RayVirtualCluster places its groups on first use
+FORK_ENV = "SLURM_RL_RAY_FORK"  # "0": Ray's workers start as fresh interpreters, not forks
+SETUP_WORKER_ENV = "SLURM_RL_RAY_SETUP_WORKER"  # "ray": Ray's own setup_worker.py, not the light one
+FORK_RETIRE_ENV = "SLURM_RL_FORK_RETIRE_S"  # read by the fork server's zygote, a script (fork_child.py)
+MAX_RETRIES_ENV_TWIN = "SLURM_RL_VIRTUAL_CLUSTER_MAX_RETRIES"  # NeMo RL's NRL_VIRTUAL_CLUSTER_MAX_RETRIES
+STACKS_DIR_ENV = "SLURM_RL_STACKS_DIR"  # node-local: where armed processes keep their dump files
+VENV_DIR_ENV = "SLURM_RL_VENV_DIR"  # create_local_venv's root, after NeMo RL's NEMO_RL_VENV_DIR
 
 
 def _int(raw: str | None, default: int = 0) -> int:
@@ -58,6 +73,7 @@ class JobEnvironment:
     topology_addr: str  # SLURM_TOPOLOGY_ADDR: switches from the top down to this node (topology/tree)
     topology_pattern: str  # SLURM_TOPOLOGY_ADDR_PATTERN: what each part of it is ("switch.switch.node")
     task_rank: int  # SLURM_PROCID: the task's rank in its step (across a heterogeneous step's components)
+    job_name: str  # SLURM_JOB_NAME
     environ: Mapping[str, str]  # the variables read, for what only a few callers need
 
     @classmethod
@@ -84,6 +100,7 @@ class JobEnvironment:
             topology_addr=env.get("SLURM_TOPOLOGY_ADDR", ""),
             topology_pattern=env.get("SLURM_TOPOLOGY_ADDR_PATTERN", ""),
             task_rank=_int(env.get("SLURM_PROCID")),
+            job_name=env.get("SLURM_JOB_NAME", ""),
             environ=dict(env),
         )
 
@@ -149,6 +166,17 @@ class JobEnvironment:
                 return [d.strip() for d in listed.split(",") if d.strip()]
         return None
 
+    def memory_share_mib(self) -> tuple[int, str] | None:
+        """This node's share of the job's memory as SLURM's environment says it, in MiB, with
+        where it came from; None where it gives no number (``--mem=0``: all of the node's)."""
+        per_node = self.environ.get("SLURM_MEM_PER_NODE", "")
+        if per_node.isdigit() and int(per_node) > 0:
+            return int(per_node), f"SLURM_MEM_PER_NODE={per_node}"
+        per_cpu, cpus = self.environ.get("SLURM_MEM_PER_CPU", ""), self.environ.get("SLURM_CPUS_ON_NODE", "")
+        if per_cpu.isdigit() and int(per_cpu) > 0 and cpus.isdigit() and int(cpus) > 0:
+            return int(per_cpu) * int(cpus), f"SLURM_MEM_PER_CPU={per_cpu} x {cpus} CPUs"
+        return None
+
     def gpu_count(self) -> int:
         """GPUs SLURM gave this node's task: the visible-device list, else SLURM_GPUS_ON_NODE."""
         visible = self.visible_gpus()
@@ -158,3 +186,39 @@ class JobEnvironment:
 def ray_token_env(token_path: object) -> dict[str, str]:
     """What makes a Ray process use the job's token (a file of mode 0600 in the job dir)."""
     return {RAY_AUTH_MODE_ENV: "token", RAY_AUTH_TOKEN_PATH_ENV: str(token_path)}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """slurm-rl's settings from the environment, read when asked ('' or False where unset)."""
+
+    index: str  # SLURM_RL_INDEX
+    login: str | None  # SLURM_RL_LOGIN (None: unset; '' or 'local': this machine)
+    ssh_config: str  # SLURM_RL_SSH_CONFIG
+    ssh_dir: str  # SLURM_RL_SSH_DIR
+    comm_backend: str  # SLURM_RL_COMM_BACKEND
+    fp16_gradients: bool  # SLURM_RL_GRADIENT_COMPRESSION=fp16
+    lazy_placement: bool  # SLURM_RL_LAZY_PLACEMENT=1
+    ray_fork: bool  # SLURM_RL_RAY_FORK, on unless 0/no/false/off
+    ray_setup_worker: bool  # SLURM_RL_RAY_SETUP_WORKER=ray: Ray's own
+    max_retries: str  # SLURM_RL_VIRTUAL_CLUSTER_MAX_RETRIES
+    stacks_dir: str  # SLURM_RL_STACKS_DIR
+    venv_dir: str  # SLURM_RL_VENV_DIR
+
+    @classmethod
+    def current(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        return cls(
+            index=env.get(INDEX_ENV, ""),
+            login=env.get(LOGIN_ENV),
+            ssh_config=env.get(SSH_CONFIG_ENV, ""),
+            ssh_dir=env.get(CONTROL_DIR_ENV, ""),
+            comm_backend=env.get(BACKEND_ENV, ""),
+            fp16_gradients=env.get(COMPRESSION_ENV) == "fp16",
+            lazy_placement=env.get(LAZY_ENV, "") == "1",
+            ray_fork=env.get(FORK_ENV, "1").strip().lower() not in ("0", "no", "false", "off"),
+            ray_setup_worker=env.get(SETUP_WORKER_ENV, "").strip().lower() == "ray",
+            max_retries=env.get(MAX_RETRIES_ENV_TWIN, ""),
+            stacks_dir=env.get(STACKS_DIR_ENV, ""),
+            venv_dir=env.get(VENV_DIR_ENV, ""),
+        )

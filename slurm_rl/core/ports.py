@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .errors import UsageError
+from .errors import SlurmRlError, UsageError
 
 PORT_RANGE_START = 10000
 PORT_RANGE_END = 32000  # below Linux's default ephemeral range (32768-60999)
@@ -30,7 +30,7 @@ FREE_PORT_TRIES = 200
 MIN_LISTEN_RANGE = 1000  # fewer ports than this outside the ephemeral range: let the OS choose
 
 
-class PortsBusy(Exception):
+class PortsBusy(SlurmRlError):
     """A port of an explicit --port-base block is taken on this node."""
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .events import write_atomic
 from .parts import Part
 from .private_dir import claim_private_dir
 
@@ -18,7 +19,7 @@ def write_job_dir_pointer(temp_dir: str, job_dir: Path) -> None:
     """Ray's workers carry no SLURM_* variable (NeMo RL's rule, distributed/worker_env), so a
     worker finds the job dir (its services) through the node-local dir its Ray session is in."""
     claim_private_dir(temp_dir)
-    (Path(temp_dir) / JOB_DIR_POINTER).write_text(str(job_dir) + "\n")
+    write_atomic(Path(temp_dir) / JOB_DIR_POINTER, str(job_dir) + "\n")
 
 
 def short_host(name: str) -> str:

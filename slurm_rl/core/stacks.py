@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from .events import write_atomic
+from .job_env import STACKS_DIR_ENV  # noqa: F401 - importable here as before
 
-STACKS_DIR_ENV = "SLURM_RL_STACKS_DIR"  # node-local: where armed processes keep their dump files
 DUMP_SIGNAL = signal.SIGWINCH
 HEADER = "# slurm-rl stacks"  # first line of a dump file: "# slurm-rl stacks pid=12 main=0x7f.. role=worker"
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+)")

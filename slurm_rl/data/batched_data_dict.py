@@ -9,6 +9,7 @@ from typing import Any, Generic, TypeVar
 
 import torch
 
+from ..core.errors import SlurmRlError
 from .batch_merge import batch_size, merge_batches
 from .batch_plans import (
     DynamicBatchingArgs,
@@ -26,7 +27,7 @@ from .multimodal_utils import PackedTensor
 T = TypeVar("T")
 
 
-class ShardingError(ValueError, AssertionError):
+class ShardingError(SlurmRlError, ValueError, AssertionError):
     """Sizes that cannot be sharded as asked. Both a ValueError and an AssertionError: NeMo RL
     asserts here, so callers catch either; the message names the sizes."""
 

@@ -19,13 +19,14 @@ import os
 import subprocess
 from pathlib import Path
 
-from ..core.job_env import TEMP_DIR_ENV
+from ..core.events import write_atomic
+from ..core.job_env import JobEnvironment
 
 logger = logging.getLogger(__name__)
 
 AFFINITY_FILE_NAME = "gpu_cpu_affinity.txt"
 GPU_CPU_AFFINITY_PATH = os.environ.get(
-    "NRL_GPU_CPU_AFFINITY_PATH", os.path.join(os.environ.get(TEMP_DIR_ENV, "/tmp"), AFFINITY_FILE_NAME)
+    "NRL_GPU_CPU_AFFINITY_PATH", os.path.join(JobEnvironment.current().temp_dir or "/tmp", AFFINITY_FILE_NAME)
 )
 DISABLE_BINDING_ENV = "NRL_DISABLE_NUMA_BINDING"
 DISABLE_MEMBIND_ENV = "NRL_DISABLE_NUMA_MEMBIND"
@@ -150,5 +151,5 @@ def write_affinity_file(path: str | os.PathLike[str], sysfs: str = "/sys/devices
         if cpus:
             lines.append(f"{gpu}:{cpus}")
     if lines:
-        Path(path).write_text("\n".join(lines) + "\n")
+        write_atomic(Path(path), "\n".join(lines) + "\n")
     return len(lines)

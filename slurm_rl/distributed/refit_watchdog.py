@@ -11,8 +11,10 @@ import threading
 from types import TracebackType
 from typing import Any
 
+from ..core.errors import SlurmRlError
 
-class RefitAborted(RuntimeError):
+
+class RefitAborted(SlurmRlError, RuntimeError):
     """A collective on a group that was aborted (a refit whose peer went away)."""
 
 

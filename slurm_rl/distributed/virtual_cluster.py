@@ -7,13 +7,13 @@ cluster's probes read them from this module, so patching them here works."""
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any, TypedDict
 
 import ray  # NeMo RL's tests replace ray, the probe and the strategy by these module names
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from typing_extensions import NotRequired
 
+from ..core.job_env import LAZY_ENV, Settings  # noqa: F401 - LAZY_ENV importable here as before
 from ._engine import placement
 from ._engine.addresses import ClusterAddresses
 from ._engine.master_ports import MasterPorts, reserve_ports
@@ -42,7 +42,6 @@ from ._engine.ray_init import (  # noqa: F401 - API.md and NeMo RL 2026: importa
 from ._engine.topology import *  # noqa: F403 - NeMo RL 2026 imports these from virtual_cluster
 
 logger = logging.getLogger(__name__)
-LAZY_ENV = "SLURM_RL_LAZY_PLACEMENT"  # "1": every RayVirtualCluster places its groups on first use
 
 # The driver's uv project and its extras' worker environments (NeMo RL's tests reload this module)
 git_root = project_root()
@@ -138,7 +137,7 @@ class RayVirtualCluster(ClusterAddresses):
         if not any(self._bundle_ct_per_node_list):
             self._node_placement_groups = []  # a valid, empty cluster: nothing to place
             return
-        if lazy if lazy is not None else (self.lazy_placement or os.environ.get(LAZY_ENV, "") == "1"):
+        if lazy if lazy is not None else (self.lazy_placement or Settings.current().lazy_placement):
             return  # NeMo RL 2026's form: placed on first use (_init_placement_groups, a worker group)
         # NeMo RL 2025's contract (the seed's): the constructor retries _init_placement_groups itself,
         # sleeping 2**n s after the n-th failure, so a test that patches it replaces the allocation

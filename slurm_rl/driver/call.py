@@ -17,6 +17,7 @@ def main() -> int:
     import cloudpickle
     from submitit.helpers import DelayedSubmission
 
+    from slurm_rl.core.events import write_atomic  # absolute: this file runs as a script
     from slurm_rl.core.job_env import JobEnvironment
     from slurm_rl.core.paths import JobPaths
 
@@ -30,8 +31,7 @@ def main() -> int:
         outcome = ("error", traceback.format_exc())
         print(outcome[1], file=sys.stderr)
         rc = 1
-    with open(paths.call_result, "wb") as f:
-        cloudpickle.dump(outcome, f)
+    write_atomic(paths.call_result, cloudpickle.dumps(outcome))  # the caller polls for it: whole or absent
     return rc
 
 

@@ -65,8 +65,8 @@ class MetricsLog:
         self._run_info = {
             "slurm_job_id": env.job_id or "",
             "attempt": self.attempt,
-            "job_name": os.environ.get("SLURM_JOB_NAME", ""),
-            "sweep_task": os.environ.get("SLURM_ARRAY_TASK_ID", ""),
+            "job_name": env.job_name,
+            "sweep_task": env.array_task.split("_")[1] if env.array_task else "",
         }
 
     def event(self, name: str, **fields: Any) -> None:

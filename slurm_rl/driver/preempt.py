@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from ..core.events import append_event
+from ..core.events import append_event, write_atomic
 from ..core.exits import REQUEUE_RC
 from ..core.job_env import JobEnvironment
 from ..core.paths import JobPaths
@@ -47,8 +47,7 @@ def requeue(reason: str = "") -> NoReturn:
     attempt = str(env.attempt)
     if env.in_slurm_rl_job:
         paths = JobPaths(env.require_job_dir())
-        paths.requeue_request(attempt).parent.mkdir(parents=True, exist_ok=True)
-        paths.requeue_request(attempt).write_text(reason + "\n")
+        write_atomic(paths.requeue_request(attempt), reason + "\n")
         append_event(paths.events, "requeue_requested", attempt=int(attempt), reason=reason)
         print(
             f"slurm_rl.requeue(): attempt {attempt} asks for another ({reason or 'no reason given'})",

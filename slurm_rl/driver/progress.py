@@ -4,21 +4,20 @@ own output count too (core/progress.py); outside a slurm-rl job or run it does n
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from ..core import progress
-from ..core.job_env import JobEnvironment
-from ..core.stacks import STACKS_DIR_ENV, arm
+from ..core.job_env import JobEnvironment, Settings
+from ..core.stacks import arm
 
 
 def heartbeat(note: str = "") -> None:
     job_dir = JobEnvironment.current().job_dir
     if job_dir is not None:
-        arm(os.environ.get(STACKS_DIR_ENV, ""), "driver")  # a driver without init_ray: stacks too
+        arm(Settings.current().stacks_dir, "driver")  # a driver without init_ray: stacks too
         progress.record(job_dir, "driver", f"heartbeat: {note}" if note else "heartbeat")
 
 
@@ -32,7 +31,7 @@ def step_progress(job_dir: Path, values: dict[str, Any]) -> None:
     noted at most once a second (a file write costs ~0.1-0.6 ms, on NFS more; a stall is at
     least 20 s): a step within the second after the last note is written when the second is up,
     with its own time, unless a newer one replaced it by then."""
-    arm(os.environ.get(STACKS_DIR_ENV, ""), "driver")
+    arm(Settings.current().stacks_dir, "driver")
     step = values.get("step")
     note = (job_dir, f"step {step}" if step is not None else "metrics", time.time())
     with _lock:

@@ -15,11 +15,13 @@ says why) and ``<attempt>/stop`` (node 0 is done; the value is the reason).
 
 from __future__ import annotations
 
+from ..core.errors import SlurmRlError
+
 NAMESPACE = b"slurm_rl"
 TIMEOUT_S = 1.0
 
 
-class BoardUnreachable(Exception):
+class BoardUnreachable(SlurmRlError):
     """The head's GCS did not answer."""
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from ..core.errors import SlurmRlError
 from ..core.events import append_event, read_json
 from ..core.job_env import MEMBER_RANK_BASE, JobEnvironment
 from ..core.job_ids import is_array_task, job_number
@@ -34,11 +35,11 @@ from .topology import topology_resources
 POLL_S = 0.05
 
 
-class NodeFailure(Exception):
+class NodeFailure(SlurmRlError):
     """This node cannot go on; the message names what failed and where to look."""
 
 
-class Stopped(Exception):
+class Stopped(SlurmRlError):
     """The job is being stopped from outside (signal) or by node 0; not this node's fault."""
 
 

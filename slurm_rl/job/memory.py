@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.exits import OomKills
+from ..core.job_env import JobEnvironment
 
 MIB = 2**20
 DAEMON_RESERVE = 400 * MIB  # raylet, GCS on the head, agents: what Ray's own processes hold
@@ -35,13 +36,8 @@ class MemoryLimit:
 
 def slurm_limit(env: Mapping[str, str]) -> MemoryLimit | None:
     """What SLURM's environment says this node's share of the job is."""
-    per_node = env.get("SLURM_MEM_PER_NODE", "")
-    if per_node.isdigit() and int(per_node) > 0:
-        return MemoryLimit(int(per_node) * MIB, f"SLURM_MEM_PER_NODE={per_node}")
-    per_cpu, cpus = env.get("SLURM_MEM_PER_CPU", ""), env.get("SLURM_CPUS_ON_NODE", "")
-    if per_cpu.isdigit() and int(per_cpu) > 0 and cpus.isdigit() and int(cpus) > 0:
-        return MemoryLimit(int(per_cpu) * int(cpus) * MIB, f"SLURM_MEM_PER_CPU={per_cpu} x {cpus} CPUs")
-    return None
+    share = JobEnvironment.current(env).memory_share_mib()
+    return MemoryLimit(share[0] * MIB, share[1]) if share else None
 
 
 def memory_cgroup(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> Path | None:

@@ -16,10 +16,12 @@ import ipaddress
 import socket
 from dataclasses import dataclass
 
+from ..core.errors import SlurmRlError
+
 SOCKET_IFNAME_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 
 
-class AddressProblem(Exception):
+class AddressProblem(SlurmRlError):
     """This node has no usable address for the job; the message names the field and the fix."""
 
 

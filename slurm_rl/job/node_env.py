@@ -63,8 +63,8 @@ def set_job_environment(paths: JobPaths, manifest: JobManifest) -> None:
     for key, value in ray_config_env(manifest.total_nodes).items():
         os.environ.setdefault(key, value)
     # Where this job keeps node-local files (Ray's temp dir; uv environments of worker groups).
-    os.environ[TEMP_DIR_ENV] = manifest.temp_dir(paths.job_id)
-    os.environ.update(config_dir_env(os.environ, os.environ[TEMP_DIR_ENV]))
+    temp_dir = os.environ[TEMP_DIR_ENV] = manifest.temp_dir(paths.job_id)
+    os.environ.update(config_dir_env(os.environ, temp_dir))
     # The marker goes last in the environment children inherit: processes that rewrite their
     # title (Ray's "ray::..." workers) overwrite the start of /proc/PID/environ.
     os.environ.pop(MARKER_ENV, None)

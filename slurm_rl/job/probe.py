@@ -12,6 +12,7 @@ import socket
 from pathlib import Path
 
 from .._version import __version__
+from ..core.events import write_atomic
 from ..core.ports import BLOCK_SIZE, ephemeral_range, free_ports, listen_range
 from .network import AddressProblem, choose_address, describe, ipv4_addresses
 
@@ -29,7 +30,7 @@ def probe(marker: str, network_interface: str) -> dict[str, object]:
         out["ray"] = None
         out["ray_error"] = str(exc)
     try:
-        Path(marker).write_text(host)
+        write_atomic(Path(marker), host)
         out["fileroot_error"] = ""
     except OSError as exc:
         out["fileroot_error"] = f"{exc.strerror}: {marker}"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..core import progress
-from ..core.events import read_events
+from ..core.events import read_events, write_atomic
 from ..core.job_dir import lost_nodes
 from ..core.progress import stall_text
 from ..core.stacks import read_answers, report_path, request
@@ -92,6 +92,5 @@ class StallWatch:
         if missing and mono - self.asked_at < STACKS_WAIT_S:
             return False
         path = report_path(self.job_dir, self.rid)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render(self.job_id, answers, missing, path))
+        write_atomic(path, render(self.job_id, answers, missing, path))
         return True

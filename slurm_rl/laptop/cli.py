@@ -5,17 +5,16 @@ runs there over ssh (forward.py), else here as before."""
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from typing import Any
 
 import click
 
+from ..core.job_env import LOGIN_ENV, Settings
 from ..login.cli import cli
 from ..slurm.runner import client_installed
 from .forward import forward, spec_path_of
 
-LOGIN_ENV = "SLURM_RL_LOGIN"
 LOCAL = "local"  # --login local: run here even if the spec names a login node
 # what runs on the login node from a laptop; `run` (no SLURM) and `spec` (a local file) stay here
 FORWARDED = (
@@ -27,7 +26,7 @@ FORWARDED = (
 def login_target(name: str, flag: str | None, params: dict[str, Any]) -> str | None:
     """Where the command runs: --login, else $SLURM_RL_LOGIN, else the spec's "login" where
     this machine has no SLURM client (on the login node itself the spec's login is ignored)."""
-    chosen = flag if flag is not None else os.environ.get(LOGIN_ENV)
+    chosen = flag if flag is not None else Settings.current().login
     if chosen is not None:
         return None if chosen in ("", LOCAL) else chosen
     if client_installed():

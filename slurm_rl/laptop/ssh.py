@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import UsageError
+from ..core.job_env import CONTROL_DIR_ENV, SSH_CONFIG_ENV, Settings  # noqa: F401 - importable here as before
 
-SSH_CONFIG_ENV = "SLURM_RL_SSH_CONFIG"  # an ssh config file instead of ~/.ssh/config (ssh -F)
-CONTROL_DIR_ENV = "SLURM_RL_SSH_DIR"  # where the ControlMaster sockets live (default ~/.cache/slurm-rl/ssh)
 PERSIST_S = 600  # the master outlives the last command by this long
 CONNECT_TIMEOUT_S = 15
 SSH_FAILED = 255  # ssh's own exit status for its errors (a remote command's is passed through)
@@ -46,7 +45,7 @@ def control_path(target: str) -> str:
     """The ControlMaster socket of ``target``: ~/.cache/slurm-rl/ssh/<hash> (or $SLURM_RL_SSH_DIR),
     or /tmp/slurm-rl-ssh-<uid>/<hash> where that path is too long for a socket."""
     name = hashlib.sha256(target.encode()).hexdigest()[:16]
-    d = Path(os.environ.get(CONTROL_DIR_ENV) or Path.home() / ".cache" / "slurm-rl" / "ssh")
+    d = Path(Settings.current().ssh_dir or Path.home() / ".cache" / "slurm-rl" / "ssh")
     if len(f"{d}/{name}") + 17 > SOCKET_PATH_MAX:
         d = Path(tempfile.gettempdir()) / f"slurm-rl-ssh-{os.getuid()}"
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -72,8 +71,8 @@ class Login:
         if not sys.stdin.isatty():  # no one to answer a prompt: fail at once instead of hanging
             opts["BatchMode"] = "yes"
         argv = ["ssh", *(a for k, v in opts.items() for a in ("-o", f"{k}={v}"))]
-        if os.environ.get(SSH_CONFIG_ENV):
-            argv[1:1] = ["-F", os.environ[SSH_CONFIG_ENV]]
+        if config := Settings.current().ssh_config:
+            argv[1:1] = ["-F", config]
         return [*argv, "-tt" if tty else "-T", *extra, self.target]
 
     def command_argv(self, remote: list[str], *, tty: bool = False) -> list[str]:

@@ -10,7 +10,7 @@ import click
 
 from ..config.spec import load_spec
 from ..core.errors import UsageError
-from ..core.events import read_events
+from ..core.events import read_events, write_atomic
 from ..core.job_dir import lost_nodes
 from ..core.paths import current_user
 from ..core.stacks import kept, read_answers, report_path, request
@@ -69,7 +69,7 @@ def stacks(job: str, node: str | None, native: bool, timeout: float, spec_flag: 
     missing = sorted(set(wanted) - set(answers))
     report = render(str(job_id), answers, missing, report_path(paths.job_dir, rid))
     report_path(paths.job_dir, rid).parent.mkdir(parents=True, exist_ok=True)
-    report_path(paths.job_dir, rid).write_text(report)
+    write_atomic(report_path(paths.job_dir, rid), report)
     click.echo(report, nl=False)
     if missing and not answers:
         raise click.exceptions.Exit(1)

@@ -12,15 +12,14 @@ import os
 import time
 from pathlib import Path
 
+from ..core.job_env import INDEX_ENV, Settings  # noqa: F401 - importable here as before
 from ..core.paths import JobPaths
-
-INDEX_ENV = "SLURM_RL_INDEX"
 
 
 def index_path(home: Path | None = None) -> Path:
     """The job index of whoever has HOME (default: this process's user) in this environment."""
-    if os.environ.get(INDEX_ENV):
-        return Path(os.environ[INDEX_ENV])
+    if own := Settings.current().index:
+        return Path(own)
     state = os.environ.get("XDG_STATE_HOME") or str((home or Path.home()) / ".local" / "state")
     return Path(state) / "slurm_rl" / "jobs.jsonl"
 

@@ -13,15 +13,16 @@ import os
 import shutil
 from pathlib import Path
 
+from ..core.job_env import VENV_DIR_ENV, Settings
 from ..distributed.worker_env.uv_envs import build, parse_uv_run
 
-VENV_DIR_ENVS = ("NEMO_RL_VENV_DIR", "SLURM_RL_VENV_DIR")
+VENV_DIR_ENVS = ("NEMO_RL_VENV_DIR", VENV_DIR_ENV)
 
 
 def venv_root() -> Path:
-    for name in VENV_DIR_ENVS:
-        if os.environ.get(name):
-            return Path(os.environ[name])
+    chosen = os.environ.get("NEMO_RL_VENV_DIR") or Settings.current().venv_dir
+    if chosen:
+        return Path(chosen)
     return Path.home() / ".cache" / "slurm-rl" / "venvs"
 
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ...core.job_env import MAX_RETRIES_ENV_TWIN, Settings  # noqa: F401 - importable here as before
 from ..worker_env.collective import BACKEND_ENV
 from . import job_fit
 from .cluster_view import Slot, per_node_slots  # noqa: F401 - per_node_slots importable here as before
@@ -27,7 +28,6 @@ NOT_STARTED = (
     "not ray.init(), which would start a separate cluster outside the job"
 )
 MAX_RETRIES_ENV = "NRL_VIRTUAL_CLUSTER_MAX_RETRIES"
-MAX_RETRIES_ENV_TWIN = "SLURM_RL_VIRTUAL_CLUSTER_MAX_RETRIES"
 PLACEMENT_GROUP_TIMEOUT_S = 180.0
 BACKENDS = ("nccl", "gloo")
 
@@ -71,7 +71,7 @@ def check_args(
 
 
 def max_retries() -> int:
-    raw = os.environ.get(MAX_RETRIES_ENV, os.environ.get(MAX_RETRIES_ENV_TWIN, "6"))
+    raw = os.environ.get(MAX_RETRIES_ENV, Settings.current().max_retries or "6")
     try:
         value = int(raw)
     except ValueError:

@@ -10,8 +10,8 @@ import os
 import time
 from collections.abc import Mapping
 
-from ...core.job_env import RAY_ADDRESS_ENV, JobEnvironment
-from ...core.stacks import STACKS_DIR_ENV, arm
+from ...core.job_env import RAY_ADDRESS_ENV, JobEnvironment, Settings
+from ...core.stacks import arm
 from ..worker_env.hygiene import SETUP_HOOK_NAME, setup_hook, worker_env_vars
 from ..worker_env.local_start import start_local_ray
 from ..worker_env.setup_worker import use_light_setup_worker
@@ -277,5 +277,5 @@ def _init_ray(log_dir: str | None = None) -> str:
 def init_ray(log_dir: str | None = None) -> str:
     """NeMo RL's ``init_ray``: see ``_init_ray``; returns what it found (``RAY_CLUSTER_*``). On
     a job's node it also arms the driver's stack dump (``slurm-rl stacks``, stall reports)."""
-    arm(os.environ.get(STACKS_DIR_ENV, ""), "driver")
+    arm(Settings.current().stacks_dir, "driver")
     return _init_ray(log_dir)

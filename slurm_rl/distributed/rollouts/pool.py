@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...core.errors import SlurmRlError
 from ...core.job_env import JobEnvironment
 from ...core.paths import JobPaths
 
@@ -43,7 +44,7 @@ class Verdict:
     host: str | None = None
 
 
-class _ItemTimeout(Exception):
+class _ItemTimeout(SlurmRlError):
     pass
 
 

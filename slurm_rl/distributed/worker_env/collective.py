@@ -20,14 +20,13 @@ import datetime
 import os
 from typing import Any
 
-BACKEND_ENV = "SLURM_RL_COMM_BACKEND"
-COMPRESSION_ENV = "SLURM_RL_GRADIENT_COMPRESSION"
+from ...core.job_env import BACKEND_ENV, COMPRESSION_ENV, Settings  # noqa: F401 - importable here as before
 
 
 def backend() -> str:
     import torch
 
-    chosen = os.environ.get(BACKEND_ENV) or ("nccl" if torch.cuda.is_available() else "gloo")
+    chosen = Settings.current().comm_backend or ("nccl" if torch.cuda.is_available() else "gloo")
     if chosen == "nccl" and not torch.cuda.is_available():
         raise RuntimeError(
             "communication_backend='nccl' but this worker sees no CUDA device "
@@ -63,7 +62,7 @@ def init_process_group(timeout_s: float = 120.0) -> Any:
 
 
 def compression_enabled() -> bool:
-    return os.environ.get(COMPRESSION_ENV) == "fp16"
+    return Settings.current().fp16_gradients
 
 
 def wrap_ddp(model: Any, **ddp_kwargs: Any) -> Any:

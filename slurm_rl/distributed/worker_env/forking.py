@@ -22,12 +22,13 @@ import threading
 import time
 from pathlib import Path
 
+from slurm_rl.core.job_env import FORK_ENV, Settings
 from slurm_rl.distributed.worker_env.fork_environ import ROOM_BYTES, ROOM_ENV
 
 HERE = Path(__file__).resolve().parent
 FORK_SERVER = HERE / "fork_server.py"
 FORKED = HERE / "light_setup" / "forked.py"
-CHOICE_ENV = "SLURM_RL_RAY_FORK"
+CHOICE_ENV = FORK_ENV
 SOCKET_NAME = "srl_fork"
 MAX_SOCKET_PATH = 100  # a unix socket's path is at most 107 bytes
 WORKER_FLAG = "--python_worker_command="
@@ -37,7 +38,7 @@ AGENT_FLAGS = ("--dashboard_agent_command=", "--runtime_env_agent_command=")
 
 
 def forking_enabled() -> bool:
-    return os.environ.get(CHOICE_ENV, "1").strip().lower() not in ("0", "no", "false", "off")
+    return Settings.current().ray_fork
 
 
 def hash_seed_fixed(env: dict[str, str] | os._Environ[str] = os.environ) -> bool:

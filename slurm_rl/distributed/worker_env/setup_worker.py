@@ -10,18 +10,19 @@ run's ``ray.init``) gets slurm-rl's; ``SLURM_RL_RAY_SETUP_WORKER=ray`` keeps Ray
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
+from ...core.job_env import SETUP_WORKER_ENV, Settings
+
 LIGHT_SETUP_WORKER = Path(__file__).resolve().parent / "light_setup" / "setup_worker.py"
-CHOICE_ENV = "SLURM_RL_RAY_SETUP_WORKER"
+CHOICE_ENV = SETUP_WORKER_ENV
 
 
 def use_light_setup_worker() -> bool:
     """From now on, Ray nodes this process starts run slurm-rl's setup script (unless
     ``SLURM_RL_RAY_SETUP_WORKER=ray``); True when they will. Idempotent."""
-    if os.environ.get(CHOICE_ENV, "").strip().lower() == "ray":
+    if Settings.current().ray_setup_worker:
         return False
     import ray._private.node as ray_node
 

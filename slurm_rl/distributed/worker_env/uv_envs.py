@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...core.events import write_atomic
 from ...core.job_env import JobEnvironment
 
 _PREPARED: dict[str, set[str]] = {}  # env dir -> Ray node ids where this driver saw it built
@@ -154,8 +155,9 @@ def build(spec: dict[str, Any], path: str) -> dict[str, Any]:
             text=True,
         ).stdout.strip()
         # addsitedir (not a bare path) so the .pth files there run too (editable installs)
-        Path(purelib, "_slurm_rl_base.pth").write_text(
-            "".join(f"import site; site.addsitedir({d!r})\n" for d in site.getsitepackages())
+        write_atomic(
+            Path(purelib, "_slurm_rl_base.pth"),
+            "".join(f"import site; site.addsitedir({d!r})\n" for d in site.getsitepackages()),
         )
         common = [
             *(["--offline"] if spec["offline"] else []),
@@ -179,7 +181,7 @@ def build(spec: dict[str, Any], path: str) -> dict[str, Any]:
         packages = [*spec["with"], *[a for r in spec["requirements"] for a in ("-r", r)]]
         if packages:
             run([uv, "pip", "install", "--quiet", "--python", python, *common, *packages])
-        Path(f"{path}/.ready").write_text(f"{time.time()}\n")
+        write_atomic(Path(f"{path}/.ready"), f"{time.time()}\n")  # other workers wait for it
     return {"node": node, "python": python, "built": True, "seconds": time.monotonic() - t0}
 
 
