@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
+def write_atomic(path: Path, data: str | bytes, make_parents: bool = True) -> None:
     """``path`` holds ``data`` whole or keeps what it held: a temp file beside it, renamed over it
-    (the one way slurm-rl writes a file another process may read; tests/unit/test_rules.py)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    (the one way slurm-rl writes a file another process may read; tests/unit/test_rules.py).
+    ``make_parents=False``: a missing directory is FileNotFoundError, not made."""
+    if make_parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:

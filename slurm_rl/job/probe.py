@@ -30,7 +30,7 @@ def probe(marker: str, network_interface: str) -> dict[str, object]:
         out["ray"] = None
         out["ray_error"] = str(exc)
     try:
-        write_atomic(Path(marker), host)
+        write_atomic(Path(marker), host, make_parents=False)  # a dir made on the login node, or not shared
         out["fileroot_error"] = ""
     except OSError as exc:
         out["fileroot_error"] = f"{exc.strerror}: {marker}"

@@ -150,3 +150,15 @@ def client_with_config(config: str) -> SlurmClient:
         return Completed(0, config, "") if list(argv[:3]) == ["scontrol", "show", "config"] else answer(argv, timeout_s)
 
     return SlurmClient(runner)
+
+
+def test_the_probe_never_makes_the_fileroot_dir_it_was_sent_to_check(tmp_path) -> None:
+    """The login node made the marker's dir; a node that does not share it must say so, not make
+    its own copy (then the login node would only see a marker missing, and not why)."""
+    from slurm_rl.job.probe import probe
+
+    marker = tmp_path / "made-on-login" / "marker"
+    out = probe(str(marker), "")
+    assert "No such file" in str(out["fileroot_error"]) and not marker.parent.exists(), out
+    marker.parent.mkdir()
+    assert probe(str(marker), "")["fileroot_error"] == "" and marker.read_text() == out["host"]
