@@ -17,11 +17,49 @@ def _read(path: Path) -> dict:
         return {}
 
 
+# the causes (core/causes.py) `status --json` may give a job for the fault aimed at it, beside
+# "completed" where the job may finish first (a fault that came too late to matter)
+CAUSES = {
+    "none": {"completed"},
+    "held_port": {"completed"},
+    "oom": {"oom"},
+    "exception": {"driver_error"},
+    "driver_kill": {"driver_killed"},
+    "time_limit": {"time_limit"},
+    "raylet_kill": {"ray_died", "completed"},
+    "gcs_kill": {"ray_died"},
+}
+CANCELLED = {"cancelled"}  # scancel and teardown, before or after the job was ready
+
+
 def expected(
     fault: str, n_nodes: int, status: dict, job_dir: Path, caught: tuple[str, str] | None, heal: bool = False
 ) -> list[str]:
     """What the job must say for its fault (``caught``: a node failure or a preemption under it;
-    ``heal``: a job with --heal 1, which must outlive the loss of a worker node)."""
+    ``heal``: a job with --heal 1, which must outlive the loss of a worker node): its state,
+    exit code and reason, then its cause."""
+    said = _said(fault, n_nodes, status, job_dir, caught, heal)
+    return said or _cause(fault, status, caught, heal)
+
+
+def _cause(fault: str, status: dict, caught: tuple[str, str] | None, heal: bool) -> list[str]:
+    """The cause agrees with the fault: the one decision (core/ending.py) behind every state shown."""
+    cause = status.get("cause") or {}
+    kind, node = cause.get("kind"), cause.get("node")
+    if status.get("state") == "COMPLETED" or (heal and kind == "completed"):
+        ok = kind == "completed"
+    elif caught and caught[1] == "failure":
+        ok = (kind in ("node_lost", "launch_failure") and node == caught[0]) or kind == "cancelled"
+    elif caught:
+        ok = kind == "preempted"
+    else:
+        ok = kind in CAUSES.get(fault, CANCELLED)
+    return [] if ok else [f"{fault}: {status.get('state')} with cause {cause or None}: not the fault's"]
+
+
+def _said(
+    fault: str, n_nodes: int, status: dict, job_dir: Path, caught: tuple[str, str] | None, heal: bool
+) -> list[str]:
     state, code, reason = status.get("state"), status.get("exit_code"), status.get("exit_reason") or ""
     answer = _read(job_dir / "answer.json")
     head = _read(job_dir / "cluster.json").get("head_node")

@@ -29,6 +29,15 @@ def requeue(reason: str = "") -> Any:
     _requeue(reason)
 
 
+def attempt() -> Any:
+    """Which attempt of its job this is and how the last one ended: ``.attempt`` (0 first),
+    ``.cause`` (core/causes.py's, None on the first), ``.reason``, ``.by_slurm`` (see
+    slurm_rl.driver.attempts)."""
+    from .driver.attempts import attempt as _attempt
+
+    return _attempt()
+
+
 def members() -> Any:
     """This job's member jobs (grown nodes, replacements) and their nodes now (slurm_rl.driver.members)."""
     from .driver.members import members as _members

@@ -71,6 +71,7 @@ class ClusterSpec(BaseModel):
     heal: int = Field(default=0, ge=0)  # every job replaces up to this many lost worker nodes (--heal)
     stall_timeout: str | None = None  # every job's --stall-timeout (30m), checked as the flag is
     stall_action: Literal["warn", "fail", "requeue"] | None = None  # and its --stall-action
+    retry_on: str | None = None  # every job's --retry-on (e.g. "node,preempted"), checked as the flag is
     mem: SlurmMemory | None = None
     mem_per_cpu: SlurmMemory | None = None
     gres: Gres | None = None

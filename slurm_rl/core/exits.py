@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from .causes import Cause, parse_cause
 from .events import write_atomic
 from .paths import JobPaths
 
@@ -44,11 +45,18 @@ def exit_reason(rc: int, stop_reason: str) -> str:
     return f"{stop_reason}; {describe_returncode(rc)}" if rc < 0 else stop_reason
 
 
-def record_exit(paths: JobPaths, rc: int, reason: str, *, keep_existing: bool = True) -> bool:
-    """Write the job's exit code and reason. With ``keep_existing`` (the default) the first
-    writer wins: the node that saw the cause knows it best. Returns whether it wrote."""
+def record_exit(
+    paths: JobPaths, rc: int, reason: str, cause: Cause | None = None, *, keep_existing: bool = True
+) -> bool:
+    """Write the job's exit code, reason and cause (core/causes.py; none: core/ending.py reads it
+    from the reason). With ``keep_existing`` (the default) the first writer wins: the node that
+    saw the cause knows it best. Returns whether it wrote."""
     if keep_existing and paths.exit_code.exists():
         return False
+    if cause is not None:
+        write_atomic(paths.exit_cause, cause.line() + "\n")
+    else:
+        paths.exit_cause.unlink(missing_ok=True)
     write_atomic(paths.exit_reason, reason.strip() + "\n")
     write_atomic(paths.exit_code, f"{rc}\n")  # last: readers treat the code as "exit known"
     return True
@@ -56,7 +64,7 @@ def record_exit(paths: JobPaths, rc: int, reason: str, *, keep_existing: bool = 
 
 def clear_exit(paths: JobPaths) -> None:
     """Forget an attempt's exit before the job is requeued."""
-    for f in (paths.exit_code, paths.exit_reason):
+    for f in (paths.exit_code, paths.exit_reason, paths.exit_cause):
         f.unlink(missing_ok=True)
 
 
@@ -72,6 +80,14 @@ def read_exit(paths: JobPaths) -> tuple[int | None, str]:
     except FileNotFoundError:
         reason = ""
     return rc, reason
+
+
+def read_cause(paths: JobPaths) -> Cause | None:
+    """The recorded cause, or None (not recorded, or not one this slurm-rl knows)."""
+    try:
+        return parse_cause(paths.exit_cause.read_text())
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ def check_combinations(opts: JobOptions) -> None:
     site_options_agree(opts)
     array_or_chain(opts)
     min_nodes_and_heal(opts)
-    stall_options(opts)
+    requeue_options(opts)
     parts_combinations(opts)
 
 
@@ -50,13 +50,17 @@ def parts_combinations(opts: JobOptions) -> None:
         )
 
 
-def stall_options(opts: JobOptions) -> None:
+def requeue_options(opts: JobOptions) -> None:
+    """What --stall-action requeue and --retry-on need (a stall timeout, --requeue's budget)."""
     if opts.stall_action and not opts.stall_timeout:
         raise FieldProblem(
             "stall_action", repr(opts.stall_action), "acts on a stall: give --stall-timeout too (e.g. 30m)"
         )
     if opts.stall_action == "requeue" and opts.requeue < 1:
         raise FieldProblem("stall_action", "'requeue'", "requeues within --requeue's budget: add --requeue N (N >= 1)")
+    if opts.retry_on and opts.requeue < 1:
+        why = "retries within --requeue's budget: add --requeue N (N >= 1)"
+        raise FieldProblem("retry_on", repr(opts.retry_on), why)
 
 
 def site_options_agree(opts: JobOptions) -> None:

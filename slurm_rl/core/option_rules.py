@@ -11,6 +11,7 @@ from pydantic import Field
 
 from .fields import rule, time_minutes
 from .ports import BLOCK_SIZE
+from .retries import retry_on_problem
 
 DEFAULT_SIGNAL = "B:USR2@120"
 _SIGNAL = re.compile(r"^(B:|R:|RB:)?((?:SIG)?[A-Z0-9]+)@(\d+)$")
@@ -135,6 +136,7 @@ JobName = Annotated[
 ]
 WarningSignal = Annotated[str, rule(_signal_problem)]
 StallTimeout = Annotated[str, rule(_stall_problem)]
+RetryOnCauses = Annotated[str, rule(retry_on_problem)]
 SbatchArgs = Annotated[tuple[str, ...], _escape_hatch(SBATCH_UNSAFE, SBATCH_HAS_FLAG)]
 SrunArgs = Annotated[tuple[str, ...], _escape_hatch(SRUN_OWNED)]
 SbatchArgList = Annotated[list[str], _escape_hatch(SBATCH_UNSAFE, SBATCH_HAS_FLAG)]  # the spec's (a JSON list)

@@ -36,6 +36,7 @@ from .option_rules import (
     JobName,
     PortBase,
     Requeues,
+    RetryOnCauses,
     SbatchArgs,
     Seconds,
     SrunArgs,
@@ -113,6 +114,15 @@ class JobOptions(BaseModel):
     )
     requeue: Requeues = option(
         0, "--requeue", metavar="N", help="Requeue a failed job (driver exit != 0, lost node) up to N times."
+    )
+    retry_on: RetryOnCauses | None = option(
+        None,
+        "--retry-on",
+        spec=True,
+        metavar="CAUSES",
+        help="Retry a failure (within --requeue's budget) only for these causes, never on the node it names: "
+        "a comma list of node, preempted, stalled, collective, oom, ray, service, driver or exit:CODE "
+        "(docs/causes.md). Unset: any failure.",
     )
     heal: AtLeast0 = option(
         0,

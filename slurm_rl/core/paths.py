@@ -132,6 +132,16 @@ class JobPaths:
         return self.job_dir / "exit_reason"
 
     @property
+    def bad_nodes(self) -> Path:
+        """Nodes an attempt's cause named (one per line): a retry excludes them (templates/finalize.sh.j2)."""
+        return self.job_dir / "bad_nodes"
+
+    @property
+    def exit_cause(self) -> Path:
+        """The cause the node that saw the end recorded (core/causes.py's line)."""
+        return self.job_dir / "exit_cause"
+
+    @property
     def markers(self) -> Path:
         """Per-attempt marker files the nodes of a job use to talk to each other."""
         return self.job_dir / MARKERS_DIR

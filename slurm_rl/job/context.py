@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from ..core.causes import Cause
 from ..core.errors import SlurmRlError
 from ..core.events import append_event, read_json
 from ..core.job_env import MEMBER_RANK_BASE, JobEnvironment
@@ -71,16 +72,19 @@ class NodeContext:
     stop_reason: str = ""
     driver: subprocess.Popen[bytes] | None = None
     failure: str | None = None  # another node failed (seen by node 0): the job's exit reason
+    failure_cause: Cause | None = None  # ... and its cause (core/causes.py)
+    signalled: bool = False  # a signal (scancel, time limit, preemption) stopped this node
     memory_limit: MemoryLimit | None = None  # what SLURM gave the job here (Ray's sizes, OOM reports)
     board: Board | None = None  # the job's signals in the head's GCS, once this node's Ray is up
     service_urls: dict[str, str] = field(default_factory=dict)  # node 0 of a job of parts: each service's URL
     _ports: RayPorts | None = None
     _address: NodeAddress | None = None
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: str, cause: Cause | None = None) -> None:
         """Fail the job from here for a reason found elsewhere (a node that failed or never joined)."""
         self.say(f"FAILING THE JOB: {reason}")
         self.failure = self.stop_reason = reason
+        self.failure_cause = cause
         self.stop_requested.set()
         if self.driver is not None and self.driver.poll() is None:
             self.driver.terminate()

@@ -14,11 +14,15 @@ import threading
 import time
 from pathlib import Path
 
+from ..core import causes as c
+from ..core.causes import Cause
 from ..core.events import write_atomic, write_json
 from ..core.job_env import RAY_ADDRESS_ENV, RAY_SYSTEM_CONFIG, RUN_DIR_ENV, JobEnvironment
 from ..core.job_ids import as_slurm_id
 from ..core.paths import JobPaths
+from .attempt_start import begin_attempt
 from .board import Board, BoardUnreachable
+from .conclusion import named_node
 from .context import NodeContext, NodeFailure
 from .members import MemberWatch
 from .service_watch import ServiceWatch
@@ -66,8 +70,8 @@ def watch_joins(ctx: NodeContext, cluster: dict[str, object]) -> None:
     while not ctx.stop_requested.is_set():
         try:
             joined = watch.joined()
-        except NodeFailure as exc:
-            ctx.fail(str(exc))
+        except NodeFailure as exc:  # "node2: ...": that node's own failure
+            ctx.fail(str(exc), Cause(c.LAUNCH_FAILURE, named_node(str(exc), ctx.nodes, "")))
             return
         except BoardUnreachable:  # our own GCS: busy; try again
             pass
@@ -84,7 +88,8 @@ def watch_joins(ctx: NodeContext, cluster: dict[str, object]) -> None:
             if not announced:
                 ctx.fail(
                     f"{late} did not join the Ray head within {ctx.manifest.ready_timeout_s:g} s "
-                    f"({up} of {need} nodes up); see `slurm-rl logs {ctx.job_id} --node NODE`"
+                    f"({up} of {need} nodes up); see `slurm-rl logs {ctx.job_id} --node NODE`",
+                    Cause(c.LAUNCH_FAILURE, late.split(", ")[0]),
                 )
             else:
                 ctx.say(f"going on without {late} (--min-nodes {need})")
@@ -93,6 +98,9 @@ def watch_joins(ctx: NodeContext, cluster: dict[str, object]) -> None:
 
 
 def run_head(ctx: NodeContext) -> int:
+    begin_attempt(ctx)  # a retry --retry-on does not allow ends here, before Ray starts
+    if ctx.failure:
+        return 1
     head_ip = ctx.ip
     ports = ctx.ports  # picked free now; the GCS port is published before Ray starts, so that
     address = f"{head_ip}:{ports.gcs}"  # the other nodes join the moment it answers

@@ -11,22 +11,16 @@ import signal
 import threading
 import time
 
-from ..core.events import read_events, write_atomic
-from ..core.exits import (
-    STOPPED_RC,
-    OomKills,
-    RayDeath,
-    exit_reason,
-    ray_deaths,
-    record_exit,
-    shell_exit_code,
-    with_oom_kills,
-    with_ray_deaths,
-)
+from ..core import causes as c
+from ..core.causes import Cause
+from ..core.ending import cause_from_reason
+from ..core.events import write_atomic
+from ..core.exits import OomKills, RayDeath
 from ..core.job_dir import STOP_HEARD
-from ..core.job_env import MEMBER_RANK_BASE, JobEnvironment
+from ..core.job_env import JobEnvironment
 from ..core.option_rules import duration_seconds
 from ..core.stacks import STACKS_DIR_ENV, nccl_evidence_env
+from .conclusion import conclude
 from .context import POLL_S, NodeContext, NodeFailure, Stopped, describe_error
 from .end_time import EndTimeWatch
 from .memory import OomWatch, warn_driver, warn_driver_line
@@ -54,6 +48,7 @@ class Lifecycle:
         self._stop_seen_at: float | None = None
         self._stop_heard = False
         self.failed_by = ""  # why node 0 ended the job as failed: a stall (--stall-action fail), Ray's death
+        self.failed_cause: Cause | None = None  # ... its cause (core/causes.py)
         self.signals = SignalInbox()  # node.py installs its handler
 
     def act_on_signals(self) -> None:
@@ -61,6 +56,7 @@ class Lifecycle:
         for sig in self.signals.take():
             if not ctx.stop_requested.is_set():
                 ctx.stop_reason = f"{sig.name} received on {ctx.node} (scancel, time limit or preemption)"
+                ctx.signalled = True
             if not self._stop_heard:  # alive when SLURM's stop came: never a lost node (core/job_dir.py)
                 self._stop_heard = True
                 ctx.event(STOP_HEARD, signal=sig.name)
@@ -155,9 +151,10 @@ class Lifecycle:
             note_oom()
             stacks.poll()
             if stall is not None and not ctx.stop_requested.is_set():
-                self.stop_failed(stall.poll())
+                self.stop_failed(stall.poll(), Cause(c.STALLED))
             if services is not None and not ctx.stop_requested.is_set():
-                self.stop_failed(services.poll())
+                failed = services.poll()  # "service NAME failed on NODE: ..."
+                self.stop_failed(failed, cause_from_reason(1, failed or ""))
             if ends is not None and not ctx.stop_requested.is_set():
                 ends.poll()
             if output is not None:
@@ -217,15 +214,17 @@ class Lifecycle:
             warn_driver_line(ctx.paths.driver_log, f"slurm-rl: WARNING: {text}; Ray's work there is lost")
             if ctx.rank == 0:
                 death = RayDeath(ctx.node, died.daemon, died.how, time.time())
-                self.stop_failed(f"Ray died: {death.text()}: the job's Ray cluster is gone")
+                gone = f"Ray died: {death.text()}: the job's Ray cluster is gone"
+                self.stop_failed(gone, Cause(c.RAY_DIED, ctx.node))
 
-    def stop_failed(self, reason: str | None) -> None:
+    def stop_failed(self, reason: str | None, cause: Cause) -> None:
         """A cause that ends the job as failed (a stall, Ray's death): the driver is stopped as by
         scancel, the reason kept."""
         if not reason:
             return
         ctx = self.ctx
         self.failed_by = ctx.stop_reason = reason
+        self.failed_cause = cause
         ctx.stop_requested.set()
         if ctx.driver is not None and ctx.driver.poll() is None:
             try:
@@ -234,46 +233,8 @@ class Lifecycle:
                 pass
 
     def conclude(self, outcome: dict[str, object]) -> int:
-        """The node's exit code from the role's outcome; node 0 records the job's exit. A member
-        job's node never ends the job it joined (the head's watcher sees it leave)."""
-        ctx = self.ctx
-        member = ctx.rank >= MEMBER_RANK_BASE
-        if self.failed_by and "failure" not in outcome:  # FAILED whatever the stopped driver returned
-            rc = outcome.get("rc")
-            if isinstance(rc, int) and rc < 0:  # killed: the stall, then the signal
-                self.finish(shell_exit_code(rc), exit_reason(rc, self.failed_by))
-                return shell_exit_code(rc)
-            self.finish(1, self.failed_by)
-            return 1
-        if "failure" in outcome:
-            exc = outcome["failure"]
-            msg = f"{ctx.node}: {exc}; see {ctx.paths.node_log(ctx.node)}"
-            ctx.say(f"FAILED: {exc}")
-            ctx.event("node_failed", error=str(exc))
-            write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "failed"), msg + "\n")
-            if member:  # a grown member leaves; a replacement that fails is the head's to see (members.py)
-                return 1
-            if ctx.board is not None:  # the head hears of it at once (the file is for a node not yet joined)
-                ctx.board.put("failed", msg, rank=ctx.rank)
-            self.finish(1, msg)
-            return 1
-        if ctx.failure:  # another node failed or never joined: node 0 fails the job, naming it
-            ctx.event("node_stopped", reason=ctx.failure)
-            self.finish(1, ctx.failure)
-            return 1
-        rc = outcome.get("rc")
-        if not isinstance(rc, int):  # stopped before the role finished
-            ctx.event("node_stopped", reason=ctx.stop_reason)
-            if ctx.stop_flag.exists():  # node 0 had finished: a normal end
-                return 0
-            if member:  # its own job's end (shrink, preemption, its time limit) is not the job's
-                return STOPPED_RC
-            self.finish(STOPPED_RC, ctx.stop_reason or "stopped")
-            return STOPPED_RC
-        if ctx.rank == 0:
-            self.finish(shell_exit_code(rc), exit_reason(rc, ctx.stop_reason))
-            return shell_exit_code(rc)
-        return rc
+        """The node's exit code from the role's outcome; node 0 records the job's exit (conclusion.py)."""
+        return conclude(self.ctx, outcome, self.failed_by, self.failed_cause)
 
     def _driver_running(self, grace_s: float) -> bool:
         """True while a signalled driver may still exit by itself (it got the signal too)."""
@@ -283,16 +244,6 @@ class Lifecycle:
         if self._stop_seen_at is None:
             self._stop_seen_at = time.monotonic()
         return time.monotonic() - self._stop_seen_at < grace_s
-
-    def finish(self, rc: int, reason: str) -> None:
-        # a process the OOM killer took (a Ray worker over the job's memory) is the likely cause
-        ctx = self.ctx
-        events = read_events(ctx.paths.events)
-        record_exit(ctx.paths, rc, with_ray_deaths(with_oom_kills(reason, events), ray_deaths(events)))
-        ctx.stop_flag.touch()  # first: a node that finds the GCS gone reads it
-        if ctx.board is not None:  # the other nodes ask the head's GCS, not the job dir
-            ctx.board.put("stop", reason)
-        ctx.event("stop_published", exit_code=rc)  # when the other nodes could first hear of it
 
     def cleanup(self) -> None:
         clean_node(self.ctx)

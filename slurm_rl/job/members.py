@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import causes as c
+from ..core.causes import Cause
 from ..core.events import read_events, write_atomic
 from ..core.job_env import MEMBER_RANK_BASE
 from ..core.members import GROW, HEAL, Request, claim_member, read_request
@@ -163,7 +165,8 @@ class MemberWatch:
         if self.used >= self.limit:
             ctx.fail(
                 f"node {node} was lost and the job has used its {self.limit} replacement(s) "
-                f"(--heal {self.limit}; lost so far: {', '.join(self.lost)})"
+                f"(--heal {self.limit}; lost so far: {', '.join(self.lost)})",
+                Cause(c.NODE_LOST, node),
             )
             return
         self.used += 1
@@ -191,10 +194,14 @@ class MemberWatch:
             error = self.ctx.paths.members / f"{n}.error"
             if error.exists():
                 why = error.read_text(errors="replace").strip().splitlines() or ["no reason given"]
-                self.ctx.fail(f"node {want.replaces} was lost and its replacement (member job {n}) failed: {why[-1]}")
+                self.ctx.fail(
+                    f"node {want.replaces} was lost and its replacement (member job {n}) failed: {why[-1]}",
+                    Cause(c.NODE_LOST, want.replaces),
+                )
             elif time.monotonic() > want.deadline:
                 self.ctx.fail(
                     f"node {want.replaces} was lost and no replacement joined within "
                     f"{self.ctx.manifest.heal_timeout_s:g} s (--heal-timeout; member job {n}: "
-                    f"{self.ctx.paths.member_log(n)})"
+                    f"{self.ctx.paths.member_log(n)})",
+                    Cause(c.NODE_LOST, want.replaces),
                 )

@@ -17,6 +17,7 @@ import sys
 import threading
 from pathlib import Path
 
+from ..core.causes import LAUNCH_FAILURE, Cause
 from ..core.errors import JobError
 from ..core.exits import record_exit
 from ..core.job_env import JobEnvironment
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             f"job's manifest ({exc}); the nodes (the container image) need the slurm-rl that submitted the job"
         )
         print(f"slurm-rl: {why}", file=sys.stderr)
-        record_exit(paths, 1, why)
+        record_exit(paths, 1, why, Cause(LAUNCH_FAILURE, node))
         return 1
     set_job_environment(paths, manifest)
     node = JobEnvironment.current().node

@@ -113,13 +113,14 @@ def end_orphaned_job(ctx: NodeContext) -> None:
     --no-kill job and keeps the job running on the others (seen on 26.05), so a surviving node
     cancels it where it has a SLURM client (a bare node; in a container without one, the job
     ends at its time limit, which the event says)."""
+    from ..core.causes import NODE_LOST, Cause
     from ..core.exits import record_exit
     from ..slurm.from_node import cancel_job
 
     if not ctx.paths.exit_code.exists():  # the first node to see it says why (the head cannot)
         record_exit(
             ctx.paths, 1, f"the head node {ctx.nodes[0]} was lost (the Ray head and the driver ran there; --heal "
-            "replaces worker nodes only; --requeue restarts a job)"
+            "replaces worker nodes only; --requeue restarts a job)", Cause(NODE_LOST, ctx.nodes[0])
         )  # fmt: skip
     ctx.stop_flag.touch()  # the others stop as after a driver's end, not as cancelled
     cancelled, why = cancel_job(ctx.job_id)

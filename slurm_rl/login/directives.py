@@ -142,6 +142,7 @@ def member_directives(opts: JobOptions, name_dir: Path) -> list[str]:
         nodelist=None,
         requeue=0,
         stall_action=None,  # (requeue needs --requeue) the job's head watches for stalls
+        retry_on=None,  # ... and its batch script decides its retries
         heal=0,
         min_nodes=None,
         head_partition=None,

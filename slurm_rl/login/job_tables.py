@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..config.spec import ClusterSpec
+from ..core.causes import COMPLETED
 from ..core.exits import oom_line
 from ..core.paths import JobPaths
 from ..core.progress import stall_line
@@ -85,10 +86,13 @@ def print_table(rows: Iterable[JobSummary]) -> None:
             "" if r.exit_code is None else str(r.exit_code),
         )
     Console().print(table)
-    for r in rows:  # what the table has no room for: where and at which limit memory ran out, healing
-        if r.oom:
+    for r in rows:  # what the table has no room for: why it ended, where memory ran out, healing
+        said = ended_line(r)
+        if said:
+            Console().print(f"job {r.job_id}: {said}", markup=False, highlight=False, soft_wrap=True)
+        if r.oom and "OOM: " not in said:
             Console().print(f"job {r.job_id}: {oom_line(list(r.oom))}", markup=False, highlight=False, soft_wrap=True)
-        if r.ray_deaths:
+        if r.ray_deaths and "Ray died: " not in said:
             said = "Ray died: " + "; ".join(d.text() for d in r.ray_deaths)
             Console().print(f"job {r.job_id}: {said}", markup=False, highlight=False, soft_wrap=True)
         for line in healing_lines(r.healing):
@@ -105,6 +109,14 @@ def print_table(rows: Iterable[JobSummary]) -> None:
         if r.time_left_s is not None and not math.isinf(r.time_left_s):
             ends = time.strftime("%H:%M", time.localtime(time.time() + r.time_left_s))
             print(f"job {r.job_id}: {human_seconds(r.time_left_s)} left (SLURM ends it at {ends})", flush=True)
+
+
+def ended_line(r: JobSummary) -> str:
+    """An ended job's cause in words and its reason ("ended: stalled (no progress): stalled for
+    60 s ..."); "" while it runs and for a completion (the OOM kills it survived have their line)."""
+    if r.cause is None or r.cause.kind == COMPLETED:
+        return ""
+    return f"ended: {r.cause.words()}" + (f": {r.exit_reason}" if r.exit_reason else "")
 
 
 _HEALING_TEXT = {

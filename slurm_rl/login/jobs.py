@@ -11,9 +11,11 @@ from typing import Any
 
 from rich.console import Console
 
+from ..core.causes import COMPLETED, Cause
 from ..core.end_time import read_time_left
+from ..core.ending import Evidence, decide
 from ..core.events import read_events
-from ..core.exits import OomKills, RayDeath, read_exit, record_exit, with_kills, with_ray_deaths
+from ..core.exits import OomKills, RayDeath, read_cause, read_exit, record_exit
 from ..core.fields import human_time_limit
 from ..core.job_dir import read_job_dir, silent_nodes
 from ..core.job_ids import JobId, is_local
@@ -38,6 +40,7 @@ class JobSummary:
     nodes: int
     exit_code: int | None
     exit_reason: str
+    cause: Cause | None = None  # why it ended (core/causes.py), None until it has
     record: JobRecord | None = field(default=None, compare=False)  # sacct's, once the job ended
     oom: tuple[OomKills, ...] = ()  # processes the kernel killed for memory, per node
     healing: tuple[dict[str, Any], ...] = ()  # losses, replacements, members come and gone (core/members.py)
@@ -74,6 +77,7 @@ class JobSummary:
             "nodes": self.nodes,
             "exit_code": self.exit_code,
             "exit_reason": self.exit_reason,
+            "cause": None if self.cause is None else self.cause.as_dict(),
             "time_left_s": None
             if self.time_left_s is None or math.isinf(self.time_left_s)
             else round(self.time_left_s),
@@ -85,66 +89,40 @@ class JobSummary:
         }
 
 
-def keep_exit(paths: JobPaths, reason: str) -> int | None:
+def keep_exit(paths: JobPaths, rc: int, reason: str, cause: Cause) -> int | None:
     """The exit of a job whose head died with everything on it, written into its job dir by the
     first `status` that knows it (the job dir stays complete); None where it cannot be written."""
     try:
-        record_exit(paths, 1, reason)
+        record_exit(paths, rc, reason, cause)
     except OSError:
         return None
     return read_exit(paths)[0]
 
 
 def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
-    """A job as people should see it: SLURM's state made to agree with the job dir (never
-    RUNNING beside an exit code), and the reason that explains the end (the time limit, a lost
-    node, OOM kills) rather than its last consequence."""
+    """A job as people should see it: its job dir and SLURM's state, decided by core/ending.py
+    (never RUNNING beside an exit code; the cause that explains the end, not its last
+    consequence)."""
     v = read_job_dir(paths)
-    exit_code, exit_reason = v.exit_code, v.exit_reason
-    slurm_state = state.state if state else "UNKNOWN"
-    if slurm_state == "UNKNOWN" and exit_code is not None:
-        slurm_state = "COMPLETED" if exit_code == 0 else "FAILED"
-    elif slurm_state in ("RUNNING", "COMPLETING") and exit_code is not None:
-        # the driver's exit is known, SLURM has not moved the job on yet (the batch script's
-        # last lines, then the epilogs): never "RUNNING" beside an exit code
-        slurm_state = "COMPLETING"
-    lost = v.lost if state is not None and not state.in_queue and exit_code != 0 else []
-    lost = [] if exit_reason.startswith("the job step could not start on") else lost  # srun killed the others
-    # NODE_FAIL: SLURM's nodes of the job that never said how they ended (None: SLURM named none)
-    silent = silent_nodes(paths, state.nodelist) if slurm_state == "NODE_FAIL" and state is not None else None
-    if slurm_state == "TIMEOUT":  # SLURM's SIGTERM/SIGKILL at the limit is no crash, whatever killed the driver
-        exit_reason = f"hit the time limit ({human_time_limit(v.manifest.time if v.manifest else None)})"
-    elif slurm_state == "PREEMPTED" and exit_code == 0:  # the driver was done: SLURM took the job's last seconds
-        slurm_state = "COMPLETED"
-    elif slurm_state == "NODE_FAIL" and exit_code == 0:  # the driver was done: a node failed as the job ended
-        slurm_state = "COMPLETED"
-        if "NODE_FAIL" not in exit_reason:
-            exit_reason = f"{exit_reason or 'driver exited 0'}; then a node failed as the job ended (SLURM: NODE_FAIL)"
-    elif slurm_state == "NODE_FAIL" and exit_code is not None and not lost and silent == []:
-        # every node of the job had reported its end: the job ended of its own cause (a driver
-        # that failed, was killed or cancelled), and a node failed as it ended
-        slurm_state = "FAILED"
-        if "NODE_FAIL" not in exit_reason:
-            exit_reason = f"{exit_reason or 'stopped'}; then a node failed as the job ended (SLURM: NODE_FAIL)"
-    elif slurm_state == "PREEMPTED" and not exit_reason.startswith("preempted"):  # the cause, not the SIGTERM
-        exit_reason = f"preempted by SLURM (a higher-priority job took its nodes); then: {exit_reason or 'stopped'}"
-    elif lost:  # the other nodes only saw the consequence (a SIGTERM, a dead actor)
-        if not exit_reason.startswith(f"{', '.join(lost)} lost:"):  # (said once: it may be written)
-            exit_reason = (
-                f"{', '.join(lost)} lost: its node bootstrap never reported an end (the node died or SLURM "
-                f"lost it; `sinfo -N` shows its state); then: {exit_reason or slurm_state}"
-            )
-        if exit_code is None and state is not None and state.finished:  # nothing on the nodes could write it
-            exit_code = keep_exit(paths, exit_reason)
-    elif slurm_state == "NODE_FAIL" and state is not None and " failed (SLURM: NODE_FAIL" not in exit_reason:
-        # a node that failed before its bootstrap started (or said anything): SLURM's nodes of the
-        # job that never said how they ended, not the SIGTERM the others got
-        which = ", ".join(silent) if silent else "a node of the job"
-        exit_reason = f"{which} failed (SLURM: NODE_FAIL; `sinfo -N` shows its state); then: {exit_reason or 'stopped'}"
-        if exit_code is None:
-            exit_code = keep_exit(paths, exit_reason)
-    exit_reason = with_kills(exit_reason, list(v.oom))  # also a node's report after node 0 recorded the exit
-    exit_reason = with_ray_deaths(exit_reason, list(v.ray_deaths)) if exit_code is not None else exit_reason
+    silent = silent_nodes(paths, state.nodelist) if state is not None and state.state == "NODE_FAIL" else None
+    ending = decide(
+        Evidence(
+            state.state if state else None,
+            state is not None and state.in_queue,
+            state is not None and state.finished,
+            v.exit_code,
+            v.exit_reason,
+            read_cause(paths),
+            v.lost,
+            silent,
+            v.oom,
+            v.ray_deaths,
+            human_time_limit(v.manifest.time if v.manifest else None),
+        )
+    )
+    slurm_state, exit_code, exit_reason = ending.state, ending.exit_code, ending.reason
+    if ending.keep is not None:  # nothing on the nodes could write it
+        exit_code = keep_exit(paths, *ending.keep)
     grown = sum(len(nodes_now(m)) for m in v.members if m["kind"] == GROW)
     nodes = (v.manifest.total_nodes if v.manifest else 0) + grown  # `grow`'s members, while in the job
     stall = v.stall if slurm_state == "RUNNING" else None
@@ -157,6 +135,7 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         nodes,
         exit_code,
         exit_reason,
+        cause=ending.cause,
         oom=v.oom,
         healing=v.healing,
         members=v.members,
@@ -281,6 +260,8 @@ def end_line(summary: JobSummary) -> str:
     paths = summary.paths
     reason = summary.exit_reason or _batch_log_reason(paths.batch_log)
     lines = [f"job {summary.job_id}: {summary.state}, exit code {summary.exit_code}: {reason}"]
+    if summary.cause is not None and summary.cause.kind != COMPLETED:
+        lines.append(f"  cause: {summary.cause.words()}")
     error = last_traceback(paths.driver_log) if summary.exit_code not in (0, None) else []
     if error:
         lines.append("  the driver's error (last lines of its traceback):")

@@ -18,6 +18,7 @@ from ..core.exits import REQUESTED_REQUEUE_LIMIT
 from ..core.manifest import JOB_ID_PLACEHOLDER, Container, JobManifest
 from ..core.options import JobOptions
 from ..core.paths import MARKERS_DIR, SECRETS_FILE, JobPaths, image_cache_dir, warned_marker_name
+from ..core.retries import FAMILIES, shell_lists
 from .directives import member_directives, sbatch_directives
 from .parts_render import image_steps, part_nodes
 from .plan import JobPlan
@@ -103,6 +104,19 @@ def _manifest(spec: ClusterSpec, opts: JobOptions, setup_first_line: int, contai
     )
 
 
+def retry_context(retry_on: str | None, exclude: str | None) -> dict[str, str]:
+    """What finalize's retry decision needs: --retry-on's causes and exit codes (core/retries.py),
+    the causes that name a node's own fault (a retry goes without it), the job's own excludes."""
+    kinds, exits = shell_lists(retry_on)
+    return {
+        "retry_on": shlex.quote(retry_on or ""),
+        "retry_kinds": kinds,
+        "retry_exits": exits,
+        "node_faults": " ".join(FAMILIES["node"]),
+        "exclude": shlex.quote(exclude or ""),  # kept excluded beside the bad nodes
+    }
+
+
 def finalize_files() -> dict[str, str]:
     """The job-dir files the batch script's finalize reads and writes, relative to the job dir
     (``requeue_request`` is a prefix: the attempt number follows)."""
@@ -111,6 +125,8 @@ def finalize_files() -> dict[str, str]:
         "events": paths.events,
         "exit_code": paths.exit_code,
         "exit_reason": paths.exit_reason,
+        "exit_cause": paths.exit_cause,
+        "bad_nodes": paths.bad_nodes,
         "batch_log": paths.batch_log,
         "requeue_request": paths.requeue_request(""),
         "chain_jobs": paths.chain_jobs,
@@ -174,6 +190,7 @@ def render_job(plan: JobPlan) -> RenderedJob:
         runtime_leftovers=shlex.quote(runtime.leftovers_shell() if runtime.contained else ""),
         runtime_requeue_cleanup=runtime.requeue_cleanup(),  # a requeue first removes the attempt's containers
         requeue=opts.requeue,
+        **retry_context(opts.retry_on, opts.exclude),
         stall_fails=opts.stall_action == "fail",  # a stall under --stall-action fail is never requeued
         chain=opts.chain > 1 or bool(opts.run_dir),
         run_dir=shlex.quote(opts.run_dir) if opts.run_dir else '"$SLURM_RL_JOB_DIR"',

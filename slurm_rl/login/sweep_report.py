@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ..core.causes import COMPLETED
 from ..core.job_ids import as_slurm_id
 from ..driver.metrics import read_metrics
 from ..slurm import JobState, SlurmClient
@@ -32,16 +33,9 @@ class TaskView:
 
     @property
     def failed(self) -> bool:
-        return self.summary.exit_code not in (0, None) or self.summary.state in (
-            "FAILED",
-            "TIMEOUT",
-            "CANCELLED",
-            "NODE_FAIL",
-            "OUT_OF_MEMORY",
-            "BOOT_FAIL",
-            "DEADLINE",
-            "PREEMPTED",
-        )
+        """It ended of any cause but completion (core/ending.py decided it), or with a bad exit."""
+        cause = self.summary.cause
+        return self.summary.exit_code not in (0, None) or (cause is not None and cause.kind != COMPLETED)
 
     @property
     def ended(self) -> bool:
@@ -169,6 +163,7 @@ def summary_rows(sweep: Sweep, views: list[TaskView], metrics: list[list[dict[st
                 "state": v.summary.state,
                 "exit_code": v.summary.exit_code,
                 "reason": v.summary.exit_reason if v.failed else "",
+                "cause": v.summary.cause.as_dict() if v.failed and v.summary.cause else None,
                 "metrics": last_metrics(task_rows),
                 "job_dir": str(paths.job_dir),
             }
@@ -198,7 +193,8 @@ def print_summary(sweep: Sweep, rows: list[dict[str, Any]], metric: str | None, 
     console.print(table)
     for r in rows:
         if r["reason"]:
-            console.print(f"task {r['task']} ({r['job_id']}) failed: {r['reason']}", markup=False, highlight=False)
+            why = f" ({r['cause']['text']})" if r.get("cause") else ""
+            console.print(f"task {r['task']} ({r['job_id']}) failed{why}: {r['reason']}", markup=False, highlight=False)
     if plot is not None:
         console.print(f"plot: {plot}", markup=False, highlight=False)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.spec import ClusterSpec
+from ..core.causes import CANCELLED, Cause
 from ..core.errors import JobError, UnknownJobError, UsageError
 from ..core.events import append_event, read_events, read_json
 from ..core.exits import STOPPED_RC, record_exit
@@ -108,7 +109,7 @@ def teardown(
     started = any(e.get("event") == "node_start" for e in events)
     targets = [Target(job_id, nodes, state), *member_targets(events, client)]
     if state.state == "RUNNING" and nodes and started:  # the bootstraps' own SIGTERM report comes later
-        record_exit(paths, STOPPED_RC, f"cancelled by slurm-rl teardown (was {state.state})")
+        record_exit(paths, STOPPED_RC, f"cancelled by slurm-rl teardown (was {state.state})", Cause(CANCELLED))
     inside = stop_inside(paths, job_id, client, targets, 0.0 if force else grace_s) if started else []
     cancelled = cancel_all(paths, client, targets, gone_timeout_s)
     report = TeardownReport(job_id, job_id in cancelled, state.state, nodes, per_node=inside)
@@ -135,7 +136,7 @@ def teardown(
                 f"or check those nodes with `sinfo -N`"
             )
     if report.cancelled:
-        record_exit(paths, STOPPED_RC, f"cancelled by slurm-rl teardown (was {state.state})")
+        record_exit(paths, STOPPED_RC, f"cancelled by slurm-rl teardown (was {state.state})", Cause(CANCELLED))
     report.seconds = time.monotonic() - t0
     append_event(paths.events, "teardown_done", killed=report.killed_total, seconds=round(report.seconds, 3))
     return report

@@ -56,6 +56,7 @@ def test_a_failed_head_node_ends_the_job_even_one_that_heals(lab: list[str]) -> 
         assert status["state"] in ("FAILED", "NODE_FAIL", "CANCELLED"), status
         assert status["exit_reason"].startswith(f"{head} lost"), status
         assert f"the head node {head} was lost" in status["exit_reason"], status
+        assert (status["cause"]["kind"], status["cause"]["node"]) == ("node_lost", head), status
         assert not (job_dir(job) / "members" / "1.request").exists()  # no replacement asked for
         assert_no_leftovers([n for n in lab if n != head], job["job_id"])
     finally:
@@ -79,6 +80,7 @@ def test_a_step_srun_cannot_start_on_one_node_leaves_nothing_on_the_others(lab: 
         subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True, timeout=30)
     status = json.loads(run_cli("status", str(job["job_id"]), "--json", timeout=60).stdout.splitlines()[-1])
     assert status["exit_reason"].startswith(f"the job step could not start on {node} (srun: "), status
+    assert status["cause"] == {**status["cause"], "kind": "launch_failure", "node": node}, status
     events = [json.loads(line) for line in (job_dir(job) / "events.jsonl").read_text().splitlines()]
     cleanup = [e for e in events if e["event"] == "step_cleanup"]
     assert len(cleanup) == 1 and cleanup[0]["skipped"] == node, cleanup

@@ -71,6 +71,7 @@ def test_worker_node_slurmd_killed(lab: list[str]) -> None:
         said = json.loads(run_cli("status", str(data["job_id"]), "--json").stdout.splitlines()[-1])
         # what SLURM made of it, in the reason users read (not only some reason: the node failure)
         assert said["state"] == "FAILED" and "(SLURM: NODE_FAIL" in said["exit_reason"], said
+        assert said["cause"]["kind"] == "node_lost", said  # SLURM's stop was the node's loss, not a cancel
         assert exit_reason(data), "the head wrote how the job ended"
     finally:
         # slurmd back on node3: the node restarted as a failed one is (`fail` then `revive`, seconds;

@@ -72,9 +72,11 @@ def test_a_four_point_sweep_two_at_a_time_with_summary_and_plot(lab: list[str]) 
 
     status = run_cli("status", str(array_id), "--json", timeout=60)
     assert [json.loads(line)["job_id"] for line in status.stdout.splitlines()] == [t["job_id"] for t in tasks]
+    causes = {str(row["job_id"]): row["cause"]["kind"] for row in map(json.loads, status.stdout.splitlines())}
+    assert causes.pop(f"{array_id}_3") == "driver_error" and set(causes.values()) == {"completed"}, causes
     summary = run_cli("sweep-summary", str(array_id), timeout=60)
     assert summary.returncode == 0, summary.stderr
-    assert f"task 3 ({array_id}_3) failed: driver exited 3" in summary.stdout, summary.stdout
+    assert f"task 3 ({array_id}_3) failed (the driver failed): driver exited 3" in summary.stdout, summary.stdout
     rows = [
         json.loads(line) for line in run_cli("sweep-summary", str(array_id), "--json", timeout=60).stdout.splitlines()
     ]

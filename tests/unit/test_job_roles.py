@@ -18,8 +18,9 @@ import pytest
 import ray
 
 from slurm_rl.config.spec import parse_spec
+from slurm_rl.core.causes import Cause
 from slurm_rl.core.events import append_event, read_events
-from slurm_rl.core.exits import STOPPED_RC, read_exit, record_exit
+from slurm_rl.core.exits import STOPPED_RC, read_cause, read_exit, record_exit
 from slurm_rl.core.job_dir import STOP_HEARD, lost_nodes
 from slurm_rl.core.job_env import JobEnvironment
 from slurm_rl.core.manifest import JobManifest
@@ -132,21 +133,25 @@ def test_driver_env_points_at_the_job_cluster(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("rank", "outcome", "rc", "code", "reason"),
+    ("rank", "outcome", "rc", "code", "reason", "cause"),
     [
-        (0, {"rc": 0}, 0, 0, "driver exited 0"),
-        (0, {"rc": 3}, 3, 3, "driver exited 3"),
-        (0, {"rc": -9}, 137, 137, "driver killed by signal SIGKILL"),
-        (1, {"rc": 0}, 0, None, ""),  # workers do not record the job's exit
-        (1, {"failure": NodeFailure("ray start failed")}, 1, 1, "node2: ray start failed"),
-        (1, {}, STOPPED_RC, STOPPED_RC, "stopped"),  # signalled before the role ended
+        (0, {"rc": 0}, 0, 0, "driver exited 0", "completed"),
+        (0, {"rc": 3}, 3, 3, "driver exited 3", "driver_error"),
+        (0, {"rc": -9}, 137, 137, "driver killed by signal SIGKILL", "driver_killed"),
+        (1, {"rc": 0}, 0, None, "", None),  # workers do not record the job's exit
+        (1, {"failure": NodeFailure("ray start failed")}, 1, 1, "node2: ray start failed", "launch_failure node=node2"),
+        (1, {}, STOPPED_RC, STOPPED_RC, "stopped", None),  # stopped before the role ended, by nothing it knows
     ],
 )
-def test_lifecycle_conclude(tmp_path: Path, rank: int, outcome: dict, rc: int, code: int | None, reason: str) -> None:
+def test_lifecycle_conclude(
+    tmp_path: Path, rank: int, outcome: dict, rc: int, code: int | None, reason: str, cause: str | None
+) -> None:
     life = Lifecycle(_ctx(tmp_path, rank=rank))
     assert life.conclude(outcome) == rc
     got_code, got_reason = read_exit(life.ctx.paths)
     assert got_code == code and got_reason.startswith(reason)
+    got = read_cause(life.ctx.paths)
+    assert (got.line() if got else None) == cause
     if code is not None:
         assert life.ctx.stop_flag.exists()  # the other nodes are told to stop
 
@@ -156,10 +161,12 @@ def test_a_driver_that_dies_of_a_signal_after_a_stop_names_the_stop_first(tmp_pa
     (seen on the lab under load): the recorded reason says both, the stop first."""
     life = Lifecycle(_ctx(tmp_path, rank=0))
     life.ctx.stop_reason = "SIGTERM received on node1 (scancel, time limit or preemption)"
+    life.ctx.signalled = True
     assert life.conclude({"rc": -11}) == 139
     assert read_exit(life.ctx.paths)[1] == (
         "SIGTERM received on node1 (scancel, time limit or preemption); driver killed by signal SIGSEGV"
     )
+    assert read_cause(life.ctx.paths) == Cause("cancelled")  # SLURM's state says which stop it was
 
 
 def test_a_node_that_heard_slurms_stop_is_not_lost_if_killed_before_it_said_how_it_ended(tmp_path: Path) -> None:

@@ -44,8 +44,17 @@ def _pytest(tmp_path: Path, ci: str, *extra: str) -> subprocess.CompletedProcess
     env = {**os.environ, "CI": ci, LIST_ENV: str(tmp_path / "skips.toml"), "PYTHONPATH": str(REPO)}
     env.pop("PYTEST_XDIST_WORKER", None)
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "tests.skip_policy", "-p", "no:cacheprovider"]
-    argv += ["--rootdir", str(tmp_path), "-c", os.devnull, *extra, str(tmp_path / "test_some.py")]
-    return subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    # its own basetemp: a pytest that makes one under /tmp/pytest-of-USER closes that dir to
+    # others again (0700), and the lab tests beside it hand their tmp_path to a lab user through it
+    argv += ["--basetemp", str(tmp_path / "inner"), "--rootdir", str(tmp_path), "-c", os.devnull, *extra]
+    root = next((p for p in tmp_path.parents if p.name.startswith("pytest-of-")), tmp_path)
+    root.chmod(root.stat().st_mode | 0o001)  # traversable, as a lab test hands its tmp_path on
+    mode = root.stat().st_mode
+    res = subprocess.run(
+        [*argv, str(tmp_path / "test_some.py")], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
+    )
+    assert root.stat().st_mode == mode, f"the inner pytest changed {root}'s mode"
+    return res
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["plain", "xdist"])

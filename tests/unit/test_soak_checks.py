@@ -16,6 +16,7 @@ import _lab
 import soak
 import soak_shapes
 from soak_accounting import disagreement
+from soak_expected import expected
 from soak_plans import LAB_WIDE, SHORT_FAULTS, Plan, covering_plans
 
 sys.path.remove(str(REPO / "bench"))
@@ -101,3 +102,21 @@ def test_the_soak_exits_1_on_a_violation(monkeypatch: pytest.MonkeyPatch, capsys
     with pytest.raises(SystemExit) as ended:
         soak.main()
     assert ended.value.code == 0
+
+
+def test_a_job_whose_cause_is_not_its_faults_is_a_violation(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The soak judges the one decision (core/ending.py) too: a driver exception called OOM,
+    or a node failure that names another node, is wrong even where the words are right."""
+    said = {"state": "FAILED", "exit_code": 1, "exit_reason": "driver exited 1"}
+    right = {**said, "cause": {"kind": "driver_error", "node": ""}}
+    assert expected("exception", 1, right, tmp_path, None) == []
+    wrong = expected("exception", 1, {**said, "cause": {"kind": "oom", "node": "node1"}}, tmp_path, None)
+    assert wrong == ["exception: FAILED with cause {'kind': 'oom', 'node': 'node1'}: not the fault's"]
+    lost = {"state": "FAILED", "exit_code": 1, "exit_reason": "node2 lost: ...; then: stopped"}
+    assert (
+        expected("none", 2, {**lost, "cause": {"kind": "node_lost", "node": "node2"}}, tmp_path, ("node2", "failure"))
+        == []
+    )
+    assert expected(
+        "none", 2, {**lost, "cause": {"kind": "node_lost", "node": "node3"}}, tmp_path, ("node2", "failure")
+    )

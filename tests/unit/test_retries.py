@@ -1,0 +1,81 @@
+"""Retries by cause (core/retries.py, core/attempts.py): --retry-on's names and bad values, what
+a value covers, and how the previous attempt ended as slurm_rl.attempt() tells the driver."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from slurm_rl.core import causes as c
+from slurm_rl.core.attempts import LastAttempt, last_attempt
+from slurm_rl.core.causes import Cause
+from slurm_rl.core.retries import parse_retry_on, retry_on_problem
+from tests.conftest import REPO, run_cli
+
+LAB_SPEC = str(REPO / "cluster_specs" / "lab.json")
+EXP = str(REPO / "tests" / "lab" / "experiments" / "hold.py")
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--retry-on", "bogus", "--requeue", "1"], "--retry-on 'bogus': 'bogus' is not a cause to retry on; use"),
+        (["--retry-on", "node,exit:x", "--requeue", "1"], "'exit:x': an exit code is exit:CODE"),
+        (["--retry-on", "exit:0", "--requeue", "1"], "'exit:0': an exit code is 1..255"),
+        (["--retry-on", "node"], "--retry-on 'node': retries within --requeue's budget: add --requeue N (N >= 1)"),
+    ],
+)
+def test_a_bad_retry_on_exits_2_with_one_line_and_submits_nothing(argv: list[str], said: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CLUSTER_SPEC_PATH"}
+    res = run_cli("submit", LAB_SPEC, EXP, *argv, "--dry-run", env=env)
+    assert res.returncode == 2 and res.stdout == "", res.stdout + res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and said in res.stderr, res.stderr
+
+
+def test_families_and_exit_codes_cover_their_causes() -> None:
+    retry = parse_retry_on("node, preempted,exit:3,collective")
+    assert retry is not None
+    for kind in (c.NODE_LOST, c.LAUNCH_FAILURE, c.PREFLIGHT, c.PREEMPTED, c.COLLECTIVE_TIMEOUT):
+        assert retry.covers(Cause(kind, "node2"), 1), kind
+    assert retry.covers(Cause(c.DRIVER_ERROR), 3) and not retry.covers(Cause(c.DRIVER_ERROR), 4)
+    for kind in (c.DRIVER_KILLED, c.OOM, c.STALLED, c.CANCELLED, c.TIME_LIMIT, c.UNKNOWN):
+        assert not retry.covers(Cause(kind), 3), kind
+    assert not retry.covers(None, 3) and parse_retry_on(None) is None and parse_retry_on("") is None
+    assert retry_on_problem("node,stalled,oom,ray,service,driver,exit:255,node_lost") is None
+
+
+def test_the_first_attempt_has_no_last() -> None:
+    assert last_attempt([], 0) == LastAttempt(0)
+
+
+def test_a_retry_finalize_made_carries_its_cause() -> None:
+    events = [
+        {"event": "node_start", "node": "node1", "attempt": 0},
+        {
+            "event": "requeue",
+            "attempt": 0,
+            "exit_code": 1,
+            "reason": "node3: ray start failed",
+            "cause": "launch_failure node=node3",
+        },
+    ]
+    last = last_attempt(events, 1)
+    assert last == LastAttempt(1, Cause(c.LAUNCH_FAILURE, "node3"), "node3: ray start failed", 1, False)
+    assert last.as_dict()["cause"]["text"] == "could not start on node3"
+
+
+def test_an_attempt_slurm_requeued_by_itself_is_a_lost_node_or_a_preemption() -> None:
+    started = [{"event": "node_start", "node": n, "attempt": 0} for n in ("node1", "node2")]
+    lost = last_attempt([*started, {"event": "node_cleaned", "node": "node1", "attempt": 0}], 1)
+    assert (lost.cause, lost.by_slurm) == (Cause(c.NODE_LOST, "node2"), True)
+    heard = [{"event": "stop_heard", "node": n, "attempt": 0} for n in ("node1", "node2")]
+    assert last_attempt([*started, *heard], 1).cause == Cause(c.PREEMPTED)
+
+
+def test_the_driver_api_outside_a_job_is_attempt_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    import slurm_rl
+
+    for name in ("SLURM_RL_JOB_DIR", "SLURM_RESTART_COUNT"):
+        monkeypatch.delenv(name, raising=False)
+    assert slurm_rl.attempt() == LastAttempt(0)
