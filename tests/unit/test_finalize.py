@@ -12,10 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_rl.core import causes as c
-from slurm_rl.core.causes import Cause
 from slurm_rl.core.events import append_event, read_events
-from slurm_rl.core.exits import read_cause, read_exit, record_exit
+from slurm_rl.core.exits import read_exit, record_exit
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.login.render import _env, finalize_files, retry_context
 
@@ -255,49 +253,3 @@ def test_a_chain_job_that_starts_after_the_run_finished_ends_at_once(tmp_path: P
     assert read_exit(job) == (0, "the chain's run already finished; nothing to do")
     [event] = read_events(job.events)
     assert event["event"] == "chain_skip" and event["finished_by"] == "43"
-
-
-def test_a_retry_by_cause_goes_without_the_node_it_names(tmp_path: Path) -> None:
-    """--retry-on node: a launch failure on node3 is retried, the job held, node3 excluded
-    beside the job's own --exclude and any earlier bad node, then released."""
-    paths = JobPaths(tmp_path / "job")
-    record_exit(paths, 1, "node3: ray start failed", Cause(c.LAUNCH_FAILURE, "node3"))
-    paths.bad_nodes.write_text("node5\n")
-    rc, calls = finalize(tmp_path, srun_rc=1, requeue=2, retry_on="node,preempted", exclude="node9")
-    assert rc == 1 and calls == [
-        "scontrol requeuehold 42",
-        "scontrol update JobId=42 ExcNodeList=node3,node5,node9",
-        "scontrol release 42",
-    ]
-    event = read_events(paths.events)[-1]
-    assert (event["event"], event["cause"], event["excluded"]) == ("requeue", "launch_failure node=node3", "node3")
-    assert paths.bad_nodes.read_text().split() == ["node5", "node3"] and read_cause(paths) is None
-
-
-def test_a_failure_retry_on_does_not_name_ends_the_job_and_says_so(tmp_path: Path) -> None:
-    paths = JobPaths(tmp_path / "job")
-    record_exit(paths, 1, "driver exited 1", Cause(c.DRIVER_ERROR))
-    rc, calls = finalize(tmp_path, srun_rc=1, requeue=2, retry_on="node,preempted")
-    assert (rc, calls) == (1, [])
-    code, reason = read_exit(paths)
-    assert code == 1 and reason == (
-        "driver exited 1; not retried: its cause (driver_error) is not one --retry-on node,preempted names"
-    )
-    assert read_cause(paths) == Cause(c.DRIVER_ERROR)  # the cause stays the job's
-    assert [e["event"] for e in read_events(paths.events)] == ["not_retried", "job_end"]
-
-
-@pytest.mark.parametrize(("code", "retried"), [(3, True), (4, False)])
-def test_a_drivers_own_exit_code_is_retried_when_named(tmp_path: Path, code: int, retried: bool) -> None:
-    paths = JobPaths(tmp_path / "job")
-    record_exit(paths, code, f"driver exited {code}", Cause(c.DRIVER_ERROR))
-    rc, calls = finalize(tmp_path, srun_rc=code, requeue=1, retry_on="exit:3,stalled")
-    assert rc == code and calls == (["scontrol requeue 42"] if retried else [])  # no node named: none excluded
-
-
-def test_without_retry_on_a_node_fault_is_retried_without_that_node_and_other_causes_as_before(tmp_path: Path) -> None:
-    paths = JobPaths(tmp_path / "job")
-    record_exit(paths, 1, "out of memory", Cause(c.OOM, "node2"))  # memory is no node's fault: node2 stays
-    assert finalize(tmp_path, srun_rc=1, requeue=1) == (1, ["scontrol requeue 42"])
-    record_exit(paths, 1, "node1 lost", Cause(c.NODE_LOST, "node1"))
-    assert finalize(tmp_path, srun_rc=1, requeue=2, attempt=1)[1][-2] == "scontrol update JobId=42 ExcNodeList=node1"

@@ -1,17 +1,23 @@
 """Retries by cause (core/retries.py, core/attempts.py): --retry-on's names and bad values, what
-a value covers, and how the previous attempt ended as slurm_rl.attempt() tells the driver."""
+a value covers, finalize's decision (run in bash, tests/unit/test_finalize.py's way), and how the
+previous attempt ended as slurm_rl.attempt() tells the driver."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from slurm_rl.core import causes as c
 from slurm_rl.core.attempts import LastAttempt, last_attempt
 from slurm_rl.core.causes import Cause
+from slurm_rl.core.events import read_events
+from slurm_rl.core.exits import read_cause, read_exit, record_exit
+from slurm_rl.core.paths import JobPaths
 from slurm_rl.core.retries import parse_retry_on, retry_on_problem
 from tests.conftest import REPO, run_cli
+from tests.unit.test_finalize import finalize
 
 LAB_SPEC = str(REPO / "cluster_specs" / "lab.json")
 EXP = str(REPO / "tests" / "lab" / "experiments" / "hold.py")
@@ -79,3 +85,49 @@ def test_the_driver_api_outside_a_job_is_attempt_0(monkeypatch: pytest.MonkeyPat
     for name in ("SLURM_RL_JOB_DIR", "SLURM_RESTART_COUNT"):
         monkeypatch.delenv(name, raising=False)
     assert slurm_rl.attempt() == LastAttempt(0)
+
+
+def test_a_retry_by_cause_goes_without_the_node_it_names(tmp_path: Path) -> None:
+    """--retry-on node: a launch failure on node3 is retried, the job held, node3 excluded
+    beside the job's own --exclude and any earlier bad node, then released."""
+    paths = JobPaths(tmp_path / "job")
+    record_exit(paths, 1, "node3: ray start failed", Cause(c.LAUNCH_FAILURE, "node3"))
+    paths.bad_nodes.write_text("node5\n")
+    rc, calls = finalize(tmp_path, srun_rc=1, requeue=2, retry_on="node,preempted", exclude="node9")
+    assert rc == 1 and calls == [
+        "scontrol requeuehold 42",
+        "scontrol update JobId=42 ExcNodeList=node3,node5,node9",
+        "scontrol release 42",
+    ]
+    event = read_events(paths.events)[-1]
+    assert (event["event"], event["cause"], event["excluded"]) == ("requeue", "launch_failure node=node3", "node3")
+    assert paths.bad_nodes.read_text().split() == ["node5", "node3"] and read_cause(paths) is None
+
+
+def test_a_failure_retry_on_does_not_name_ends_the_job_and_says_so(tmp_path: Path) -> None:
+    paths = JobPaths(tmp_path / "job")
+    record_exit(paths, 1, "driver exited 1", Cause(c.DRIVER_ERROR))
+    rc, calls = finalize(tmp_path, srun_rc=1, requeue=2, retry_on="node,preempted")
+    assert (rc, calls) == (1, [])
+    code, reason = read_exit(paths)
+    assert code == 1 and reason == (
+        "driver exited 1; not retried: its cause (driver_error) is not one --retry-on node,preempted names"
+    )
+    assert read_cause(paths) == Cause(c.DRIVER_ERROR)  # the cause stays the job's
+    assert [e["event"] for e in read_events(paths.events)] == ["not_retried", "job_end"]
+
+
+@pytest.mark.parametrize(("code", "retried"), [(3, True), (4, False)])
+def test_a_drivers_own_exit_code_is_retried_when_named(tmp_path: Path, code: int, retried: bool) -> None:
+    paths = JobPaths(tmp_path / "job")
+    record_exit(paths, code, f"driver exited {code}", Cause(c.DRIVER_ERROR))
+    rc, calls = finalize(tmp_path, srun_rc=code, requeue=1, retry_on="exit:3,stalled")
+    assert rc == code and calls == (["scontrol requeue 42"] if retried else [])  # no node named: none excluded
+
+
+def test_without_retry_on_a_node_fault_is_retried_without_that_node_and_other_causes_as_before(tmp_path: Path) -> None:
+    paths = JobPaths(tmp_path / "job")
+    record_exit(paths, 1, "out of memory", Cause(c.OOM, "node2"))  # memory is no node's fault: node2 stays
+    assert finalize(tmp_path, srun_rc=1, requeue=1) == (1, ["scontrol requeue 42"])
+    record_exit(paths, 1, "node1 lost", Cause(c.NODE_LOST, "node1"))
+    assert finalize(tmp_path, srun_rc=1, requeue=2, attempt=1)[1][-2] == "scontrol update JobId=42 ExcNodeList=node1"
