@@ -32,8 +32,8 @@ def requeue(reason: str = "") -> Any:
 def attempt() -> Any:
     """Which attempt of its job this is and how the last one ended: ``.attempt`` (0 first),
     ``.cause`` (core/causes.py's, None on the first), ``.reason``, ``.by_slurm`` (see
-    slurm_rl.driver.attempts)."""
-    from .driver.attempts import attempt as _attempt
+    slurm_rl.driver.attempt)."""
+    from .driver.attempt import attempt as _attempt
 
     return _attempt()
 

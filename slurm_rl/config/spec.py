@@ -72,6 +72,8 @@ class ClusterSpec(BaseModel):
     stall_timeout: str | None = None  # every job's --stall-timeout (30m), checked as the flag is
     stall_action: Literal["warn", "fail", "requeue"] | None = None  # and its --stall-action
     retry_on: str | None = None  # every job's --retry-on (e.g. "node,preempted"), checked as the flag is
+    preflight: bool = False  # every job checks its nodes before the driver starts (--preflight)
+    on_bad_node: Literal["exclude", "fail"] | None = None  # and what a bad node does (--on-bad-node)
     mem: SlurmMemory | None = None
     mem_per_cpu: SlurmMemory | None = None
     gres: Gres | None = None

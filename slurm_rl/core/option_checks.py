@@ -5,19 +5,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .fields import FieldProblem
+from .fields import FieldProblem, time_minutes
 from .nodelist import expand_hostlist
+from .option_rules import signal_seconds, warning_for
 
 if TYPE_CHECKING:
     from .options import JobOptions
 
 
 def check_combinations(opts: JobOptions) -> None:
+    warning_before_the_limit(opts)
     site_options_agree(opts)
     array_or_chain(opts)
     min_nodes_and_heal(opts)
     requeue_options(opts)
     parts_combinations(opts)
+
+
+def warning_before_the_limit(opts: JobOptions) -> None:
+    if opts.time is not None and signal_seconds(opts.signal) >= time_minutes(opts.time) * 60:
+        raise FieldProblem(
+            "signal",
+            repr(opts.signal),
+            f"warns {signal_seconds(opts.signal)} s before a time limit of {opts.time} "
+            f"({time_minutes(opts.time) * 60:g} s); warn sooner, e.g. --signal B:USR2@{warning_for(opts.time)}",
+        )
 
 
 def parts_combinations(opts: JobOptions) -> None:
@@ -32,6 +44,7 @@ def parts_combinations(opts: JobOptions) -> None:
         "head_partition": "the Ray head runs on the first Ray part's first node; drop --head-partition",
         "segment": "give each part its nodes in the parts file; drop --segment",
         "nodelist": "give each part its nodes in the parts file; drop --nodelist",
+        "preflight": "preflight checks plain jobs' nodes only (yet); drop --preflight",
     }
     given = {
         "array": opts.array,
@@ -40,6 +53,7 @@ def parts_combinations(opts: JobOptions) -> None:
         "head_partition": opts.head_partition,
         "segment": opts.segment,
         "nodelist": opts.nodelist,
+        "preflight": opts.preflight,
     }
     for name, value in given.items():
         if value:

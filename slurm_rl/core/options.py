@@ -17,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .fields import (
     Constraint,
     Dependency,
-    FieldProblem,
     Gres,
     HostList,
     MailTypes,
@@ -26,7 +25,6 @@ from .fields import (
     SlurmMemory,
     SlurmName,
     SlurmTime,
-    time_minutes,
 )
 from .option_checks import check_combinations
 from .option_rules import (
@@ -43,7 +41,6 @@ from .option_rules import (
     StallTimeout,
     WarningSignal,
     option,
-    signal_seconds,
     spec_default,
     warning_for,
 )
@@ -114,6 +111,19 @@ class JobOptions(BaseModel):
     )
     requeue: Requeues = option(
         0, "--requeue", metavar="N", help="Requeue a failed job (driver exit != 0, lost node) up to N times."
+    )
+    preflight: bool = option(
+        False,
+        "--preflight",
+        spec=True,
+        help="Check every node before the driver starts (disk, fabric, GPUs, the job's Python with torch, a timed "
+        "gloo exchange); a bad node is named with what was measured (docs/causes.md).",
+    )
+    on_bad_node: Literal["exclude", "fail"] = option(
+        "exclude",
+        "--on-bad-node",
+        spec=True,
+        help="A node preflight finds bad: exclude (the job goes again at once without it) or fail.",
     )
     retry_on: RetryOnCauses | None = option(
         None,
@@ -259,19 +269,8 @@ class JobOptions(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _warning_before_the_limit(self) -> JobOptions:
-        if self.time is not None and signal_seconds(self.signal) >= time_minutes(self.time) * 60:
-            raise FieldProblem(
-                "signal",
-                repr(self.signal),
-                f"warns {signal_seconds(self.signal)} s before a time limit of {self.time} "
-                f"({time_minutes(self.time) * 60:g} s); warn sooner, e.g. --signal B:USR2@{warning_for(self.time)}",
-            )
-        return self
-
-    @model_validator(mode="after")
     def _combinations(self) -> JobOptions:
-        check_combinations(self)
+        check_combinations(self)  # the warning before the limit among them
         return self
 
     def replace(self, **changes: Any) -> JobOptions:

@@ -1,6 +1,6 @@
 """Retries by cause (``--retry-on CAUSES``, spec ``retry_on``): which causes of core/causes.py a
 failed attempt may be retried for, within ``--requeue N``'s budget, and how the previous attempt
-of a job ended is core/attempts.py's. Pure: the batch script's finalize tests the kinds and exit
+of a job ended is core/last_attempt.py's. Pure: the batch script's finalize tests the kinds and exit
 codes rendered into it (templates/finalize.sh.j2); node 0 checks an attempt SLURM requeued by
 itself (job/conclusion.py's ``refuse_retry``)."""
 

@@ -5,9 +5,9 @@ at once, with that cause, when ``--retry-on`` does not name it."""
 
 from __future__ import annotations
 
-from ..core.attempts import last_attempt
 from ..core.events import read_events, write_atomic
 from ..core.exits import clear_exit, read_exit
+from ..core.last_attempt import last_attempt
 from ..core.retries import FAMILIES, parse_retry_on
 from .context import NodeContext
 

@@ -20,6 +20,7 @@ from ..core.exits import (
 )
 from ..core.job_env import MEMBER_RANK_BASE
 from .context import NodeContext
+from .node_checks import found_bad
 
 LOG_TAIL_BYTES = 64 * 1024  # of the driver's log, searched for a collective's timeout
 
@@ -70,6 +71,8 @@ def conclude(ctx: NodeContext, outcome: dict[str, object], failed_by: str, faile
 def finish(ctx: NodeContext, rc: int, reason: str, cause: Cause | None) -> None:
     """Record the job's exit (the first node to know wins) and tell the other nodes to stop. A
     process the OOM killer took (a Ray worker over the job's memory) is named beside the reason."""
+    if rc != 0 and (cause is None or cause.kind in (c.LAUNCH_FAILURE, c.NODE_LOST, c.UNKNOWN, c.CANCELLED)):
+        reason, cause = found_bad(ctx) or (reason, cause)  # what preflight found explains the failure
     events = read_events(ctx.paths.events)
     record_exit(ctx.paths, rc, with_ray_deaths(with_oom_kills(reason, events), ray_deaths(events)), cause)
     ctx.stop_flag.touch()  # first: a node that finds the GCS gone reads it

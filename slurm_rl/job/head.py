@@ -25,6 +25,7 @@ from .board import Board, BoardUnreachable
 from .conclusion import named_node
 from .context import NodeContext, NodeFailure
 from .members import MemberWatch
+from .node_checks import preflight_passed
 from .service_watch import ServiceWatch
 from .warning_relay import relay_warning
 
@@ -137,6 +138,8 @@ def run_head(ctx: NodeContext) -> int:
     threading.Thread(target=MemberWatch(ctx, address).run, name="members", daemon=True).start()
     write_gym_env(ctx.paths, address)
     start_services_view(ctx, head_ip)
+    if ctx.manifest.preflight and not preflight_passed(ctx):
+        return 1
     if ctx.manifest.interactive:  # no driver: up until teardown, scancel or the time limit
         off_nodes = f"; off its nodes: `slurm-rl attach {ctx.job_id} --client` ({cluster['client_address']})"
         ctx.say(

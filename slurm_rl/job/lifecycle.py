@@ -17,7 +17,7 @@ from ..core.ending import cause_from_reason
 from ..core.events import write_atomic
 from ..core.exits import OomKills, RayDeath
 from ..core.job_dir import STOP_HEARD
-from ..core.job_env import JobEnvironment
+from ..core.job_env import MEMBER_RANK_BASE, JobEnvironment
 from ..core.option_rules import duration_seconds
 from ..core.stacks import STACKS_DIR_ENV, nccl_evidence_env
 from .conclusion import conclude
@@ -25,6 +25,7 @@ from .context import POLL_S, NodeContext, NodeFailure, Stopped, describe_error
 from .end_time import EndTimeWatch
 from .memory import OomWatch, warn_driver, warn_driver_line
 from .network import socket_ifname_env
+from .node_checks import NodePreflight
 from .node_cleanup import clean_node
 from .parts_role import run_node_role
 from .progress_watch import OutputWatch
@@ -92,6 +93,8 @@ class Lifecycle:
             ctx.say(
                 f"network: {ctx.ip} on {ctx.address.interface}; set {', '.join(f'{k}={v}' for k, v in chosen.items())}"
             )
+        if ctx.manifest.preflight and ctx.rank < MEMBER_RANK_BASE:  # beside Ray's bring-up (head.py waits),
+            NodePreflight(ctx).start()  # before this node writes into its temp dir (a full one is a finding)
         if ctx.gpus:  # where each GPU's CPUs are, for workers that bind to them (numa_utils)
             from ..distributed.numa_utils import AFFINITY_FILE_NAME, write_affinity_file
 

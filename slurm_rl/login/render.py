@@ -191,6 +191,7 @@ def render_job(plan: JobPlan) -> RenderedJob:
         runtime_requeue_cleanup=runtime.requeue_cleanup(),  # a requeue first removes the attempt's containers
         requeue=opts.requeue,
         **retry_context(opts.retry_on, opts.exclude),
+        preflight_exclude=opts.preflight and opts.on_bad_node == "exclude",
         stall_fails=opts.stall_action == "fail",  # a stall under --stall-action fail is never requeued
         chain=opts.chain > 1 or bool(opts.run_dir),
         run_dir=shlex.quote(opts.run_dir) if opts.run_dir else '"$SLURM_RL_JOB_DIR"',

@@ -27,6 +27,7 @@ mount_local_disk() {
 }
 
 unmount_local_disk() {  # the nodes are stopped: nothing of theirs holds it
+  node_tmp_unmount_all  # each node's /tmp, mounted on it (slurm-lab-faults.sh)
   if mountpoint -q "$LOCAL_DISK" 2>/dev/null; then
     umount "$LOCAL_DISK" 2>/dev/null || umount -l "$LOCAL_DISK"
   fi

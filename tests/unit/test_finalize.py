@@ -43,6 +43,7 @@ def finalize(
     dir_name: str = "job",
     retry_on: str | None = None,
     exclude: str | None = None,
+    preflight_exclude: bool = False,
 ) -> tuple[int, list[str]]:
     """Run finalize; ``run_dir``: as a job of a chain sharing it; ``nodes``: the job's (a,b,c).
     Returns (exit, scontrol and scancel calls); srun's are in bin/srun.calls."""
@@ -57,6 +58,7 @@ def finalize(
             node_temp=shlex.quote(str(tmp_path / f"srl-{job_id}")),
             runtime_leftovers="''",
             **retry_context(retry_on, exclude),
+            preflight_exclude=preflight_exclude,
         )
     )
     bin_dir = tmp_path / "bin"

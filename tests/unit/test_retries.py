@@ -1,4 +1,4 @@
-"""Retries by cause (core/retries.py, core/attempts.py): --retry-on's names and bad values, what
+"""Retries by cause (core/retries.py, core/last_attempt.py): --retry-on's names and bad values, what
 a value covers, finalize's decision (run in bash, tests/unit/test_finalize.py's way), and how the
 previous attempt ended as slurm_rl.attempt() tells the driver."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from slurm_rl.core import causes as c
-from slurm_rl.core.attempts import LastAttempt, last_attempt
 from slurm_rl.core.causes import Cause
 from slurm_rl.core.events import read_events
 from slurm_rl.core.exits import read_cause, read_exit, record_exit
+from slurm_rl.core.last_attempt import LastAttempt, last_attempt
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.core.retries import parse_retry_on, retry_on_problem
 from tests.conftest import REPO, run_cli
@@ -131,3 +131,17 @@ def test_without_retry_on_a_node_fault_is_retried_without_that_node_and_other_ca
     assert finalize(tmp_path, srun_rc=1, requeue=1) == (1, ["scontrol requeue 42"])
     record_exit(paths, 1, "node1 lost", Cause(c.NODE_LOST, "node1"))
     assert finalize(tmp_path, srun_rc=1, requeue=2, attempt=1)[1][-2] == "scontrol update JobId=42 ExcNodeList=node1"
+
+
+def test_a_bad_node_preflight_found_sends_the_job_again_without_it_whatever_the_requeue_budget(tmp_path: Path) -> None:
+    paths = JobPaths(tmp_path / "job")
+    record_exit(paths, 1, "preflight: node1 failed the check disk: ...", Cause(c.PREFLIGHT, "node1", check="disk"))
+    rc, calls = finalize(tmp_path, srun_rc=1, requeue=0, preflight_exclude=True)
+    assert rc == 1 and calls[:3] == [
+        "scontrol update JobId=42 Requeue=1",  # submitted --no-requeue (--requeue 0)
+        "scontrol requeuehold 42",
+        "scontrol update JobId=42 ExcNodeList=node1",
+    ]
+    assert read_events(paths.events)[-1]["preflight"] is True
+    record_exit(paths, 1, "preflight: node2 failed ...", Cause(c.PREFLIGHT, "node2", check="fabric"))
+    assert finalize(tmp_path, srun_rc=1, requeue=0, attempt=1)[1] == calls  # --on-bad-node fail: no new call

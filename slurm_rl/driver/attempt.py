@@ -4,9 +4,9 @@ again. Outside a slurm-rl job, and on a job's first attempt: attempt 0, no cause
 
 from __future__ import annotations
 
-from ..core.attempts import LastAttempt, last_attempt
 from ..core.events import read_events
 from ..core.job_env import JobEnvironment
+from ..core.last_attempt import LastAttempt, last_attempt
 from ..core.paths import JobPaths
 
 

@@ -1,0 +1,87 @@
+"""Preflight on the job's own nodes (--preflight) against real faults: each way `slurm-lab break`
+breaks one node, a 2-node job on the 3-node lab names that node and the check, and under
+--on-bad-node exclude (the default) goes again at once without it and completes on the two good
+nodes, the user doing nothing: the head's node too (node1, where SLURM puts an idle lab's first
+node). What preflight costs: the driver's start with and without it, the same job, the same run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from slurm_rl.core.events import read_events
+from tests.conftest import LAB, REPO, run_cli
+from tests.lab.helpers import assert_no_leftovers, job_dir, lab_spec, submit
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
+GPU_SPEC = REPO / "cluster_specs" / "lab-gpu.json"
+
+
+def slurm_lab(*args: str) -> None:
+    env = {**os.environ, "SLURM_LAB_PYTHON": sys.executable}  # the venv the nodes run (break python)
+    res = subprocess.run([str(LAB), *args], capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 0, res.stderr
+
+
+FAULTS = [  # (fault, node, spec fields / extra flags); node1 is the head's
+    ("disk", "node1", {}, ()),
+    ("python", "node2", {}, ()),
+    ("fabric-down", "node1", {"network_interface": "fab0"}, ()),
+    ("fabric-slow", "node2", {"network_interface": "fab0"}, ()),
+    ("gpu", "node2", "gpu", ("--gpus-per-node", "4")),
+]
+CHECK = {"disk": "disk", "python": "python", "fabric-down": "fabric", "fabric-slow": "collective", "gpu": "gpus"}
+
+
+@pytest.mark.parametrize(("fault", "node", "spec", "extra"), FAULTS, ids=[f[0] for f in FAULTS])
+def test_a_node_broken_so_is_named_and_the_job_completes_without_it(
+    lab: list[str], tmp_path, fault: str, node: str, spec: object, extra: tuple[str, ...]
+) -> None:  # type: ignore[no-untyped-def]
+    spec_path = GPU_SPEC if spec == "gpu" else lab_spec(tmp_path, **spec)  # type: ignore[arg-type]
+    slurm_lab("break", node, fault)
+    t0 = time.monotonic()
+    try:
+        res, data = submit("nodes_seen.py", nodes=2, spec=spec_path, extra=("--preflight", *extra), timeout=300)
+    finally:
+        slurm_lab("mend", node)
+    took = time.monotonic() - t0
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    events = read_events(job_dir(data) / "events.jsonl")
+    requeue = next(e for e in events if e["event"] == "requeue")  # the first attempt's end, named
+    assert requeue["cause"] == f"preflight node={node} check={CHECK[fault]}", requeue
+    assert requeue["preflight"] and requeue["excluded"] == node, requeue
+    assert requeue["reason"].startswith(f"preflight: {node} failed the check {CHECK[fault]}: "), requeue
+    answer = json.loads((job_dir(data) / "answer.json").read_text())
+    assert node not in answer["hosts"] and len(answer["hosts"]) == 2, answer
+    assert (answer["attempt"]["cause"]["kind"], answer["attempt"]["cause"]["check"]) == ("preflight", CHECK[fault])
+    status = json.loads(run_cli("status", str(data["job_id"]), "--json", timeout=60).stdout.splitlines()[-1])
+    assert status["state"] == "COMPLETED", status
+    print(f"{fault} on {node}: {requeue['reason']}; completed without it {took:.0f} s after submit")
+    assert_no_leftovers(lab, data["job_id"])
+
+
+def driver_start_s(data: dict) -> float:
+    events = read_events(job_dir(data) / "events.jsonl")
+    start = next(e["t"] for e in events if e["event"] == "node_start" and e.get("rank") == 0)
+    return next(e["t"] for e in events if e["event"] == "driver_start") - start
+
+
+def test_preflight_adds_at_most_5_s_to_the_drivers_start(lab: list[str]) -> None:
+    """The same 3-node job with and without --preflight, one after the other, twice each."""
+    seconds: dict[bool, list[float]] = {False: [], True: []}
+    for with_it in (False, True, False, True):
+        res, data = submit("nodes_seen.py", nodes=3, extra=("--preflight",) if with_it else (), timeout=240)
+        assert res.returncode == 0, res.stderr
+        seconds[with_it].append(driver_start_s(data))
+    added = min(seconds[True]) - min(seconds[False])
+    print(f"driver start: {seconds[False]} s without preflight, {seconds[True]} s with it: +{added:.1f} s")
+    assert added <= 5, seconds
+    res, data = submit("nodes_seen.py", nodes=1, extra=("--preflight",), timeout=240)
+    assert res.returncode == 0, res.stderr
+    took = next(e for e in read_events(job_dir(data) / "events.jsonl") if e["event"] == "preflight")["seconds"]
+    print(f"preflight on 1 node: {took} s")
