@@ -1,6 +1,6 @@
 """Preflight on the job's own nodes (--preflight, docs/causes.md): every node checks, beside Ray's
 bring-up, what a run needs there: free space in its temp dir and under the fileroot, its fabric
-interface up, the GPUs SLURM gave listed by nvidia-smi; then the job's Python imports slurm_rl, ray
+interface up, the GPUs SLURM gave listed by nvidia-smi; then the job's Python imports slurm_rl
 and torch and the nodes exchange data through gloo, timed (job/node_checks_torch.py). Each node
 publishes its results in the job dir (the local ones first: a downed fabric cannot answer through
 Ray); node 0 holds the driver until every result is in, and fails the attempt naming the first

@@ -6,7 +6,7 @@
 # over the device dir with the others recreated), its fabric interface down or shaped (tc tbf:
 # these machines have no netem), a torch that cannot be imported (its __init__.py replaced by a
 # bind mount). `mend` undoes whatever `break` did to NODE; a node `fail`ed and revived is mended.
-NODE_TMP_GB=${SLURM_LAB_NODE_TMP_GB:-4}
+NODE_TMP_GB=${SLURM_LAB_NODE_TMP_GB:-24}  # sparse; an unpacked Apptainer image per job takes ~4
 FILLER=.slurm-lab-full  # the file that fills a broken node's /tmp
 FABRIC_SLOW_RATE=${SLURM_LAB_FABRIC_SLOW_RATE:-2mbit}
 
@@ -14,7 +14,7 @@ node_tmp_mount() {  # K: node K's /tmp on a filesystem of its own (kept while th
   local k=$1 dir=$STATE/nodes/node$1/tmp img=$LOCAL_DISK/node$1-tmp.img
   mkdir -p "$dir"
   mountpoint -q "$dir" && return 0
-  if ! { truncate -s "${NODE_TMP_GB}G" "$img" && mkfs.ext4 -q -F -m 0 "$img" && mount -o loop "$img" "$dir"; }; then
+  if ! { truncate -s "${NODE_TMP_GB}G" "$img" && mkfs.ext4 -q -F -m 0 "$img" && mount -o loop,discard "$img" "$dir"; }; then
     rm -f "$img"
     log "warning: node$k's /tmp is a directory of the nodes' shared disk (no loop device): \`break node$k disk\` cannot work"
   fi

@@ -25,7 +25,8 @@ def test_sbatch_three_nodes_are_three_machines(lab: list[str]) -> None:
             "#!/bin/bash\n"
             "srun --ntasks-per-node=1 bash -c 'touch /tmp/lab-test-$SLURM_JOB_ID-$SLURM_NODEID; sleep 0.5; "
             'echo "$SLURMD_NODENAME $(hostname -I | cut -d" " -f1) $(readlink /proc/self/ns/pid) '
-            "$(stat -c %i /tmp) $(ls /tmp | grep -c lab-test-$SLURM_JOB_ID)\"; rm -f /tmp/lab-test-$SLURM_JOB_ID-*'\n"
+            '$(stat -c %d:%i /tmp) $(ls /tmp | grep -c lab-test-$SLURM_JOB_ID)"; '  # each /tmp its own filesystem
+            "rm -f /tmp/lab-test-$SLURM_JOB_ID-*'\n"
         )
         subprocess.run(
             ["sbatch", "--wait", "-N", "3", "-o", str(out), str(script)], check=True, capture_output=True, timeout=60

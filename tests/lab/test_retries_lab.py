@@ -1,6 +1,7 @@
 """Retries by cause (--retry-on, docs/causes.md) on the lab: a failure whose cause is not named
 ends the job and says so, a named one is retried and the driver knows why (slurm_rl.attempt()),
-and a node failed mid-run is retried without that node, the driver resuming from its checkpoint."""
+a gloo collective that times out is named so, and a node failed mid-run is retried without that
+node, the driver resuming from its checkpoint."""
 
 from __future__ import annotations
 
@@ -46,6 +47,15 @@ def test_a_drivers_exit_code_it_names_is_retried_and_the_driver_knows_why(lab: l
     assert said["attempt"] == 1 and said["exit_code"] == 5 and not said["by_slurm"], said
     assert said["cause"]["kind"] == "driver_error", said
     assert status_of(data["job_id"])["cause"]["kind"] == "completed"
+
+
+@pytest.mark.lab_shared
+def test_a_gloo_collective_that_times_out_is_classified_as_such(lab: list[str]) -> None:
+    res, data = submit("stall.py", "collective-timeout", nodes=2, timeout=240)
+    assert res.returncode == 1, (res.stdout[-2000:], res.stderr[-2000:])
+    status = status_of(data["job_id"])
+    assert status["cause"]["kind"] == "collective_timeout", status
+    assert "Timed out waiting" in (job_dir(data) / "logs" / "driver.log").read_text()
 
 
 def test_a_node_failed_mid_run_is_retried_without_it_and_resumes_from_its_checkpoint(lab: list[str]) -> None:

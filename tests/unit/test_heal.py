@@ -42,7 +42,7 @@ def head(tmp_path: Path, heal: int = 1, timeout_s: float = 600.0, exclude: str |
     ctx.say = ctx.said.append
     # as NodeContext.event: the head's own node, rank and attempt go with every event
     ctx.event = lambda name, **fields: append_event(paths.events, name, node="node1", rank=0, attempt=0, **fields)
-    ctx.fail = ctx.failures.append
+    ctx.fail = lambda reason, cause=None: ctx.failures.append(reason)
     return ctx
 
 

@@ -15,8 +15,11 @@ def tcp_local_addresses() -> list[str]:
     return sorted({c.laddr.ip for c in conns if c.status == "ESTABLISHED" and not c.laddr.ip.startswith("127.")})
 
 
-def join_gloo_group() -> int:
-    """Join the worker group's gloo group from the variables RayWorkerGroup sets; this rank."""
+def join_gloo_group(timeout_s: float | None = None) -> int:
+    """Join the worker group's gloo group from the variables RayWorkerGroup sets; this rank
+    (``timeout_s``: gloo's own for every collective, its default 30 min otherwise)."""
+    import datetime
+
     import torch.distributed as dist
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -25,6 +28,7 @@ def join_gloo_group() -> int:
         init_method=f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
         rank=rank,
         world_size=world,
+        **({"timeout": datetime.timedelta(seconds=timeout_s)} if timeout_s else {}),
     )
     return rank
 

@@ -9,11 +9,11 @@ from gloo_worker import join_gloo_group
 
 
 class HangWorker:
-    def step(self, hang_rank: int) -> float:
+    def step(self, hang_rank: int, timeout_s: float | None = None) -> float:
         import torch
         import torch.distributed as dist
 
-        rank = join_gloo_group()
+        rank = join_gloo_group(timeout_s)  # with a timeout, the peers' all_reduce raises
         if rank == hang_rank:
             time.sleep(600)  # never joins the collective below
         t = torch.tensor([float(rank)])

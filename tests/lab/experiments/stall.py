@@ -4,6 +4,8 @@ argv: MODE [ACTORS_PER_NODE].
 - "collective": a metrics step (the stall clock starts), then a worker group of 2 per node in a
   gloo group whose rank 1 never joins the all_reduce the others wait in: the job makes no more
   progress.
+- "collective-timeout": the same in a group with gloo's timeout= of 8 s: the peers' all_reduce
+  raises, and so does the driver (a collective timeout, as slurm-rl names it).
 - "pause": an actor on every node (or ACTORS_PER_NODE, bench/stacks.py), each in its call, a metrics step, then
   nothing until the test's ``go`` file in the job dir (a pause long enough to be a stall), a
   heartbeat (progress again), then exit 0 once the test's ``done`` file is there. Each phase
@@ -41,12 +43,13 @@ def main() -> int:
     init_ray()
     nodes = [n for n in ray.nodes() if n["Alive"]]
     metrics = slurm_rl.MetricsLog(job_dir, tensorboard=False, wandb=False)
-    if mode == "collective":
+    if mode in ("collective", "collective-timeout"):
         cluster = RayVirtualCluster([2] * len(nodes), use_gpus=False, name="stall")
         group = RayWorkerGroup(cluster, RayWorkerBuilder("hang_worker.HangWorker"), name_prefix="hang")
         metrics.log(step=1, loss=1.0)
         print("driver: all_reduce over", len(group.workers), "ranks", flush=True)
-        ray.get(group.run_all_workers_single_data("step", 1))  # never returns
+        timeout = (8.0,) if mode == "collective-timeout" else ()  # gloo's timeout: the peers raise
+        ray.get(group.run_all_workers_single_data("step", 1, *timeout))  # never returns without one
         return 0
     strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy
     per_node = int(sys.argv[2]) if len(sys.argv) > 2 else 1
