@@ -117,11 +117,19 @@ def decide(e: Evidence) -> Ending:
     code = 1 if kept else code
     reason = with_kills(reason, list(e.oom))  # also a node's report after node 0 recorded the exit
     reason = with_ray_deaths(reason, list(e.ray_deaths)) if code is not None else reason
-    if cause is not None and e.oom and cause.kind in _MEMORY_SHAPED and state != "COMPLETED":
-        cause = Cause(c.OOM, e.oom[0].node)  # what the OOM killer took is the likely cause
-    elif cause is not None and e.ray_deaths and cause.kind in _RAY_SHAPED and state != "COMPLETED":
-        cause = Cause(c.RAY_DIED, e.ray_deaths[0].node)  # the driver's error was its actors' Ray dying
+    if cause is not None:
+        cause = refined(cause, e.oom, e.ray_deaths, failed=state != "COMPLETED")
     return Ending(state, code, reason, cause, kept)
+
+
+def refined(cause: Cause, oom: Sequence[OomKills], deaths: Sequence[RayDeath], failed: bool) -> Cause:
+    """A failure with OOM kills under it was the memory (what the OOM killer took is the likely
+    cause); one with a Ray daemon's death under it, that death (its actors' Ray dying)."""
+    if failed and oom and cause.kind in _MEMORY_SHAPED:
+        return Cause(c.OOM, oom[0].node)
+    if failed and deaths and cause.kind in _RAY_SHAPED:
+        return Cause(c.RAY_DIED, deaths[0].node)
+    return cause
 
 
 # the consequences an OOM kill has (a worker gone, the driver's error, a daemon dead), and a Ray death

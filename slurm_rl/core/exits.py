@@ -82,6 +82,20 @@ def read_exit(paths: JobPaths) -> tuple[int | None, str]:
     return rc, reason
 
 
+LOG_TAIL_BYTES = 64 * 1024  # of the driver's log, searched for a collective's timeout (core/ending.py)
+
+
+def driver_log_tail(paths: JobPaths) -> str:
+    """The driver log's last LOG_TAIL_BYTES, read from there (a log may be large); "" if none."""
+    try:
+        with open(paths.driver_log, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - LOG_TAIL_BYTES))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def read_cause(paths: JobPaths) -> Cause | None:
     """The recorded cause, or None (not recorded, or not one this slurm-rl knows)."""
     try:

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from ..core import causes as c
 from ..core.causes import Cause
-from ..core.ending import driver_cause
+from ..core.ending import driver_cause, refined
 from ..core.events import read_events, write_atomic
 from ..core.exits import (
     STOPPED_RC,
+    driver_log_tail,
     exit_reason,
+    oom_kills,
     ray_deaths,
     record_exit,
     shell_exit_code,
@@ -21,8 +23,6 @@ from ..core.exits import (
 from ..core.job_env import MEMBER_RANK_BASE
 from .context import NodeContext
 from .node_checks import found_bad
-
-LOG_TAIL_BYTES = 64 * 1024  # of the driver's log, searched for a collective's timeout
 
 
 def conclude(ctx: NodeContext, outcome: dict[str, object], failed_by: str, failed_cause: Cause | None) -> int:
@@ -62,7 +62,7 @@ def conclude(ctx: NodeContext, outcome: dict[str, object], failed_by: str, faile
         finish(ctx, STOPPED_RC, ctx.stop_reason or "stopped", Cause(c.CANCELLED) if ctx.signalled else None)
         return STOPPED_RC
     if ctx.rank == 0:
-        tail = driver_log_tail(ctx) if rc != 0 else ""
+        tail = driver_log_tail(ctx.paths) if rc != 0 else ""
         finish(ctx, shell_exit_code(rc), exit_reason(rc, ctx.stop_reason), driver_cause(rc, ctx.signalled, tail))
         return shell_exit_code(rc)
     return rc
@@ -74,6 +74,8 @@ def finish(ctx: NodeContext, rc: int, reason: str, cause: Cause | None) -> None:
     if rc != 0 and (cause is None or cause.kind in (c.LAUNCH_FAILURE, c.NODE_LOST, c.UNKNOWN, c.CANCELLED)):
         reason, cause = found_bad(ctx) or (reason, cause)  # what preflight found explains the failure
     events = read_events(ctx.paths.events)
+    if cause is not None:  # an OOM kill or a Ray death under the failure: as core/ending.py reads it
+        cause = refined(cause, oom_kills(events), ray_deaths(events), failed=rc != 0)
     record_exit(ctx.paths, rc, with_ray_deaths(with_oom_kills(reason, events), ray_deaths(events)), cause)
     ctx.stop_flag.touch()  # first: a node that finds the GCS gone reads it
     if ctx.board is not None:  # the other nodes ask the head's GCS, not the job dir
@@ -85,13 +87,3 @@ def named_node(text: str, nodes: list[str], default: str) -> str:
     """The node a failure's text starts with ("node2: ...", relayed by another node), else ``default``."""
     first = text.split(":", 1)[0].split()[0] if text.strip() else ""
     return first if first in nodes else default
-
-
-def driver_log_tail(ctx: NodeContext) -> str:
-    try:
-        with open(ctx.paths.driver_log, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - LOG_TAIL_BYTES))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""

@@ -24,7 +24,7 @@ from ..config.spec import ClusterSpec
 from ..core.ending import driver_cause
 from ..core.errors import UsageError
 from ..core.events import append_event
-from ..core.exits import describe_returncode, record_exit, shell_exit_code
+from ..core.exits import describe_returncode, driver_log_tail, record_exit, shell_exit_code
 from ..core.job_env import (
     EXTERNAL_RAY_ENV,
     JOB_DIR_ENV,
@@ -128,7 +128,7 @@ def run_local(
     append_event(paths.events, "driver_end", exit_code=rc)
     killed = stop_job_processes(run_id, None, grace_s=1.0)
     append_event(paths.events, "node_cleaned", killed=len(killed))
-    tail = paths.driver_log.read_text(errors="replace")[-64 * 1024 :] if rc and paths.driver_log.exists() else ""
+    tail = driver_log_tail(paths) if rc else ""
     record_exit(paths, shell_exit_code(rc), describe_returncode(rc), driver_cause(rc, False, tail), keep_existing=False)
     from .plots import redraw_after_end
 

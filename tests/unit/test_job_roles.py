@@ -516,3 +516,11 @@ def test_a_node_removes_the_temp_dirs_of_its_users_ended_jobs_and_never_on_doubt
         busy.kill()
         busy.wait()
     assert stale_dirs(str(tmp_path / "srl-200"), "200", lambda: set()) == []  # nothing to ask about: no SLURM call
+
+
+def test_node_0_records_the_oom_under_a_drivers_failure_as_its_cause(tmp_path: Path) -> None:
+    """As status reads it (core/ending.py), so finalize's --retry-on oom sees the same cause."""
+    life = Lifecycle(_ctx(tmp_path, rank=0))
+    append_event(life.ctx.paths.events, "node_oom", node="node3", kills=1, limit="1500 MiB (--mem)")
+    assert life.conclude({"rc": 1}) == 1
+    assert read_cause(life.ctx.paths) == Cause("oom", "node3")
