@@ -3,9 +3,9 @@ bring-up, what a run needs there: free space in its temp dir and under the filer
 interface up, the GPUs SLURM gave listed by nvidia-smi; then the job's Python imports slurm_rl
 and torch and the nodes exchange data through gloo, timed (job/node_checks_torch.py). Each node
 publishes its results in the job dir (the local ones first: a downed fabric cannot answer through
-Ray); node 0 holds the driver until every result is in, and fails the attempt naming the first
-bad node and its check (core/node_verdict.py judges), which finalize runs again without that node
-(--on-bad-node exclude)."""
+Ray); node 0 holds the driver until every result is in, and fails the attempt naming each bad node and
+its check (core/node_verdict.py judges), which finalize runs again without them (--on-bad-node
+exclude)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from .context import NodeContext
 
 COLLECTIVE_TIMEOUT_S = 30.0  # the rendezvous and the exchange, together
 CHILD_TIMEOUT_S = 120.0  # the child (a torch import on a busy node, then the exchange)
-OWN_RESULT_WAIT_S = 5.0  # a node that failed waits this long for its own local checks' result
+OWN_RESULT_WAIT_S = 5.0  # for a node's own local checks; for the others' once one node is bad
 
 
 def gib(n: float) -> str:
@@ -113,48 +113,64 @@ def read_results(ctx: NodeContext) -> list[NodeResult]:
     return out
 
 
-def await_verdict(ctx: NodeContext, timeout_s: float) -> Verdict:
-    """Node 0: every node's verdict, or the first bad node's at once; what is in at ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
+def settled(ctx: NodeContext, deadline: float) -> Verdict:
+    """Every node's verdict, or, once a node is bad, the bad nodes among every node's local
+    checks (they come within a second of its start): all of them go in one retry, each retry
+    costing SLURM's requeue delay (AuthInfo cred_expire, 120 s by default) and a queue wait.
+    What is in at ``deadline`` otherwise."""
+    bad_since: float | None = None
     while True:
-        verdict = judge(read_results(ctx), len(ctx.nodes))
-        if verdict.bad or verdict.complete or time.monotonic() > deadline or ctx.stop_requested.is_set():
+        results = read_results(ctx)
+        verdict = judge(results, len(ctx.nodes))
+        now = time.monotonic()
+        if verdict.bad and bad_since is None:
+            bad_since = now
+        all_local = len({r.rank for r in results}) >= len(ctx.nodes)
+        if verdict.complete or now > deadline or ctx.stop_requested.is_set():
+            return verdict
+        if bad_since is not None and (all_local or now - bad_since > OWN_RESULT_WAIT_S):
             return verdict
         time.sleep(0.2)
 
 
 def preflight_passed(ctx: NodeContext) -> bool:
-    """Every node's preflight is in and good; else the job fails naming the first bad node's check
-    (finalize runs it again without that node under --on-bad-node exclude)."""
+    """Every node's preflight is in and good; else the job fails naming the bad nodes' checks
+    (finalize runs it again without them under --on-bad-node exclude)."""
     t0 = time.monotonic()
-    verdict = await_verdict(ctx, ctx.manifest.ready_timeout_s)
+    verdict = settled(ctx, t0 + ctx.manifest.ready_timeout_s)
     waited = round(time.monotonic() - t0, 2)
     ctx.event("preflight_verdict", ok=verdict.ok, bad=[list(b) for b in verdict.bad], waited_s=waited)
     if verdict.ok or not verdict.bad:  # all good, or a node that never reported: the join watch's to judge
         return True
-    ctx.fail(*bad_node_ending(ctx, verdict.bad[0]))
+    ctx.fail(*bad_node_ending(ctx, verdict.bad))
     return False
 
 
-def bad_node_ending(ctx: NodeContext, bad: tuple[str, str, str]) -> tuple[str, Cause]:
-    node, check, found = bad
-    then = (
-        f"; the job goes again without {node} (--on-bad-node exclude)"
-        if ctx.manifest.on_bad_node == "exclude"
-        else "; --on-bad-node exclude would run it again without that node"
-    )
-    return f"preflight: {node} failed the check {check}: {found}{then}", Cause(c.PREFLIGHT, node, check=check)
+def bad_node_ending(ctx: NodeContext, bad: tuple[tuple[str, str, str], ...]) -> tuple[str, Cause]:
+    """The attempt's end, naming each bad node and what its check found (the cause: the first);
+    the nodes go into the job's bad_nodes, which no later attempt is given (finalize, under
+    exclude)."""
+    nodes = list(dict.fromkeys(node for node, _, _ in bad))
+    if ctx.manifest.on_bad_node == "exclude":
+        known = ctx.paths.bad_nodes.read_text().split() if ctx.paths.bad_nodes.exists() else []
+        write_atomic(ctx.paths.bad_nodes, "".join(f"{n}\n" for n in dict.fromkeys([*known, *nodes])))
+        then = f"; the job goes again without {', '.join(nodes)} (--on-bad-node exclude)"
+    else:
+        then = f"; --on-bad-node exclude would run it again without {'that node' if len(nodes) == 1 else 'them'}"
+    found = "; ".join(f"{node} failed the check {check}: {what}" for node, check, what in bad)
+    node, check, _ = bad[0]
+    return f"preflight: {found}{then}", Cause(c.PREFLIGHT, node, check=check)
 
 
 def found_bad(ctx: NodeContext) -> tuple[str, Cause] | None:
     """What preflight has found so far, as the job's ending: a node that failed (its Ray could not
     start on a full disk, could not join over a downed fabric) failed because of what preflight
-    names, which is the cause to record and the node to go again without."""
+    names, which is the cause to record and the nodes to go again without."""
     if not ctx.manifest.preflight or ctx.rank >= MEMBER_RANK_BASE:
         return None
     own = ctx.paths.node_marker(ctx.attempt, ctx.rank, "preflight")
     deadline = time.monotonic() + OWN_RESULT_WAIT_S  # this node's local checks come within a second
     while not own.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    bad = judge(read_results(ctx), len(ctx.nodes)).bad
-    return bad_node_ending(ctx, bad[0]) if bad else None
+    bad = settled(ctx, deadline).bad
+    return bad_node_ending(ctx, bad) if bad else None

@@ -96,6 +96,7 @@ def gpu_spec(tmp_path: Path) -> Path:
 
 @pytest.mark.lab_shared
 @pytest.mark.as_lab_user  # Apptainer without root, as every user of a site runs it
+@pytest.mark.timeout(480)  # its time-limit job alone ends 60-90 s in; 290 s on a busy CI machine
 def test_every_way_an_apptainer_job_ends_leaves_nothing(apptainer_lab: list[str], tmp_path: Path) -> None:
     outside = Path("/srv") / f"srl-submit-apptainer-{os.getpid()}"  # a submit dir the image lacks
     outside.mkdir(parents=True, exist_ok=True)
@@ -122,12 +123,13 @@ def test_every_way_an_apptainer_job_ends_leaves_nothing(apptainer_lab: list[str]
         assert res.returncode == 0 and "cancelled" in res.stdout, res.stdout + res.stderr
         assert teardown_s < 30, f"teardown of an Apptainer job took {teardown_s:.1f} s"
         assert_nothing_left(apptainer_lab, attached)
+        # GPUs on the fake GPU lab: SLURM's devices reach each worker inside the container (its
+        # 4 CPUs fit now, beside the other jobs' 7, while those end)
+        gpu = start("gpu_workers.py", "2", nodes=2, spec=gpu_spec(tmp_path), extra=("--gpus-per-node", "2"))
+        jobs.append(gpu)
 
         assert_cancelled_crashed_and_clean_end_right(cancelled, crash, clean)
 
-        # GPUs on the fake GPU lab: SLURM's devices reach each worker inside the container
-        gpu = start("gpu_workers.py", "2", nodes=2, spec=gpu_spec(tmp_path), extra=("--gpus-per-node", "2"))
-        jobs.append(gpu)
         assert ended(gpu["job_id"], 240)["exit_code"] == 0
         workers = last_json((Path(gpu["job_dir"]) / "logs" / "driver.log").read_text(), "workers")["workers"]
         assert len({(w["host"], w["cuda_visible_devices"]) for w in workers}) == 4, workers

@@ -40,9 +40,15 @@ def test_commands_on_a_live_job(lab: list[str]) -> None:
         assert jid in run_cli("list", "--spec", SPEC).stdout
         # attach runs inside the job, on the head node, connected to this job's Ray (token included)
         code = "import ray; ray.init(); print('NODES', len([n for n in ray.nodes() if n['Alive']]))"
-        att = run_cli("attach", jid, "--spec", SPEC, "--", "python", "-c", code, timeout=120)
-        assert att.returncode == 0, att.stderr[-2000:]
-        assert "NODES 2" in att.stdout
+        said: list[str] = []
+
+        def sees_both_nodes() -> bool:  # a node is up once its `ray start` returned; Ray's own
+            att = run_cli("attach", jid, "--spec", SPEC, "--", "python", "-c", code, timeout=120)
+            said[:] = [att.stdout[-500:] + att.stderr[-2000:]]  # node table may say so a moment later
+            assert att.returncode == 0, said[0]
+            return "NODES 2" in att.stdout
+
+        assert wait_for(sees_both_nodes, 60, poll_s=2), said[0]
         status = run_cli("attach", jid, "--spec", SPEC, "--", "ray", "status", timeout=120)  # the README's advice
         assert status.returncode == 0 and "No cluster status" not in status.stdout, status.stdout + status.stderr
         assert "Active:" in status.stdout and "slurm_managed_ray_cluster" in status.stdout, status.stdout

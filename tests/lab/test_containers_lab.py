@@ -62,6 +62,7 @@ def assert_nothing_left(nodes: list[str], job: dict) -> None:
 
 @pytest.mark.lab_shared
 @pytest.mark.as_lab_user  # unprivileged enroot, as every user of a site runs it
+@pytest.mark.timeout(480)  # its time-limit job alone ends 60-90 s in; 260 s on a busy CI machine
 def test_every_way_a_container_job_ends_leaves_no_process_and_no_container(pyxis_lab: list[str]) -> None:
     # a submit directory the image (and /tmp, which the container mounts) lacks
     outside = Path("/srv") / f"srl-submit-{os.getpid()}"

@@ -2,7 +2,8 @@
 breaks one node, a 2-node job on the 3-node lab names that node and the check, and under
 --on-bad-node exclude (the default) goes again at once without it and completes on the two good
 nodes, the user doing nothing: the head's node too (node1, where SLURM puts an idle lab's first
-node). What preflight costs: the driver's start with and without it, the same job, the same run."""
+node). Three nodes broken at once, the other three ways, are all named by one attempt. What
+preflight costs: the driver's start with and without it, the same job, the same run."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from tests.lab.helpers import assert_no_leftovers, job_dir, lab_spec, submit
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(420)]
 GPU_SPEC = REPO / "cluster_specs" / "lab-gpu.json"
-IDLE_DRIVER_START_S = 2.0  # a 3-node job's driver start without preflight on an idle lab (1.9-3.0 s)
+# what preflight adds on the lab is mostly the job's Python importing torch on each node, three
+# nodes on the machine's cores at once: 3.3-4.1 s for three such imports side by side, idle
+IDLE_TORCH_IMPORTS_S = 3.4
 
 
 def slurm_lab(*args: str) -> None:
@@ -29,25 +32,23 @@ def slurm_lab(*args: str) -> None:
     assert res.returncode == 0, res.stderr
 
 
-FAULTS = [  # (fault, node, spec fields / extra flags); node1 is the head's
-    ("disk", "node1", {}, ()),
-    ("python", "node2", {}, ()),
-    ("fabric-down", "node1", {"network_interface": "fab0"}, ()),
-    ("fabric-slow", "node2", {"network_interface": "fab0"}, ()),
-    ("gpu", "node2", "gpu", ("--gpus-per-node", "4")),
+FAULTS = [  # (fault, node, spec fields); node1 is the head's
+    ("disk", "node1", {}),
+    ("python", "node2", {}),
+    ("fabric-slow", "node2", {"network_interface": "fab0"}),
 ]
 CHECK = {"disk": "disk", "python": "python", "fabric-down": "fabric", "fabric-slow": "collective", "gpu": "gpus"}
 
 
-@pytest.mark.parametrize(("fault", "node", "spec", "extra"), FAULTS, ids=[f[0] for f in FAULTS])
+@pytest.mark.parametrize(("fault", "node", "spec"), FAULTS, ids=[f[0] for f in FAULTS])
 def test_a_node_broken_so_is_named_and_the_job_completes_without_it(
-    lab: list[str], tmp_path, fault: str, node: str, spec: object, extra: tuple[str, ...]
+    lab: list[str], tmp_path, fault: str, node: str, spec: dict
 ) -> None:  # type: ignore[no-untyped-def]
-    spec_path = GPU_SPEC if spec == "gpu" else lab_spec(tmp_path, **spec)  # type: ignore[arg-type]
     slurm_lab("break", node, fault)
     t0 = time.monotonic()
     try:
-        res, data = submit("nodes_seen.py", nodes=2, spec=spec_path, extra=("--preflight", *extra), timeout=300)
+        spec_path = lab_spec(tmp_path, **spec)
+        res, data = submit("nodes_seen.py", nodes=2, spec=spec_path, extra=("--preflight",), timeout=300)
     finally:
         slurm_lab("mend", node)
     took = time.monotonic() - t0
@@ -66,25 +67,64 @@ def test_a_node_broken_so_is_named_and_the_job_completes_without_it(
     assert_no_leftovers(lab, data["job_id"])
 
 
+def test_every_bad_node_of_an_attempt_is_named_at_once_and_fail_ends_the_job(lab: list[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Three nodes broken three ways (the head's fabric down, a full disk, a GPU gone), one
+    attempt: each is named with its check and what it measured, and --on-bad-node fail ends the
+    job there (exclude would set all three aside for one retry: test_preflight.py)."""
+    spec = json.loads(GPU_SPEC.read_text())
+    path = tmp_path / "lab-gpu-fab.json"
+    path.write_text(json.dumps({**spec, "network_interface": "fab0"}))
+    broken = {"node1": "fabric-down", "node2": "disk", "node3": "gpu"}
+    for node, fault in broken.items():
+        slurm_lab("break", node, fault)
+    try:
+        extra = ("--preflight", "--on-bad-node", "fail", "--gpus-per-node", "4")
+        res, data = submit("nodes_seen.py", nodes=3, spec=path, extra=extra, timeout=300)
+    finally:
+        for node in broken:
+            slurm_lab("mend", node)
+    assert res.returncode != 0
+    status = json.loads(run_cli("status", str(data["job_id"]), "--json", timeout=60).stdout.splitlines()[-1])
+    assert status["state"] == "FAILED" and status["cause"]["kind"] == "preflight", status
+    reason = status["exit_reason"]
+    for node, fault in broken.items():
+        assert f"{node} failed the check {CHECK[fault]}: " in reason, reason
+    assert reason.endswith("; --on-bad-node exclude would run it again without them"), reason
+    assert not any(e["event"] == "requeue" for e in read_events(job_dir(data) / "events.jsonl"))
+    assert_no_leftovers(lab, data["job_id"])
+
+
 def driver_start_s(data: dict) -> float:
     events = read_events(job_dir(data) / "events.jsonl")
     start = next(e["t"] for e in events if e["event"] == "node_start" and e.get("rank") == 0)
     return next(e["t"] for e in events if e["event"] == "driver_start") - start
 
 
+def torch_imports_s() -> float:
+    """Seconds for three `import torch` side by side on this machine now: what preflight costs
+    the lab's three nodes, which share its cores (on a cluster each node imports on its own)."""
+    t0 = time.monotonic()
+    procs = [subprocess.Popen([sys.executable, "-c", "import torch"]) for _ in range(3)]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    return time.monotonic() - t0
+
+
 def test_preflight_adds_at_most_5_s_to_the_drivers_start(lab: list[str]) -> None:
     """The same 3-node job with and without --preflight, one after the other, twice each."""
     seconds: dict[bool, list[float]] = {False: [], True: []}
+    imports: list[float] = []
     for with_it in (False, True, False, True):
         res, data = submit("nodes_seen.py", nodes=3, extra=("--preflight",) if with_it else (), timeout=240)
         assert res.returncode == 0, res.stderr
         seconds[with_it].append(driver_start_s(data))
+        imports.append(torch_imports_s())
     added = min(seconds[True]) - min(seconds[False])
-    # 5 s on an idle lab (the driver starts 2 s after its node there); a busier machine (CI's,
-    # one core spinning beside two test streams) slows both, measured in the same run
-    bound = 5 * max(1.0, min(seconds[False]) / IDLE_DRIVER_START_S)
+    # 5 s on an idle lab; a busier machine (CI's, one core spinning beside two test streams)
+    # stretches the same work, measured in the same run
+    load = max(1.0, sorted(imports)[len(imports) // 2] / IDLE_TORCH_IMPORTS_S)
     print(f"driver start: {seconds[False]} s without preflight, {seconds[True]} s with it: +{added:.1f} s")
-    assert added <= bound, (seconds, bound)
+    print(f"three torch imports side by side: {imports} s (idle {IDLE_TORCH_IMPORTS_S} s): x{load:.2f}")
+    assert added <= 5 * load, (seconds, imports)
     res, data = submit("nodes_seen.py", nodes=1, extra=("--preflight",), timeout=240)
     assert res.returncode == 0, res.stderr
     took = next(e for e in read_events(job_dir(data) / "events.jsonl") if e["event"] == "preflight")["seconds"]

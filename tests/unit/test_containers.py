@@ -89,6 +89,7 @@ def test_attach_joins_the_running_container_with_the_jobs_ray_variables() -> Non
             OPEN_IMAGE_SHELL,
             "slurm-rl-apptainer",
             "--node-temp=/tmp/srl-7",
+            "--image=/i.sif",
             "apptainer",
             "exec",
             "--no-mount",
@@ -153,6 +154,6 @@ def test_an_image_apptainer_extracts_goes_into_the_node_dir_the_jobs_cleanup_rem
     (tmp_path / "e.py").write_text("")
     opts = resolve_options(spec, str(tmp_path / "e.py"), user="alice", nodes=2, heal=1, **flags)
     job = render_job(plan_job(spec, opts))
-    assert f'slurm-rl-apptainer --node-temp="{node_dir}" apptainer exec' in job.script
+    assert f'slurm-rl-apptainer --node-temp="{node_dir}" --image=' in job.script
     if not flags:  # the member job's steps: the dir of the job it joins, not their own id
-        assert 'slurm-rl-apptainer --node-temp="/tmp/srl-${SLURM_RL_JOB_DIR##*/}" apptainer exec' in job.member_script
+        assert 'slurm-rl-apptainer --node-temp="/tmp/srl-${SLURM_RL_JOB_DIR##*/}" --image=' in job.member_script

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,33 @@ def test_a_bad_node_fails_the_attempt_with_its_check_as_the_cause(
     assert head.failure.endswith("; the job goes again without node2 (--on-bad-node exclude)")
     assert head.failure_cause == Cause(c.PREFLIGHT, "node2", check="disk")
     assert preflight.found_bad(worker) == (head.failure, head.failure_cause)  # a node failing of it says so too
+
+
+def test_every_node_a_first_verdict_finds_bad_is_named_and_none_is_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two bad nodes in one attempt: one retry without both, not one retry each (each costs
+    SLURM's requeue delay and a queue wait)."""
+    monkeypatch.setattr(preflight, "MIN_FREE_BYTES", 1 << 60)
+    head, worker = _node(tmp_path / "79", 0), _node(tmp_path / "79", 1)
+    for ctx in (worker, head):
+        preflight.NodePreflight(ctx).start()
+    t0 = time.monotonic()
+    assert not preflight.preflight_passed(head)
+    assert time.monotonic() - t0 < preflight.OWN_RESULT_WAIT_S  # every local result was in: no grace waited out
+    assert head.failure is not None
+    assert head.failure.startswith("preflight: node1 failed the check disk: "), head.failure
+    assert "; node2 failed the check disk: " in head.failure
+    assert head.failure.endswith("; the job goes again without node1, node2 (--on-bad-node exclude)")
+    assert head.failure_cause == Cause(c.PREFLIGHT, "node1", check="disk")  # the cause: the first
+    assert head.paths.bad_nodes.read_text().split() == ["node1", "node2"]
+
+
+def test_under_on_bad_node_fail_no_node_is_set_aside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preflight, "MIN_FREE_BYTES", 1 << 60)
+    head, worker = _node(tmp_path / "80", 0, on_bad_node="fail"), _node(tmp_path / "80", 1, on_bad_node="fail")
+    for ctx in (worker, head):
+        preflight.NodePreflight(ctx).start()
+    assert not preflight.preflight_passed(head)
+    assert head.failure is not None and head.failure.endswith("; --on-bad-node exclude would run it again without them")
+    assert not head.paths.bad_nodes.exists()
