@@ -177,3 +177,9 @@ def human_time_limit(time_limit: str | None) -> str:
     whole = math.ceil(minutes)  # SLURM keeps time limits in whole minutes, rounded up
     said = f"{whole:g} min" if whole < 120 else f"{whole / 60:g} h"
     return said if whole == minutes else f"{said}: SLURM rounds --time {time_limit} up to whole minutes"
+
+
+def memory_mb(size: str) -> float:
+    """A SLURM memory size (default unit MB) in MB."""
+    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}
+    return float(size[:-1]) * units[size[-1]] if size[-1] in units else float(size)

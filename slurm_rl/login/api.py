@@ -22,6 +22,11 @@ from .resolve import resolve_options
 CALL_DRIVER = Path(__file__).resolve().parent.parent / "driver" / "call.py"
 
 
+def api_client() -> SlurmClient:
+    """The Python API's SLURM client, where the caller gave none (the commands': login/session.py)."""
+    return SlurmClient()
+
+
 def default_name(fn: Callable[..., Any]) -> str:
     """The job name of a call: the function's name as a job name may spell it (``<lambda>``,
     ``_helper``: ``lambda``, ``helper``), else ``call``."""
@@ -104,7 +109,7 @@ def submit(
     options.setdefault("name", default_name(fn))
     opts = resolve_options(resolved, str(CALL_DRIVER), nodes=nodes, user=current_user(), **options)
     call = DelayedSubmission(fn, *args, **kwargs)
-    client = client or SlurmClient()
+    client = client or api_client()
     done = submit_job(resolved, opts, client, stage_extra=lambda stage: call.dump(stage.call_pickle))
     return Job(done.job_id, done.paths, client)
 
@@ -135,7 +140,7 @@ def map_array(
     options.setdefault("name", default_name(fn))
     opts = resolve_options(resolved, str(CALL_DRIVER), nodes=nodes, user=current_user(), **options)
     points = [Point((), {f"arg{k}": repr(a)[:60] for k, a in enumerate(args)}) for args in calls]
-    client = client or SlurmClient()
+    client = client or api_client()
     done = submit_sweep(
         resolved,
         opts,

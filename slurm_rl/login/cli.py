@@ -12,7 +12,8 @@ from .._version import __version__
 from ..config.spec import load_spec, resolve_spec_path
 from ..core.paths import current_user
 from . import cli_images, cli_jobs, cli_members, cli_results, cli_stacks, cli_sweep
-from .cli_common import CONTEXT, Main, _resolve, job_options
+from .cli_common import CONTEXT, Main, job_options, resolve_submission
+from .session import RemoteCommand, slurm_client
 
 
 @click.group(cls=Main, context_settings=CONTEXT)
@@ -68,19 +69,18 @@ def spec_show(path: str | None) -> None:
 
 
 # ---- render / submit ----------------------------------------------------------------------------
-@cli.command(context_settings=CONTEXT)
+@cli.command(cls=RemoteCommand, context_settings=CONTEXT)
 @job_options
 def render(**kw: Any) -> None:
     """Print the exact sbatch script `submit` would run (nothing is submitted)."""
-    from ..slurm import SlurmClient
     from .plan import preview_plan
     from .render import render_sbatch
 
-    s, opts = _resolve(kw)
-    click.echo(render_sbatch(preview_plan(s, opts, SlurmClient())), nl=False)
+    s, opts = resolve_submission(kw)
+    click.echo(render_sbatch(preview_plan(s, opts, slurm_client())), nl=False)
 
 
-@cli.command(context_settings=CONTEXT)
+@cli.command(cls=RemoteCommand, context_settings=CONTEXT)
 @job_options
 @click.option("--dry-run", is_flag=True, help="Print the sbatch script and submit nothing.")
 @click.option("--wait", is_flag=True, help="Follow the job until it ends; exit with the driver's exit code.")
@@ -93,13 +93,12 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
     Example:
       slurm-rl submit cluster_specs/lab.json examples/hello.py --nodes 3 --wait -- --steps 5
     """
-    from ..slurm import SlurmClient
     from .plan import preview_plan
     from .render import render_job
     from .submit import submit as do_submit
 
-    s, opts = _resolve(kw)
-    client = SlurmClient()
+    s, opts = resolve_submission(kw)
+    client = slurm_client()
     if dry_run:  # what submit would stage, resolved as submit resolves it
         job = render_job(preview_plan(s, opts, client))
         if not as_json:
@@ -118,9 +117,9 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
     try:  # from here on the job exists: Ctrl-C stops following it, never the job
         _after_submit(res, opts, client, wait, as_json)
     except KeyboardInterrupt:
-        from .cli_jobs import _still_running
+        from .cli_jobs import still_running
 
-        _still_running(res.job_id)
+        still_running(res.job_id)
 
 
 def _after_submit(res: Any, opts: Any, client: Any, wait: bool, as_json: bool) -> None:
@@ -188,7 +187,7 @@ def run(
     sys.exit(run_local(load_spec(spec_flag), experiment, args, name=name, user=current_user(), ray_address=ray_address))
 
 
-@cli.command(context_settings=CONTEXT)
+@cli.command(cls=RemoteCommand, context_settings=CONTEXT)
 @click.argument("spec_path", metavar="[SPEC]", required=False)
 @click.option(
     "--probe", is_flag=True, help="Also submit one tiny job (one node, 2 minutes at most) to check the nodes."
@@ -199,11 +198,10 @@ def doctor(spec_path: str | None, probe: bool, as_json: bool) -> None:
     would fail, - not checked) with the fix: SLURM's version, the spec's partition, account and
     QOS, process tracking and cgroups, GPUs, the container runtime; with --probe, from a compute node: the
     fileroot shared, the network interface, Ray's ports, Python and Ray. Exit 1 if any ✗."""
-    from ..slurm import SlurmClient
     from .doctor import site_checks
     from .doctor_probe import not_probed, probe_checks
 
-    s, client = load_spec(spec_path), SlurmClient()
+    s, client = load_spec(spec_path), slurm_client()
     checks = site_checks(s, client, current_user())
     if any(c.status == "fail" for c in checks):  # the probe job would run with what failed
         checks += not_probed(s, "not checked: the probe job would use what failed above; fix that first")

@@ -19,8 +19,9 @@ from ..core.options import JobOptions
 from ..core.paths import current_user
 from .flags import flag_fields
 from .resolve import resolve_options
+from .session import CONTEXT, spec_option
 
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+__all__ = ["CONTEXT", "spec_option"]  # the commands' shared pieces, owned by session.py
 
 
 def stopped_following(what: str) -> typing.NoReturn:
@@ -133,7 +134,7 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
-def _resolve(kw: dict[str, Any]) -> tuple[ClusterSpec, JobOptions]:
+def resolve_submission(kw: dict[str, Any]) -> tuple[ClusterSpec, JobOptions]:
     spec, experiment, args = _split_positionals(kw.pop("args"), kw.pop("spec_flag"))
     return spec, resolve_options(spec, experiment, experiment_args=args, user=current_user(), **kw)
 
@@ -157,7 +158,3 @@ class Main(click.Group):
         except SlurmRlError as exc:
             _err(str(exc))
             sys.exit(exc.exit_code)
-
-
-def spec_option() -> Callable[..., Any]:
-    return click.option("--spec", "spec_flag", metavar="PATH", help=f"Cluster spec (default: ${SPEC_ENV_VAR}).")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..config.spec import load_spec
-from .cli_common import CONTEXT, spec_option
+from .session import CONTEXT, RemoteCommand, slurm_client, spec_option
 
 if TYPE_CHECKING:
     from .images import NodeReport
@@ -38,7 +38,7 @@ def images() -> None:
     """
 
 
-@images.command("list", context_settings=CONTEXT)
+@images.command("list", cls=RemoteCommand, context_settings=CONTEXT)
 @_options
 def list_images(partition: str | None, as_json: bool, spec_flag: str | None) -> None:
     """The prepared images on each node: image, size, last use, whether a running job uses it."""
@@ -64,7 +64,7 @@ def list_images(partition: str | None, as_json: bool, spec_flag: str | None) -> 
     _say_missing(missing)
 
 
-@images.command("prune", context_settings=CONTEXT)
+@images.command("prune", cls=RemoteCommand, context_settings=CONTEXT)
 @click.argument("keys", nargs=-1)
 @_options
 def prune_images(keys: tuple[str, ...], partition: str | None, as_json: bool, spec_flag: str | None) -> None:
@@ -91,11 +91,10 @@ def _on_nodes(
 ) -> tuple[str, list[NodeReport], list[str]]:
     """``action`` on every node of the partition (default: the spec's): (partition, reports,
     nodes that did not answer)."""
-    from ..slurm import SlurmClient
     from .images import partition_nodes, run_cache_command
 
     spec = load_spec(spec_flag)
-    client = SlurmClient()
+    client = slurm_client()
     part, nodes = partition_nodes(client, partition or spec.partition)
     reports, missing = run_cache_command(spec, client, nodes, action, keys)
     return part, reports, missing

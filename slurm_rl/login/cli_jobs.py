@@ -3,7 +3,6 @@ teardown (alias cancel). Registered on the main group by cli.py."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import typing
@@ -11,13 +10,13 @@ from pathlib import Path
 
 import click
 
-from ..config.spec import load_spec
 from ..core.errors import UsageError
-from ..core.paths import JobPaths, current_user
-from .cli_common import CONTEXT, _with, spec_option, stopped_following
+from ..core.paths import JobPaths
+from .cli_common import stopped_following
+from .session import Session, job_command
 
 
-def _still_running(job_id: int | str) -> typing.NoReturn:
+def still_running(job_id: int | str) -> typing.NoReturn:
     """Ctrl-C stops following, not the job: say so, and how to stop it."""
     stopped_following(
         f"stopped following job {job_id}; it keeps running. See it with `slurm-rl status {job_id}`, "
@@ -26,64 +25,54 @@ def _still_running(job_id: int | str) -> typing.NoReturn:
 
 
 # ---- looking at jobs ------------------------------------------------------------------------------
-@click.command(context_settings=CONTEXT)
-@click.argument("job", required=False)
-@spec_option()
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per job.")
-def status(job: str | None, spec_flag: str | None, as_json: bool) -> None:
+@job_command(job="optional", json_help="One JSON object per job.")
+def status(session: Session, job: str | None, as_json: bool) -> None:
     """State (from SLURM), phase and nodes up of one job (a SLURM job id, a sweep task's
     ARRAYID_TASK or a local run's id), of every task of a sweep (its ARRAYID), or of your
     recent jobs."""
-    from ..slurm import SlurmClient
     from .job_tables import show_status
 
-    show_status(job, current_user(), SlurmClient(), load_spec(spec_flag), as_json)
+    show_status(job, session.user, session.client, session.spec, as_json)
 
 
 LIST_LAST = 50
 
 
-@click.command("list", context_settings=CONTEXT)
+@job_command("list", job=None)
 @click.option("-n", "--last", default=LIST_LAST, show_default=True, type=click.IntRange(min=1), help="Newest N jobs.")
 @click.option("--all", "every", is_flag=True, help="Every job of yours (a long history takes a while).")
-@spec_option()
-def list_jobs(last: int, every: bool, spec_flag: str | None) -> None:
+def list_jobs(session: Session, last: int, every: bool) -> None:
     """Your jobs and local runs, of every spec, newest first: id, name, state, when, job dir. The
     newest 50 unless -n or --all says otherwise; a line on stderr says how many older ones exist."""
-    from ..slurm import SlurmClient
     from .job_tables import print_list
     from .lookup import all_job_dirs
 
-    dirs = all_job_dirs(current_user(), load_spec(spec_flag))
+    dirs = all_job_dirs(session.user, session.spec)
     shown = dirs if every else dirs[:last]
-    print_list(shown, SlurmClient())
+    print_list(shown, session.client)
     if len(dirs) > len(shown):
         click.echo(f"({len(dirs) - len(shown)} older job(s) not shown: `slurm-rl list --all` or `-n N`)", err=True)
 
 
-@click.command(context_settings=CONTEXT)
-@click.argument("job")
+@job_command()
 @click.option("--node", default=None, help="A node's bootstrap log instead of the driver's.")
 @click.option("--batch", is_flag=True, help="SLURM's batch log (sbatch output) instead of the driver's.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends, then say how it ended.")
 @click.option("--service", default=None, help="A job of parts: a service's instance log (with --instance I).")
 @click.option("--instance", default=0, show_default=True, help="With --service: which instance (0, 1, ...).")
-@spec_option()
 def logs(
-    job: str, node: str | None, batch: bool, follow: bool, service: str | None, instance: int, spec_flag: str | None
+    session: Session, job: str, node: str | None, batch: bool, follow: bool, service: str | None, instance: int
 ) -> None:
     """Print a job's driver log (or --node NODE, --batch, --service NAME). JOB: a SLURM job id or a
     local run's id."""
     from ..core.events import read_events
     from ..core.exits import oom_kills, oom_line
     from ..core.progress import open_stall
-    from ..slurm import SlurmClient
     from .follow import follow_file
     from .jobs import GentleState, StallNotice, end_line, summarize
-    from .lookup import resolve_job
 
-    client = SlurmClient()
-    job_id, paths = resolve_job(job, current_user(), client, load_spec(spec_flag))
+    client = session.client
+    job_id, paths = session.job(job)
     path = paths.node_log(node) if node else paths.batch_log if batch else paths.driver_log
     if service:
         path = service_log(paths, job_id, service, instance, node)
@@ -111,7 +100,7 @@ def logs(
     try:
         follow_file(path, done)
     except KeyboardInterrupt:
-        _still_running(job_id)
+        still_running(job_id)
     click.echo(end_line(summarize(paths, gentle.state)), err=True)
 
 
@@ -132,24 +121,17 @@ def service_log(paths: JobPaths, job_id: object, service: str, instance: int, no
     return found[0]
 
 
-@click.command(context_settings=CONTEXT)
-@click.argument("job")
-@spec_option()
-def plot(job: str, spec_flag: str | None) -> None:
+@job_command()
+def plot(session: Session, job: str) -> None:
     """Draw a job's pictures into its job dir: metrics.png (every metric the driver logged with
     slurm_rl.MetricsLog, per step) and timeline.png (submit, nodes up, driver connected, steps,
     requeues). JOB is a SLURM job id, a local run's id or a job dir."""
     from pathlib import Path
 
     from ..core.paths import JobPaths
-    from ..slurm import SlurmClient
-    from .lookup import resolve_job
     from .plots import plot_job
 
-    if Path(job).is_dir():
-        paths = JobPaths(Path(job))
-    else:
-        paths = resolve_job(job, current_user(), SlurmClient(), load_spec(spec_flag))[1]
+    paths = JobPaths(Path(job)) if Path(job).is_dir() else session.job(job)[1]
     made = plot_job(paths.job_dir)
     if not made:
         raise UsageError(
@@ -160,8 +142,7 @@ def plot(job: str, spec_flag: str | None) -> None:
         click.echo(str(png))
 
 
-@click.command(context_settings=CONTEXT)
-@click.argument("job")
+@job_command()
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option(
     "--node", default=None, metavar="NODE", help="Another node of the job than the head (inside its container too)."
@@ -175,15 +156,14 @@ def plot(job: str, spec_flag: str | None) -> None:
     help="Run COMMAND here, off the job's nodes, through the job's Ray Client (jobs submitted with "
     "--ray-client); without COMMAND print the exports for `eval`.",
 )
-@spec_option()
 def attach(
+    session: Session,
     job: str,
     command: tuple[str, ...],
     node: str | None,
     part: str | None,
     dashboard: bool,
     via_client: bool,
-    spec_flag: str | None,
 ) -> None:
     """A shell (or COMMAND) on the job's head node, inside the job (and inside its container
     under pyxis), attached to its Ray; with --client, COMMAND runs where you are (a login
@@ -199,14 +179,11 @@ def attach(
       slurm-rl attach 1234 --client -- python driver.py   # a driver here, via Ray Client
       eval "$(slurm-rl attach 1234 --client)"    # RAY_ADDRESS=ray://... and the token, here
     """
-    from ..slurm import SlurmClient
     from .attach import plan_attach
-    from .lookup import resolve_job
 
-    client = SlurmClient()
-    job_id, paths = resolve_job(job, current_user(), client, load_spec(spec_flag))
+    job_id, paths = session.job(job)
     node = part_node(paths, job_id, part) if part else node
-    plan = plan_attach(job_id, paths, client, list(command), dashboard, via_client, node)
+    plan = plan_attach(job_id, paths, session.client, list(command), dashboard, via_client, node)
     for line in plan.out:
         click.echo(line)
     if plan.note:
@@ -219,20 +196,19 @@ def attach(
             raise UsageError(f"attach: no command {plan.argv[0]!r} on this machine's PATH") from None
 
 
-def _teardown(job: str, force: bool, as_json: bool, spec_flag: str | None) -> None:
-    from ..slurm import SlurmClient
+def _teardown(session: Session, job: str, force: bool, as_json: bool) -> None:
     from .lookup import parse_job_id
     from .sweep import find_sweep
     from .teardown import teardown as do_teardown
 
-    s, client, job_id = load_spec(spec_flag), SlurmClient(), parse_job_id(job)
-    sweep = find_sweep(job_id, current_user(), s) if isinstance(job_id, int) else None
+    job_id = parse_job_id(job)
+    sweep = find_sweep(job_id, session.user, session.spec) if isinstance(job_id, int) else None
     if sweep is not None:  # a sweep's array id: every task of it
-        client.scancel(job_id)
+        session.client.scancel(job_id)
         for task in sweep.task_ids:
-            _teardown(task, force, as_json, spec_flag)
+            _teardown(session, task, force, as_json)
         return
-    report = do_teardown(s, current_user(), job_id, client, force=force)
+    report = do_teardown(session.spec, session.user, job_id, session.client, force=force)
     if as_json:
         click.echo(json.dumps(report.as_dict()))
         return
@@ -247,19 +223,15 @@ def _teardown(job: str, force: bool, as_json: bool, spec_flag: str | None) -> No
         click.echo(f"  {n['node']}: {killed}{tmp}")
 
 
-_TEARDOWN_OPTS = [
-    click.argument("job"),
-    click.option(
-        "--force", is_flag=True, help="Kill the job's processes at once instead of letting them stop on SIGTERM first."
-    ),
-    click.option("--json", "as_json", is_flag=True, help="One JSON object with the per-node report."),
-    spec_option(),
-]
+FORCE = click.option(
+    "--force", is_flag=True, help="Kill the job's processes at once instead of letting them stop on SIGTERM first."
+)
+TEARDOWN_JSON = "One JSON object with the per-node report."
 
 
-@click.command(context_settings=CONTEXT)
-@functools.partial(_with, _TEARDOWN_OPTS)
-def teardown(job: str, force: bool, as_json: bool, spec_flag: str | None) -> None:
+@job_command(json_help=TEARDOWN_JSON)
+@FORCE
+def teardown(session: Session, job: str, force: bool, as_json: bool) -> None:
     """Cancel JOB if it runs, then stop whatever of it is left on each of its nodes. JOB: a job
     id, a sweep task (1234_5), or a sweep's array id (every task).
 
@@ -267,14 +239,14 @@ def teardown(job: str, force: bool, as_json: bool, spec_flag: str | None) -> Non
     node-local temp dir); never another job's or user's. Safe to run twice. Exit 2 for a job
     that is not yours or unknown.
     """
-    _teardown(job, force, as_json, spec_flag)
+    _teardown(session, job, force, as_json)
 
 
-@click.command(context_settings=CONTEXT)
-@functools.partial(_with, _TEARDOWN_OPTS)
-def cancel(job: str, force: bool, as_json: bool, spec_flag: str | None) -> None:
+@job_command(json_help=TEARDOWN_JSON)
+@FORCE
+def cancel(session: Session, job: str, force: bool, as_json: bool) -> None:
     """Alias of `teardown`."""
-    _teardown(job, force, as_json, spec_flag)
+    _teardown(session, job, force, as_json)
 
 
 def part_node(paths: JobPaths, job_id: object, part: str) -> str:

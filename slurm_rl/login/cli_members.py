@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import click
 
-from ..config.spec import load_spec
 from ..core.errors import UsageError
 from ..core.fields import slurm_time
-from ..core.paths import current_user
-from .cli_common import CONTEXT, spec_option, stopped_following
+from .cli_common import stopped_following
+from .session import Session, job_command
 
 
 def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -21,8 +20,7 @@ def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> str 
         raise click.BadParameter(str(exc)) from None
 
 
-@click.command(context_settings=CONTEXT)
-@click.argument("job")
+@job_command()
 @click.option("--nodes", "-N", type=click.IntRange(min=1), required=True, help="How many nodes to add.")
 @click.option("--partition", "-p", default=None, help="Their partition (default: the job's), e.g. a preemptible one.")
 @click.option("--qos", "-q", default=None, help="Their QOS (default: the job's).")
@@ -41,8 +39,8 @@ def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> str 
     help="Wait until their Ray nodes joined the job, saying how it goes.",
 )
 @click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, help="Seconds --wait waits.")
-@spec_option()
 def grow(
+    session: Session,
     job: str,
     nodes: int,
     partition: str | None,
@@ -50,7 +48,6 @@ def grow(
     time_limit: str | None,
     wait: bool,
     timeout: float,
-    spec_flag: str | None,
 ) -> None:
     """Add NODES nodes to running JOB's Ray cluster, as a member job of its own.
 
@@ -64,20 +61,18 @@ def grow(
       slurm-rl grow 1234 --nodes 2 --partition spot   # rollout nodes from a preemptible partition
       slurm-rl shrink 1234 --member 1                  # release them
     """
-    from ..slurm import SlurmClient
-    from .lookup import resolve_job
     from .members import grow as do_grow
 
-    client = SlurmClient()
-    job_id, paths = resolve_job(job, current_user(), client, load_spec(spec_flag))
+    job_id, paths = session.job(job)
     try:
-        do_grow(job_id, paths, client, nodes, partition, qos, time_limit, timeout if wait else 0.0, say=click.echo)
+        do_grow(
+            job_id, paths, session.client, nodes, partition, qos, time_limit, timeout if wait else 0.0, say=click.echo
+        )
     except KeyboardInterrupt:
         stopped_following(f"stopped waiting; the member stays: `slurm-rl status {job_id}`")
 
 
-@click.command(context_settings=CONTEXT)
-@click.argument("job")
+@job_command()
 @click.option(
     "--member", "-m", type=click.IntRange(min=1), default=None, help="The member's number (`slurm-rl status`)."
 )
@@ -89,18 +84,14 @@ def grow(
     show_default=True,
     help="Seconds to wait for Ray to drain its nodes.",
 )
-@spec_option()
-def shrink(job: str, member: int | None, node: str | None, drain_timeout: float, spec_flag: str | None) -> None:
+def shrink(session: Session, job: str, member: int | None, node: str | None, drain_timeout: float) -> None:
     """Release a grown member of running JOB: its Ray nodes drain (Ray places no new work
     there), then its SLURM job ends. The job goes on."""
-    from ..slurm import SlurmClient
-    from .lookup import resolve_job
     from .members import shrink as do_shrink
 
     if (member is None) == (node is None):
         raise UsageError(
             "shrink: name the member to release: --member N or --node NODE (`slurm-rl status JOB` lists them)"
         )
-    client = SlurmClient()
-    job_id, paths = resolve_job(job, current_user(), client, load_spec(spec_flag))
-    do_shrink(job_id, paths, client, member, node, drain_s=drain_timeout, say=click.echo)
+    job_id, paths = session.job(job)
+    do_shrink(job_id, paths, session.client, member, node, drain_s=drain_timeout, say=click.echo)

@@ -10,13 +10,10 @@ from pathlib import Path
 
 import click
 
-from ..config.spec import load_spec
-from ..core.paths import current_user
-from .cli_common import CONTEXT, spec_option
+from .session import Session, job_command
 
 
-@click.command(context_settings=CONTEXT)
-@click.argument("job")
+@job_command()
 @click.option(
     "--to",
     "to",
@@ -24,8 +21,7 @@ from .cli_common import CONTEXT, spec_option
     metavar="DIR",
     help="Where the files go (default: ./JOBID); '-' writes one gzip'd tar to stdout.",
 )
-@spec_option()
-def fetch(job: str, to: str | None, spec_flag: str | None) -> None:
+def fetch(session: Session, job: str, to: str | None) -> None:
     """Copy a job's results here: metrics.jsonl, the plots, the driver's log, how it ended
     (manifest, events, exit files) and every file the driver wrote to slurm_rl.output_dir().
 
@@ -33,11 +29,9 @@ def fetch(job: str, to: str | None, spec_flag: str | None) -> None:
       slurm-rl fetch 1234                 # into ./1234/
       slurm-rl fetch 1234 --to results/   # from a laptop too (spec "login" or --login)
     """
-    from ..slurm import SlurmClient
-    from .lookup import resolve_job
     from .results import copy_results, write_results_tar
 
-    job_id, paths = resolve_job(job, current_user(), SlurmClient(), load_spec(spec_flag))
+    job_id, paths = session.job(job)
     if to == "-":
         write_results_tar(paths, sys.stdout.buffer)
         return
@@ -46,18 +40,15 @@ def fetch(job: str, to: str | None, spec_flag: str | None) -> None:
     click.echo(f"job {job_id}: {len(copied)} file(s) into {destination}/")
 
 
-@click.command(context_settings=CONTEXT)
-@click.argument("job")
+@job_command(json_help="One JSON object: head_node, host, port, url.")
 @click.option(
     "--tensorboard",
     is_flag=True,
     help="TensorBoard over the job's event files instead (slurm_rl.MetricsLog writes them), "
     "on 127.0.0.1 here until Ctrl-C; a running job or an ended one.",
 )
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: head_node, host, port, url.")
 @click.option("--until-stdin-closes", "stdin_bound", is_flag=True, hidden=True)  # a laptop's ssh drives it
-@spec_option()
-def dashboard(job: str, tensorboard: bool, as_json: bool, stdin_bound: bool, spec_flag: str | None) -> None:
+def dashboard(session: Session, job: str, tensorboard: bool, as_json: bool, stdin_bound: bool) -> None:
     """Where the Ray dashboard of a job submitted with --dashboard answers, from this machine.
     From a laptop (a spec's "login", or --login) it is forwarded through the login node to a
     free port on 127.0.0.1 until Ctrl-C; the same for --tensorboard.
@@ -66,12 +57,10 @@ def dashboard(job: str, tensorboard: bool, as_json: bool, stdin_bound: bool, spe
       slurm-rl dashboard 1234                 # http://10.0.0.5:8301 (job 1234, head node gpu01)
       slurm-rl dashboard 1234 --tensorboard   # http://127.0.0.1:PORT until Ctrl-C
     """
-    from ..slurm import SlurmClient
-    from .lookup import resolve_job
     from .results import dashboard_address
 
-    client = SlurmClient()
-    job_id, paths = resolve_job(job, current_user(), client, load_spec(spec_flag))
+    client = session.client
+    job_id, paths = session.job(job)
     if tensorboard:
         from . import tensorboard as board
 

@@ -8,18 +8,15 @@ import time
 
 import click
 
-from ..config.spec import load_spec
 from ..core.errors import UsageError
 from ..core.events import read_events, write_atomic
 from ..core.job_dir import lost_nodes
-from ..core.paths import current_user
 from ..core.stacks import kept, read_answers, report_path, request
 from ..core.stacks_report import render
-from .cli_common import CONTEXT, spec_option
+from .session import Session, job_command
 
 
-@click.command(context_settings=CONTEXT)
-@click.argument("job")
+@job_command()
 @click.option("--node", metavar="NODE", help="Only this node's processes.")
 @click.option(
     "--native",
@@ -30,8 +27,7 @@ from .cli_common import CONTEXT, spec_option
 @click.option(
     "--timeout", default=15.0, show_default=True, metavar="SECONDS", help="How long to wait for every node's answer."
 )
-@spec_option()
-def stacks(job: str, node: str | None, native: bool, timeout: float, spec_flag: str | None) -> None:
+def stacks(session: Session, job: str, node: str | None, native: bool, timeout: float) -> None:
     """Print the Python stack of every process of a running job: the driver, every Ray worker and
     actor (named by its class and method, with its rank), on every node, bare or in containers.
     Identical stacks are grouped with their count and ranks; the odd ones out come first (a
@@ -42,13 +38,12 @@ def stacks(job: str, node: str | None, native: bool, timeout: float, spec_flag: 
     How: every process of the job armed Python's faulthandler on SIGWINCH at its start; each
     node's bootstrap signals its own and collects the dumps. No ptrace: it works where the
     kernel restricts it (Ubuntu's ptrace_scope=1) and without root."""
-    from ..slurm import SlurmClient
-    from .lookup import job_state_for, resolve_job
+    from .lookup import job_state_for
 
     if timeout <= 0:
         raise UsageError(f"--timeout {timeout:g}: must be > 0 seconds")
-    client = SlurmClient()
-    job_id, paths = resolve_job(job, current_user(), client, load_spec(spec_flag))
+    client = session.client
+    job_id, paths = session.job(job)
     events = read_events(paths.events)
     state = job_state_for(paths, client)
     running = lost_nodes(events)  # nodes of the last attempt that started, not ended, not stopping

@@ -9,13 +9,12 @@ from typing import Any
 
 import click
 
-from ..config.spec import load_spec
 from ..core.errors import UsageError
-from ..core.paths import current_user
-from .cli_common import CONTEXT, _resolve, job_options, spec_option, stopped_following
+from .cli_common import CONTEXT, job_options, resolve_submission, stopped_following
+from .session import RemoteCommand, Session, job_command, slurm_client
 
 
-@click.command(context_settings=CONTEXT)
+@click.command(cls=RemoteCommand, context_settings=CONTEXT)
 @job_options
 @click.option(
     "--max-concurrent", type=int, default=None, metavar="K", help="At most K tasks run at once (--array=0-M%K)."
@@ -39,14 +38,13 @@ def sweep(
     runs 4 tasks, 2 at a time. --grid FILE adds points, one JSON object per line
     ({"lr": 1e-4, "seed": 0}). Then: `slurm-rl status ARRAYID`, `slurm-rl sweep-summary ARRAYID`.
     """
-    from ..slurm import SlurmClient
     from .plan import preview_plan
     from .render import render_sbatch
     from .resolve import changed
     from .sweep import array_spec, point_text_args, submit_sweep, sweep_points
 
-    s, opts = _resolve(kw)
-    client = SlurmClient()
+    s, opts = resolve_submission(kw)
+    client = slurm_client()
     if opts.interactive:
         raise UsageError("sweep: give an experiment (each task runs it with its own arguments)")
     points = sweep_points(opts.experiment_args, grid)
@@ -100,25 +98,21 @@ def sweep(
         sys.exit(1 if failed else 0)
 
 
-@click.command("sweep-summary", context_settings=CONTEXT)
-@click.argument("array_id", type=int)
+@job_command("sweep-summary", argument="array_id", argument_type=int, json_help="One JSON object per task.")
 @click.option("--metric", default=None, help="The metric to compare (default: reward, else the first logged).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per task.")
-@spec_option()
-def sweep_summary(array_id: int, metric: str | None, as_json: bool, spec_flag: str | None) -> None:
+def sweep_summary(session: Session, array_id: int, metric: str | None, as_json: bool) -> None:
     """A sweep's tasks: their arguments, state, exit and last metrics (from metrics.jsonl), the
     failed ones with their reason, and comparison.png in the sweep's dir (METRIC per step, a
     line per task)."""
-    from ..slurm import SlurmClient
     from .sweep import find_sweep
     from .sweep_report import choose_metric, plot_comparison, print_summary, summary_rows, task_metrics, task_views
 
-    found = find_sweep(array_id, current_user(), load_spec(spec_flag))
+    found = find_sweep(array_id, session.user, session.spec)
     if found is None:
         raise UsageError(
             f"sweep {array_id}: no sweep with that array id (`slurm-rl list` shows your jobs; a task is ARRAYID_TASK)"
         )
-    views = task_views(found, SlurmClient())
+    views = task_views(found, session.client)
     metrics = task_metrics(found)
     rows = summary_rows(found, views, metrics)
     chosen = choose_metric(metrics, metric)

@@ -8,12 +8,11 @@ import os
 
 from ..config.spec import ClusterSpec
 from ..core.errors import UsageError
-from ..core.fields import time_minutes
+from ..core.fields import memory_mb, time_minutes
 from ..core.options import JobOptions
 from ..core.parts import component_parts
 from ..runtimes import RUNTIMES, runtime_of
 from ..slurm import SlurmClient
-from .preflight import memory_mb
 
 
 def check_part_images(spec: ClusterSpec, opts: JobOptions) -> None:

@@ -17,7 +17,7 @@ from ..driver.metrics import read_metrics
 SKIP = {"t", "attempt", "step"}
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -35,7 +35,7 @@ def plot_metrics(rows: list[dict[str, Any]], out: Path, title: str = "") -> Path
     if not rows or not keys:
         return None
     keys.sort(key=lambda k: (k != "reward", k))
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(len(keys), 1, figsize=(7, 2.2 * len(keys)), sharex=True, squeeze=False)
     for ax, key in zip(axes[:, 0], keys):
         for attempt in sorted({r.get("attempt", 0) for r in rows}):
@@ -60,7 +60,7 @@ def plot_timeline(events: list[dict[str, Any]], rows: list[dict[str, Any]], out:
     if not stamped:
         return None
     t0 = min(e["t"] for e in stamped)
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 3.2))
     lanes: dict[str, int] = {}
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..config.spec import ClusterSpec
 from ..core.errors import UsageError
-from ..core.fields import time_minutes
+from ..core.fields import memory_mb, time_minutes
 from ..core.options import JobOptions
 from ..runtimes import runtime_of
 from ..slurm import SlurmClient
@@ -145,12 +145,6 @@ def check_qos(opts: JobOptions, client: SlurmClient) -> None:
         most = limits.per_node.get(tres)
         if most is not None and asked > most:
             raise UsageError(f"{flag} {asked}: {where} allows at most {most} {tres} per node (MaxTRESPerNode)")
-
-
-def memory_mb(size: str) -> float:
-    """A SLURM memory size (default unit MB) in MB."""
-    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}
-    return float(size[:-1]) * units[size[-1]] if size[-1] in units else float(size)
 
 
 # ---- paths the nodes need ------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from ..driver.metrics import read_metrics
 from ..slurm import JobState, SlurmClient
 from .jobs import JobSummary, end_line, summarize
 from .lookup import job_state_for
-from .plots import SKIP, _pyplot
+from .plots import SKIP, pyplot
 from .sweep import Sweep
 
 POLL_MIN_S, POLL_MAX_S = 2.0, 15.0  # as for one job: gentle on slurmctld
@@ -123,7 +123,7 @@ def task_metrics(sweep: Sweep) -> list[list[dict[str, Any]]]:
 def plot_comparison(
     sweep: Sweep, views: list[TaskView], metrics: list[list[dict[str, Any]]], metric: str, out: Path
 ) -> Path | None:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.6))
     drawn = 0
     for v, task_rows in zip(views, metrics):
