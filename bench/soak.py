@@ -214,7 +214,7 @@ def soak(
 
 def _index_ids(user: str | None) -> list[str]:
     """The ids in USER's job index (its home's; None: this process's)."""
-    from slurm_rl.login.index import index_path
+    from slurm_rl.login.reading.index import index_path
 
     path = index_path(None if user is None else Path(pwd.getpwnam(user).pw_dir))  # the soak's env is the user's
     try:

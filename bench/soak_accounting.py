@@ -1,6 +1,6 @@
 """What SLURM's accounting says of a soak job, and whether `slurm-rl status` agrees with it.
 
-`status` reports SLURM's state made to agree with the job dir (slurm_rl/login/jobs.py:
+`status` reports SLURM's state made to agree with the job dir (slurm_rl/login/reading/summary.py:
 ``summarize``): a job whose driver was done (exit 0) before SLURM preempted it or lost a node
 says COMPLETED, one that lost a node while its driver ran says FAILED and names the node. Any
 other difference between `status --json` and `sacct` (state, or exit code) is a violation."""

@@ -110,8 +110,8 @@ def output_dir() -> Any:
 
 
 def plot_job(job_dir: Any) -> Any:
-    """Write metrics.png and timeline.png into a job dir (see slurm_rl.login.plots)."""
-    from .login.plots import plot_job as _plot_job
+    """Write metrics.png and timeline.png into a job dir (see slurm_rl.login.reading.plots)."""
+    from .login.reading.plots import plot_job as _plot_job
 
     return _plot_job(job_dir)
 

@@ -1,7 +1,7 @@
 """How a job ended, decided once: the evidence (the job dir's exit files and recorded cause, the
 nodes that never reported, the OOM kills and Ray deaths, SLURM's state) in, the state people see,
 the exit code, the reason in words and one cause (core/causes.py) out. Pure: no file is read
-here (login/jobs.py gathers the evidence; the job's nodes call ``driver_cause`` at its end), so
+here (login/reading/summary.py gathers the evidence; the job's nodes call ``driver_cause`` at its end), so
 every row of the decision is a table test (tests/unit/test_ending.py).
 
 The rules, in order: SLURM's time limit is the cause whatever killed the driver; a driver that

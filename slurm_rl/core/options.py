@@ -1,7 +1,7 @@
 """Job options: one pydantic model, the single source of every option's default and check.
 
-The fields that carry ``flags`` are the command line's (``login/flags.py`` lists them,
-``login/cli_common.py`` makes them click options); a field marked ``spec=True`` takes the
+The fields that carry ``flags`` are the command line's (``login/submission/flags.py`` lists them,
+``login/commands/common.py`` makes them click options); a field marked ``spec=True`` takes the
 cluster spec's field of the same name as its default (precedence: flag > spec > the default
 written here, once). The job manifest (``core/manifest.py``) is this model plus what submit
 adds, so the node side reads the same names and values the login node resolved: that is why
@@ -253,7 +253,7 @@ class JobOptions(BaseModel):
         (), "--srun-arg", spec=True, metavar="ARG", help="Any other option of the node step's srun (repeatable)."
     )
 
-    # ---- checks: each names what is wrong; login/resolve.py puts the flag in front -------------
+    # ---- checks: each names what is wrong; login/submission/resolve.py puts the flag in front -------------
     @model_validator(mode="before")
     @classmethod
     def _derived_defaults(cls, data: Any) -> Any:

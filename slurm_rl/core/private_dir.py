@@ -1,7 +1,7 @@
 """A directory of this user's own, mode 0700, in a place every user may write (a shared fileroot,
 a node's /tmp): made if missing, and refused when somebody else made it first or it is not a
 directory (a link is never followed). One mechanism for the fileroot's ``<fileroot>/<user>``
-(login/user_dir.py) and a job's node-local dir (core/service_states.py)."""
+(login/submission/user_dir.py) and a job's node-local dir (core/service_states.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`slurm-rl` as typed anywhere: the login side's commands; a RemoteCommand's (every job command,
 submit, render, sweep, doctor, images) --login, $SLURM_RL_LOGIN, or the spec's "login" on a
 machine without SLURM name a login node, and the command runs there over ssh (forward.py), else
-here as before. This entry point hands the commands its forwarder (login/session.py)."""
+here as before. This entry point hands the commands its forwarder (login/commands/job_command.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import click
 
 from ..core.job_env import Settings
 from ..login.cli import cli
-from ..login.session import LOCAL, Forwarder
+from ..login.commands.job_command import LOCAL, Forwarder
 from ..slurm.runner import client_installed
 from .forward import forward, spec_path_of
 
@@ -37,7 +37,7 @@ def login_target(name: str, flag: str | None, params: dict[str, Any]) -> str | N
 
 
 class LoginForwarder(Forwarder):
-    """Every RemoteCommand (login/session.py) asks this one where to run."""
+    """Every RemoteCommand (login/commands/job_command.py) asks this one where to run."""
 
     def target(self, name: str, flag: str | None, params: dict[str, Any]) -> str | None:
         return login_target(name, flag, params)

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from ..config.spec import SPEC_ENV_VAR, ClusterSpec, load_spec
-from ..login.snapshot import directory_files, repository_root, tracked_files
+from ..login.submission.snapshot import directory_files, repository_root, tracked_files
 from .session import Remote, connect, laptop_spec_text
 from .ssh import Login, LoginError
 

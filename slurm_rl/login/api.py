@@ -17,13 +17,13 @@ from ..config.spec import ClusterSpec, load_spec
 from ..core.errors import UsageError
 from ..core.paths import JobPaths, current_user
 from ..slurm import SlurmClient
-from .resolve import resolve_options
+from .submission.resolve import resolve_options
 
 CALL_DRIVER = Path(__file__).resolve().parent.parent / "driver" / "call.py"
 
 
 def api_client() -> SlurmClient:
-    """The Python API's SLURM client, where the caller gave none (the commands': login/session.py)."""
+    """The Python API's SLURM client, where the caller gave none (the commands': login/commands/job_command.py)."""
     return SlurmClient()
 
 
@@ -66,7 +66,7 @@ class Job:
         import cloudpickle
         from submitit.core.utils import FailedJobError  # the error submitit users already catch
 
-        from .jobs import wait_for_job
+        from .reading.summary import wait_for_job
 
         summary = wait_for_job(self.paths, self.job_id, self._client, quiet=True)
         self._ended = True
@@ -98,7 +98,7 @@ def submit(
     """
     from submitit.helpers import DelayedSubmission
 
-    from .submit import submit as submit_job
+    from .submission.submit import submit as submit_job
 
     resolved = spec if isinstance(spec, ClusterSpec) else load_spec(spec)
     if resolved.cluster_type != "slurm":

@@ -19,7 +19,7 @@ from ..core.manifest import JobManifest, load_manifest
 from ..core.paths import JobPaths
 from ..runtimes import runtime_of
 from ..slurm import SlurmClient
-from .lookup import JobId
+from .reading.lookup import JobId
 
 
 @dataclass

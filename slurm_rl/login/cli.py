@@ -11,9 +11,9 @@ import click
 from .._version import __version__
 from ..config.spec import load_spec, resolve_spec_path
 from ..core.paths import current_user
-from . import cli_images, cli_jobs, cli_members, cli_results, cli_stacks, cli_sweep
-from .cli_common import CONTEXT, Main, job_options, resolve_submission
-from .session import RemoteCommand, slurm_client
+from .commands import image_cmds, job_cmds, member_cmds, result_cmds, stack_cmds, sweep_cmds
+from .commands.common import CONTEXT, Main, job_options, resolve_submission
+from .commands.job_command import RemoteCommand, slurm_client
 
 
 @click.group(cls=Main, context_settings=CONTEXT)
@@ -73,8 +73,8 @@ def spec_show(path: str | None) -> None:
 @job_options
 def render(**kw: Any) -> None:
     """Print the exact sbatch script `submit` would run (nothing is submitted)."""
-    from .plan import preview_plan
-    from .render import render_sbatch
+    from .submission.plan import preview_plan
+    from .submission.render import render_sbatch
 
     s, opts = resolve_submission(kw)
     click.echo(render_sbatch(preview_plan(s, opts, slurm_client())), nl=False)
@@ -93,9 +93,9 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
     Example:
       slurm-rl submit cluster_specs/lab.json examples/hello.py --nodes 3 --wait -- --steps 5
     """
-    from .plan import preview_plan
-    from .render import render_job
-    from .submit import submit as do_submit
+    from .submission.plan import preview_plan
+    from .submission.render import render_job
+    from .submission.submit import submit as do_submit
 
     s, opts = resolve_submission(kw)
     client = slurm_client()
@@ -109,7 +109,7 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
         click.echo(json.dumps(said))
         return
     if opts.chain > 1:
-        from .cli_chain import submit_and_follow_chain
+        from .commands.chain_cmds import submit_and_follow_chain
 
         submit_and_follow_chain(s, opts, client, wait, as_json, hold)
         return
@@ -117,7 +117,7 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
     try:  # from here on the job exists: Ctrl-C stops following it, never the job
         _after_submit(res, opts, client, wait, as_json)
     except KeyboardInterrupt:
-        from .cli_jobs import still_running
+        from .commands.job_cmds import still_running
 
         still_running(res.job_id)
 
@@ -144,8 +144,8 @@ def _after_submit(res: Any, opts: Any, client: Any, wait: bool, as_json: bool) -
             f"  stop:    slurm-rl teardown {res.job_id}"
         )
     if wait:
-        from .jobs import wait_for_job
-        from .plots import redraw_after_end
+        from .reading.plots import redraw_after_end
+        from .reading.summary import wait_for_job
 
         summary = wait_for_job(res.paths, res.job_id, client, quiet=as_json)
         redraw_after_end(res.paths)
@@ -213,21 +213,21 @@ def doctor(spec_path: str | None, probe: bool, as_json: bool) -> None:
 
 
 for _command in (
-    cli_sweep.sweep,
-    cli_sweep.sweep_summary,
-    cli_jobs.status,
-    cli_jobs.list_jobs,
-    cli_jobs.logs,
-    cli_jobs.plot,
-    cli_jobs.attach,
-    cli_stacks.stacks,
-    cli_jobs.teardown,
-    cli_jobs.cancel,
-    cli_members.grow,
-    cli_members.shrink,
-    cli_results.fetch,
-    cli_results.dashboard,
-    cli_images.images,
+    sweep_cmds.sweep,
+    sweep_cmds.sweep_summary,
+    job_cmds.status,
+    job_cmds.list_jobs,
+    job_cmds.logs,
+    job_cmds.plot,
+    job_cmds.attach,
+    stack_cmds.stacks,
+    job_cmds.teardown,
+    job_cmds.cancel,
+    member_cmds.grow,
+    member_cmds.shrink,
+    result_cmds.fetch,
+    result_cmds.dashboard,
+    image_cmds.images,
 ):
     cli.add_command(_command)
 

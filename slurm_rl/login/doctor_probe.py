@@ -21,7 +21,7 @@ from ..runtimes import runtime_of
 from ..runtimes.base import Runtime
 from ..slurm import SlurmClient
 from ..slurm.node_steps import one_task_step
-from .user_dir import own_user_dir
+from .submission.user_dir import own_user_dir
 
 PROBE_PREFIX = "SLURM_RL_PROBE "  # slurm_rl.job.probe's line
 NOT_PROBED = ("fileroot", "network", "ports", "python and ray")

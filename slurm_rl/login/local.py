@@ -37,9 +37,9 @@ from ..core.job_env import (
 from ..core.manifest import JobManifest
 from ..core.paths import JobPaths
 from ..core.procs import MARKER_ENV, stop_job_processes
-from . import index
-from .submit import write_token
-from .user_dir import own_user_dir
+from .reading import index
+from .submission.submit import write_token
+from .submission.user_dir import own_user_dir
 
 
 def external_ray_env(spec: ClusterSpec, ray_address: str | None, environ: dict[str, str]) -> dict[str, str]:
@@ -130,7 +130,7 @@ def run_local(
     append_event(paths.events, "node_cleaned", killed=len(killed))
     tail = driver_log_tail(paths) if rc else ""
     record_exit(paths, shell_exit_code(rc), describe_returncode(rc), driver_cause(rc, False, tail), keep_existing=False)
-    from .plots import redraw_after_end
+    from .reading.plots import redraw_after_end
 
     redraw_after_end(paths)
     return shell_exit_code(rc)

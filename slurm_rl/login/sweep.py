@@ -27,13 +27,13 @@ from ..core.events import append_event, write_atomic
 from ..core.job_ids import array_task_id
 from ..core.paths import JobPaths
 from ..slurm import SlurmClient
-from . import index
-from .plan import JobPlan, resolve_plan
-from .preflight import preflight
-from .render import RenderedJob, render_job
-from .resolve import JobOptions, changed
-from .snapshot import SNAPSHOT_DIR, copy_snapshot
-from .submit import make_name_dir, sbatch_refusal, stage_job_dir
+from .reading import index
+from .submission.plan import JobPlan, resolve_plan
+from .submission.preflight import preflight
+from .submission.render import RenderedJob, render_job
+from .submission.resolve import JobOptions, changed
+from .submission.snapshot import SNAPSHOT_DIR, copy_snapshot
+from .submission.submit import make_name_dir, sbatch_refusal, stage_job_dir
 
 SWEEP_RECORD = "sweep.json"
 

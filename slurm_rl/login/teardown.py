@@ -29,7 +29,7 @@ from ..runtimes import runtime_of
 from ..slurm import SlurmClient
 from ..slurm.client import step_flags
 from ..slurm.records import JobState
-from .lookup import find_job_dir
+from .reading.lookup import find_job_dir
 
 
 @dataclass

@@ -11,7 +11,7 @@ from slurm_rl.core.errors import UsageError
 from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.login.attach import plan_attach
-from slurm_rl.login.lookup import job_states
+from slurm_rl.login.reading.lookup import job_states
 from slurm_rl.slurm import Completed, SlurmClient
 
 pytestmark = pytest.mark.unit

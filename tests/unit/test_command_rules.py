@@ -1,5 +1,5 @@
 """House rules of the commands and the imports (docs/architecture.md), held on the code: every
-job command gets its job argument, --spec, --json and --login from one mechanism (login/session.py)
+job command gets its job argument, --spec, --json and --login from one mechanism (login/commands/job_command.py)
 and its SLURM client from one place; no module imports another's private name; no import circle,
 function-local imports included. Each rule's test names what breaks it; a second test shows the
 rule sees a breach."""
@@ -13,7 +13,7 @@ import click
 import pytest
 
 from slurm_rl.login.cli import cli
-from slurm_rl.login.session import RemoteCommand
+from slurm_rl.login.commands.job_command import RemoteCommand
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.unit
@@ -146,4 +146,4 @@ def test_the_commands_make_their_slurm_client_in_one_place_and_the_api_in_one() 
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "SlurmClient"
     ]
     where = sorted({m.split(":")[0] for m in made})
-    assert where == ["slurm_rl/login/api.py", "slurm_rl/login/session.py"] and len(made) == 2, made
+    assert where == ["slurm_rl/login/api.py", "slurm_rl/login/commands/job_command.py"] and len(made) == 2, made

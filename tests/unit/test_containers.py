@@ -11,9 +11,9 @@ from slurm_rl.config.spec import load_spec_file, parse_spec
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.manifest import Container
 from slurm_rl.job.ray_start import OBJECT_STORE_MIN, object_store_size
-from slurm_rl.login.plan import container_mounts, plan_job
-from slurm_rl.login.render import render_job
-from slurm_rl.login.resolve import container_workdir, resolve_options
+from slurm_rl.login.submission.plan import container_mounts, plan_job
+from slurm_rl.login.submission.render import render_job
+from slurm_rl.login.submission.resolve import container_workdir, resolve_options
 from slurm_rl.runtimes import runtime_of
 from slurm_rl.runtimes.apptainer import OPEN_IMAGE_SHELL
 from slurm_rl.slurm import SlurmClient
@@ -120,8 +120,8 @@ def test_the_object_store_fits_dev_shm(available: int, shm: int, size: int, warn
 def test_a_first_submit_may_mount_the_fileroot_it_makes_but_not_a_missing_dir(tmp_path: Path) -> None:
     """A new site's spec mounts its fileroot (the lab's own specs do) before any job made it:
     submit makes the fileroot before the job starts, so only a mount nothing makes is refused."""
-    from slurm_rl.login.preflight import check_node_paths
-    from slurm_rl.login.resolve import resolve_options
+    from slurm_rl.login.submission.preflight import check_node_paths
+    from slurm_rl.login.submission.resolve import resolve_options
 
     exp, image = tmp_path / "exp.py", tmp_path / "rl.sqsh"
     exp.write_text("print('hi')\n")

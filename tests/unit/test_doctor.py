@@ -124,7 +124,7 @@ def test_the_probe_report_is_judged_check_by_check(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("scope", ["", " container_scope=global", " container_scope=job"])
 def test_the_image_cache_follows_pyxis_container_scope(tmp_path: Path, scope: str, capsys) -> None:  # type: ignore[no-untyped-def]
-    from slurm_rl.login.plan import site_runtime
+    from slurm_rl.login.submission.plan import site_runtime
 
     (tmp_path / "plugstack.conf").write_text(f"include {tmp_path}/plugstack.conf.d/*\n")
     (tmp_path / "plugstack.conf.d").mkdir()

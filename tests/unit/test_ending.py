@@ -179,8 +179,8 @@ def test_status_of_a_job_its_stall_watch_failed_says_why_in_words_and_json(tmp_p
     from slurm_rl.core.exits import record_exit
     from slurm_rl.core.manifest import JobManifest
     from slurm_rl.core.paths import JobPaths
-    from slurm_rl.login.job_tables import print_table
-    from slurm_rl.login.jobs import end_line, summarize
+    from slurm_rl.login.reading.job_tables import print_table
+    from slurm_rl.login.reading.summary import end_line, summarize
     from slurm_rl.slurm import JobState
 
     paths = JobPaths(tmp_path / "alice" / "exp" / "4242")

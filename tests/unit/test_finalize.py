@@ -15,7 +15,7 @@ import pytest
 from slurm_rl.core.events import append_event, read_events
 from slurm_rl.core.exits import read_exit, record_exit
 from slurm_rl.core.paths import JobPaths
-from slurm_rl.login.render import _env, finalize_files, retry_context
+from slurm_rl.login.submission.render import _env, finalize_files, retry_context
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""`slurm-rl grow` and `shrink` (login/members.py) against stand-in SLURM answers: what grow
+"""`slurm-rl grow` and `shrink` (login/member_jobs.py) against stand-in SLURM answers: what grow
 submits (the member script, never a node the job has or had, at most the time it has left,
 none of the caller's SLURM_* variables), what it refuses before the queue, what a refusal by
 SLURM leaves, and which members shrink takes; the driver's view (slurm_rl.members())."""
@@ -19,10 +19,10 @@ from slurm_rl.core.events import append_event, read_events
 from slurm_rl.core.options import JobOptions
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.driver.members import members, nodes
-from slurm_rl.login.members import grow, shrink
-from slurm_rl.login.plan import plan_job
-from slurm_rl.login.render import render_job
-from slurm_rl.login.submit import stage_job_dir
+from slurm_rl.login.member_jobs import grow, shrink
+from slurm_rl.login.submission.plan import plan_job
+from slurm_rl.login.submission.render import render_job
+from slurm_rl.login.submission.submit import stage_job_dir
 from slurm_rl.slurm import SlurmClient
 from slurm_rl.slurm.runner import Completed
 
@@ -86,7 +86,7 @@ def test_grow_submits_the_member_script_off_the_jobs_nodes_for_the_time_it_has_l
 
 def test_grow_refuses_before_the_queue_and_a_refusal_by_slurm_is_said_and_kept(tmp_path: Path) -> None:
     paths = job(tmp_path)
-    # what the partition or QOS would refuse or strand, as submit says it (login/preflight.py)
+    # what the partition or QOS would refuse or strand, as submit says it (login/submission/preflight.py)
     for kwargs, said in [
         ({"partition": "gpu"}, "--partition 'gpu': SLURM has no such partition; `sinfo -s` lists them"),
         ({"nodes": 7, "partition": "labspot"}, "--nodes 7: partition 'labspot' has 6 nodes, the job needs 7"),
@@ -153,7 +153,7 @@ def test_shrink_takes_grown_members_only_by_number_or_node(tmp_path: Path) -> No
 
 def test_a_members_node_ending_is_not_the_jobs_phase_and_its_lines_read_well(tmp_path: Path) -> None:
     from slurm_rl.core.job_dir import read_job_dir
-    from slurm_rl.login.job_tables import healing_lines
+    from slurm_rl.login.reading.job_tables import healing_lines
 
     paths = job(tmp_path)
     append_event(paths.events, "node_up", node="node1", rank=0, attempt=0)

@@ -21,8 +21,8 @@ from slurm_rl.core.members import member_history as healing_history
 from slurm_rl.core.options import JobOptions
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.job.members import MemberWatch
-from slurm_rl.login.plan import plan_job
-from slurm_rl.login.render import _env, finalize_files, render_job
+from slurm_rl.login.submission.plan import plan_job
+from slurm_rl.login.submission.render import _env, finalize_files, render_job
 
 
 def head(tmp_path: Path, heal: int = 1, timeout_s: float = 600.0, exclude: str | None = None) -> SimpleNamespace:

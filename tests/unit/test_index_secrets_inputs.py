@@ -12,12 +12,12 @@ from slurm_rl.config.spec import parse_spec
 from slurm_rl.core.errors import SpecError, UsageError
 from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.paths import JobPaths
-from slurm_rl.login import index
-from slurm_rl.login.lookup import all_job_dirs, find_job_dir
-from slurm_rl.login.plan import plan_job
-from slurm_rl.login.render import render_job
-from slurm_rl.login.resolve import JobOptions, resolve_options
-from slurm_rl.login.submit import stage_job_dir
+from slurm_rl.login.reading import index
+from slurm_rl.login.reading.lookup import all_job_dirs, find_job_dir
+from slurm_rl.login.submission.plan import plan_job
+from slurm_rl.login.submission.render import render_job
+from slurm_rl.login.submission.resolve import JobOptions, resolve_options
+from slurm_rl.login.submission.submit import stage_job_dir
 from slurm_rl.slurm import Completed, SlurmClient
 
 
@@ -84,7 +84,7 @@ def test_list_shows_the_newest_fifty_and_says_how_many_more_there_are(own_index:
 
     from click.testing import CliRunner
 
-    from slurm_rl.login.cli_jobs import list_jobs
+    from slurm_rl.login.commands.job_cmds import list_jobs
 
     for k in range(53):  # local runs: their states come from their files, not SLURM
         paths = _job(own_index / "site", f"local-{k:03d}", f"run{k:03d}")

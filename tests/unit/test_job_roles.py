@@ -30,9 +30,9 @@ from slurm_rl.job.context import NodeContext, NodeFailure
 from slurm_rl.job.head import JoinWatch, driver_env
 from slurm_rl.job.node import Lifecycle
 from slurm_rl.job.worker import HEAD_LOST_AFTER_S, StayDecision
-from slurm_rl.login.plan import plan_job
-from slurm_rl.login.render import render_job
-from slurm_rl.login.resolve import JobOptions
+from slurm_rl.login.submission.plan import plan_job
+from slurm_rl.login.submission.render import render_job
+from slurm_rl.login.submission.resolve import JobOptions
 
 MANIFEST = JobManifest(
     slurm_rl_version="t",

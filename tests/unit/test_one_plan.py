@@ -1,4 +1,4 @@
-"""One plan per submission (login/plan.py): what `render` and `submit --dry-run` print is byte for
+"""One plan per submission (login/submission/plan.py): what `render` and `submit --dry-run` print is byte for
 byte the script `submit` stages in the job dir, on every runtime, at a site whose Pyxis changes
 the plan (container_scope=job: every container is named after its job, so the image cache is
 off) too."""
@@ -13,10 +13,10 @@ import pytest
 
 from slurm_rl.config.spec import load_spec_file
 from slurm_rl.core.paths import JobPaths
-from slurm_rl.login.plan import preview_plan
-from slurm_rl.login.render import render_job
-from slurm_rl.login.resolve import resolve_options
-from slurm_rl.login.submit import submit
+from slurm_rl.login.submission.plan import preview_plan
+from slurm_rl.login.submission.render import render_job
+from slurm_rl.login.submission.resolve import resolve_options
+from slurm_rl.login.submission.submit import submit
 from slurm_rl.slurm import SlurmVersion
 from slurm_rl.slurm.runner import Completed
 from tests.conftest import REPO, run_cli

@@ -17,8 +17,8 @@ from slurm_rl.core.job_env import JobEnvironment
 from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.options import DEFAULT_SIGNAL, JobOptions
 from slurm_rl.login.cli import cli
-from slurm_rl.login.flags import flag_fields
-from slurm_rl.login.resolve import resolve_options
+from slurm_rl.login.submission.flags import flag_fields
+from slurm_rl.login.submission.resolve import resolve_options
 
 SPEC = {"cluster_name": "c", "fileroot": "/shared/srl"}
 

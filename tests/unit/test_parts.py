@@ -16,11 +16,11 @@ from slurm_rl.core.parts import component_offsets, component_parts, load_parts, 
 from slurm_rl.core.service_states import expected_instances, summary
 from slurm_rl.job.balancer import Pool
 from slurm_rl.job.services import gpu_shares
-from slurm_rl.login.job_tables import parts_lines
-from slurm_rl.login.parts_preflight import check_part_images
-from slurm_rl.login.plan import plan_job
-from slurm_rl.login.render import render_job, render_sbatch
-from slurm_rl.login.resolve import changed, resolve_options
+from slurm_rl.login.reading.job_tables import parts_lines
+from slurm_rl.login.submission.parts_preflight import check_part_images
+from slurm_rl.login.submission.plan import plan_job
+from slurm_rl.login.submission.render import render_job, render_sbatch
+from slurm_rl.login.submission.resolve import changed, resolve_options
 
 REPO = Path(__file__).resolve().parent.parent.parent
 GOLDEN = REPO / "tests" / "golden" / "parts-pyxis.sbatch"
@@ -259,8 +259,8 @@ def test_status_says_each_part_on_a_line_of_its_own() -> None:
 def test_a_submission_is_resolved_once_into_a_plan_that_render_reads(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import dataclasses
 
-    import slurm_rl.login.plan as plan_module
-    from slurm_rl.login.render import render_job
+    import slurm_rl.login.submission.plan as plan_module
+    from slurm_rl.login.submission.render import render_job
 
     spec = load_spec_file(REPO / "cluster_specs" / "example-apptainer.json")
     opts = _opts(tmp_path, spec, JUDGE_IMAGE)

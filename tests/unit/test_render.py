@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from slurm_rl.config.spec import load_spec_file, parse_spec
 from slurm_rl.core.manifest import load_manifest
 from slurm_rl.login.cli import cli
-from slurm_rl.login.plan import plan_job
-from slurm_rl.login.render import render_job, render_sbatch
-from slurm_rl.login.resolve import JobOptions, resolve_options
+from slurm_rl.login.submission.plan import plan_job
+from slurm_rl.login.submission.render import render_job, render_sbatch
+from slurm_rl.login.submission.resolve import JobOptions, resolve_options
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden"

@@ -92,7 +92,10 @@ STREAMS = {
         "os.fdopen(fd, 'w')",
         "a request created exclusively (O_EXCL); its reader waits for a whole line",
     ),
-    "slurm_rl/login/submit.py": ("os.fdopen(fd, 'w')", "the token, created 0600 (O_EXCL) before the job exists"),
+    "slurm_rl/login/submission/submit.py": (
+        "os.fdopen(fd, 'w')",
+        "the token, created 0600 (O_EXCL) before the job exists",
+    ),
     "slurm_rl/core/stacks.py": ("open(", "faulthandler's dump file, kept open for a signal"),
     "slurm_rl/distributed/rollouts/pool.py": ("open(self.path, 'a')", "rollouts appended, one line per write"),
     "slurm_rl/driver/metrics.py": ("open(self.path, 'a')", "metrics.jsonl appended, one line per write"),
@@ -104,7 +107,7 @@ STREAMS = {
     "slurm_rl/job/services.py": ("open(log_path, 'ab')", "a service's log"),
     "slurm_rl/login/local.py": ("open(paths.driver_log, 'wb')", "a local run's driver log"),
     "slurm_rl/laptop/session.py": ("tarfile.open(fileobj=buf", "an archive in memory"),
-    "slurm_rl/login/results.py": ("tarfile.open(fileobj=stream", "an archive streamed to stdout"),
+    "slurm_rl/login/reading/results.py": ("tarfile.open(fileobj=stream", "an archive streamed to stdout"),
 }
 
 

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from slurm_rl.distributed import RayWorkerGroup
 from slurm_rl.distributed import virtual_cluster as vc
 from slurm_rl.distributed._engine import job_fit
-from slurm_rl.login import job_tables
 from slurm_rl.login.cli import cli
+from slurm_rl.login.reading import job_tables
 
 RETRIES = "NRL_VIRTUAL_CLUSTER_MAX_RETRIES"
 

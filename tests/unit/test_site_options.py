@@ -11,10 +11,10 @@ from slurm_rl.config.spec import parse_spec
 from slurm_rl.core.errors import SlurmCommandError, UsageError
 from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.paths import JobPaths
-from slurm_rl.login.plan import plan_job
-from slurm_rl.login.render import render_sbatch
-from slurm_rl.login.resolve import resolve_options
-from slurm_rl.login.submit import submit
+from slurm_rl.login.submission.plan import plan_job
+from slurm_rl.login.submission.render import render_sbatch
+from slurm_rl.login.submission.resolve import resolve_options
+from slurm_rl.login.submission.submit import submit
 from slurm_rl.login.teardown import site_flags
 from slurm_rl.slurm import QosLimits, SlurmVersion, parse_tres
 from tests.conftest import REPO, run_cli
@@ -177,7 +177,7 @@ def test_a_path_on_a_nodes_own_disk_is_left_to_the_node(tmp_path: Path) -> None:
     """The node-local dir differs per node: a python there may exist on the nodes (a setup line
     made it), so it is not refused here (the node names it, see the node script)."""
     spec = parse_spec({**SPEC, "fileroot": str(tmp_path), "node_local_dir": "/scratch-local"})
-    from slurm_rl.login.preflight import check_node_paths
+    from slurm_rl.login.submission.preflight import check_node_paths
 
     check_node_paths(plan_job(spec, _opts(tmp_path, python="/scratch-local/venv/bin/python")))  # no error
 

@@ -349,7 +349,7 @@ def test_an_unreadable_json_answer_falls_back_to_text() -> None:
 
 def test_a_pending_heterogeneous_job_says_each_components_reason_and_status_names_the_parts() -> None:
     from slurm_rl.core.parts import Part
-    from slurm_rl.login.waiting import waits_for
+    from slurm_rl.login.reading.waiting import waits_for
 
     out = "47973484+1|PENDING||Priority\n47973484+0|PENDING||Resources\n47973485|PENDING||QOSMaxJobsPerUserLimit\n"
     client = SlurmClient(FakeRunner({"squeue": Completed(0, out, "")}))

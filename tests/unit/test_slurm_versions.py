@@ -10,10 +10,10 @@ import pytest
 
 from slurm_rl.config.spec import parse_spec
 from slurm_rl.core.errors import UsageError
-from slurm_rl.login.plan import plan_job
-from slurm_rl.login.render import render_sbatch
-from slurm_rl.login.resolve import resolve_options
-from slurm_rl.login.submit import submit
+from slurm_rl.login.submission.plan import plan_job
+from slurm_rl.login.submission.render import render_sbatch
+from slurm_rl.login.submission.resolve import resolve_options
+from slurm_rl.login.submission.submit import submit
 from slurm_rl.slurm import Completed, SlurmClient, SlurmVersion, supported_text
 from tests.conftest import REPO
 from tests.unit.test_site_options import SPEC, FakeSite

@@ -11,7 +11,7 @@ import pytest
 
 from slurm_rl.core.errors import UsageError
 from slurm_rl.laptop.forward import _job_uploads
-from slurm_rl.login.snapshot import copy_snapshot, directory_files, repository_root
+from slurm_rl.login.submission.snapshot import copy_snapshot, directory_files, repository_root
 from tests.conftest import run_cli
 
 
@@ -81,7 +81,7 @@ def test_a_job_of_services_copies_the_experiments_dir_but_hidden_files_and_cache
         (exp / f).write_text("x\n")
     (exp / "lib" / "node_modules" / "big.js").write_text("x\n")
     assert directory_files(exp, "--parts") == ["driver.py", "judge.py", "lib/util.py"]
-    monkeypatch.setattr("slurm_rl.login.snapshot.COPY_MAX_FILES", 2)
+    monkeypatch.setattr("slurm_rl.login.submission.snapshot.COPY_MAX_FILES", 2)
     with pytest.raises(
         UsageError, match=r"^--parts: .*exp holds more than 2 files or 200 MB.*a directory of their own"
     ):

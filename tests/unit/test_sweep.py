@@ -11,7 +11,7 @@ import pytest
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.job_ids import as_slurm_id, is_slurm_job_id, job_number
 from slurm_rl.login.api import default_name
-from slurm_rl.login.lookup import parse_job_id
+from slurm_rl.login.reading.lookup import parse_job_id
 from slurm_rl.login.sweep import expand_args, read_grid, sweep_points
 from slurm_rl.slurm import Completed, SlurmClient
 from tests.conftest import REPO, run_cli
@@ -153,7 +153,7 @@ def test_a_sweeps_array_id_where_one_job_is_wanted_names_its_tasks(
     """Found by the soak: `slurm-rl logs ARRAYID` said "no slurm-rl job dir found ... is it your
     job?" for the user's own sweep. A command that takes one job now names the sweep's tasks."""
     from slurm_rl.core.paths import JobPaths
-    from slurm_rl.login import index
+    from slurm_rl.login.reading import index
     from slurm_rl.login.sweep import SWEEP_RECORD, sweep_dir_for
 
     monkeypatch.setenv(index.INDEX_ENV, str(tmp_path / "jobs.jsonl"))

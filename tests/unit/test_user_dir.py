@@ -9,7 +9,7 @@ import pytest
 
 from slurm_rl.core.errors import UsageError
 from slurm_rl.core.private_dir import ForeignDirError, claim_private_dir
-from slurm_rl.login.user_dir import own_user_dir
+from slurm_rl.login.submission.user_dir import own_user_dir
 
 STRANGER = 54321  # a uid nobody has: chown as root (the unit tests run as root in CI)
 

@@ -49,7 +49,7 @@ def test_wheel_ships_templates_and_renders(tmp_path: Path) -> None:
         [
             str(py),
             "-c",
-            "import slurm_rl.login.render as r, sys; print(r.templates_dir()); "
+            "import slurm_rl.login.submission.render as r, sys; print(r.templates_dir()); "
             "from slurm_rl.login.cli import main; sys.argv=['slurm-rl','render',sys.argv[1],sys.argv[2]]; main()",
             str(spec),
             str(exp),

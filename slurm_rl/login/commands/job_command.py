@@ -1,0 +1,136 @@
+"""What every job command shares, in one place: its job argument, --spec, --json and --login
+(job_command), and the one object it works with (Session: the spec, the user, the SLURM client,
+built here and nowhere else for the commands). A new option of every job command is a line
+here, not one per command.
+
+Where a command runs is a property of the command: a RemoteCommand (every job command is one)
+has --login and, when the entry point gave it a forwarder (laptop/cli.py's, as click's
+``obj``), asks it first whether to run on a login node instead of here."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ...config.spec import SPEC_ENV_VAR, ClusterSpec, load_spec
+from ...core.errors import UsageError
+from ...core.paths import current_user
+
+if TYPE_CHECKING:
+    from ...core.job_id import JobId
+    from ...core.paths import JobPaths
+    from ...slurm import SlurmClient
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+SPEC_HELP = f"Cluster spec (default: ${SPEC_ENV_VAR})."
+LOCAL = "local"  # --login local: run here even if the spec names a login node
+LOGIN_HELP = (
+    'Run on this login node over ssh (default: $SLURM_RL_LOGIN, else the spec\'s "login" where no '
+    f"SLURM is installed here; '{LOCAL}': here)."
+)
+
+
+class Forwarder:
+    """Runs a command on a login node: the laptop's entry point passes one (laptop/cli.py's) as
+    click's ``obj``; here, where a command would run and the run itself."""
+
+    def target(self, name: str, flag: str | None, params: dict[str, Any]) -> str | None:
+        raise NotImplementedError
+
+    def forward(self, name: str, command: click.Command, params: dict[str, Any], target: str) -> int:
+        raise NotImplementedError
+
+
+class RemoteCommand(click.Command):
+    """A command that may run on a login node: it has --login, and the entry point's forwarder
+    (click's ``obj``) decides before the command runs here."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(click.Option(["--login"], metavar="[USER@]HOST", default=None, help=LOGIN_HELP))
+
+    def invoke(self, ctx: click.Context) -> Any:
+        flag = ctx.params.pop("login", None)
+        forwarder = ctx.find_object(Forwarder)
+        name = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else self.name or ""
+        if forwarder is None:
+            if flag not in (None, "", LOCAL):
+                raise UsageError(f"--login {flag}: this entry point runs commands here only; use `slurm-rl`")
+            return super().invoke(ctx)
+        target = forwarder.target(name, flag, ctx.params)
+        if target is None:
+            return super().invoke(ctx)
+        sys.exit(forwarder.forward(name, self, ctx.params, target))
+
+
+@dataclass
+class Session:
+    """One job command's world: the spec (--spec, else $CLUSTER_SPEC_PATH, else the local
+    default), the user, and the SLURM client, each made once, when first used."""
+
+    spec_flag: str | None = None
+    as_json: bool = False
+
+    @functools.cached_property
+    def spec(self) -> ClusterSpec:
+        return load_spec(self.spec_flag)
+
+    @functools.cached_property
+    def user(self) -> str:
+        return current_user()
+
+    @functools.cached_property
+    def client(self) -> SlurmClient:
+        return slurm_client()
+
+    def job(self, text: str) -> tuple[JobId, JobPaths]:
+        """A job by what the user typed (a SLURM id, ARRAYID_TASK, a local run's id), and its dir."""
+        from ..reading.lookup import resolve_job
+
+        return resolve_job(text, self.user, self.client, self.spec)
+
+
+def slurm_client() -> SlurmClient:
+    """The commands' SLURM client: made here only (a Session's, and submit's, render's, sweep's,
+    doctor's and images' own)."""
+    from ...slurm import SlurmClient
+
+    return SlurmClient()
+
+
+def spec_option() -> Callable[..., Any]:
+    return click.option("--spec", "spec_flag", metavar="PATH", help=SPEC_HELP)
+
+
+def job_command(
+    name: str | None = None,
+    *,
+    job: str | None = "required",
+    json_help: str | None = None,
+    argument: str = "job",
+    argument_type: Any = None,
+) -> Callable[[Callable[..., Any]], click.Command]:
+    """A job command: ``f(session, JOB, **its own options)``. It gets the job argument (``job``:
+    "required", "optional" or None for none), --spec, --json where ``json_help`` says what it
+    prints, --login (RemoteCommand), and one Session."""
+
+    def decorate(f: Callable[..., Any]) -> click.Command:
+        @functools.wraps(f)
+        def callback(spec_flag: str | None, **params: Any) -> Any:
+            session = Session(spec_flag, bool(params.get("as_json")) if json_help else False)
+            return f(session, **params)
+
+        own = list(getattr(f, "__click_params__", []))  # the command's own, as click attached them
+        common: list[click.Parameter] = [click.Option(["--spec", "spec_flag"], metavar="PATH", help=SPEC_HELP)]
+        if json_help:
+            common.append(click.Option(["--json", "as_json"], is_flag=True, help=json_help))
+        first = [click.Argument([argument], required=job == "required", type=argument_type)] if job else []
+        callback.__click_params__ = [*common, *own, *first]  # type: ignore[attr-defined]  # click reverses
+        return click.command(name, cls=RemoteCommand, context_settings=CONTEXT)(callback)
+
+    return decorate

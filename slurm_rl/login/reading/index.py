@@ -1,0 +1,90 @@
+"""A small per-user index of submitted jobs (job id -> job dir), so that `status`, `logs`,
+`attach` and `teardown` find a job by its id alone, whatever spec submitted it, and `list`
+shows the jobs of every spec. One JSON line per job, appended at submit (O_APPEND: no lost
+lines from concurrent submits), in ``$SLURM_RL_INDEX`` or ``$XDG_STATE_HOME/slurm_rl/jobs.jsonl``
+(default ``~/.local/state/slurm_rl/jobs.jsonl``). Only job dirs that still hold a manifest count.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from ...core.job_env import INDEX_ENV, Settings  # noqa: F401 - importable here as before
+from ...core.paths import JobPaths
+
+
+def index_path(home: Path | None = None) -> Path:
+    """The job index of whoever has HOME (default: this process's user) in this environment."""
+    if own := Settings.current().index:
+        return Path(own)
+    state = os.environ.get("XDG_STATE_HOME") or str((home or Path.home()) / ".local" / "state")
+    return Path(state) / "slurm_rl" / "jobs.jsonl"
+
+
+def record(job_id: int | str, paths: JobPaths, cluster: str) -> None:
+    path = index_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        line = (
+            json.dumps(
+                {
+                    "job_id": job_id,
+                    "job_dir": str(paths.job_dir),
+                    "cluster": cluster,
+                    "submitted": round(time.time(), 3),
+                }
+            )
+            + "\n"
+        )
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # an unwritable home must not fail a submit: lookups fall back to SLURM and the spec
+
+
+def _latest() -> dict[str, dict[str, object]]:
+    """The index's last line for each job id (a resubmit's line replaces the first)."""
+    try:
+        lines = index_path().read_text().splitlines()
+    except OSError:
+        return {}
+    seen: dict[str, dict[str, object]] = {}
+    for line in lines:
+        try:
+            item = json.loads(line)
+            seen[str(item["job_id"])] = item
+        except (ValueError, KeyError, TypeError):
+            continue
+    return seen
+
+
+def _alive(item: dict[str, object]) -> bool:
+    return JobPaths(Path(str(item["job_dir"]))).manifest.exists()
+
+
+def _newest_first(items: list[dict[str, object]]) -> list[dict[str, object]]:
+    return sorted(items, key=lambda e: float(str(e.get("submitted") or 0)), reverse=True)
+
+
+def entries() -> list[dict[str, object]]:
+    """Every indexed job whose job dir still exists, newest first, one entry per job id."""
+    return _newest_first([e for e in _latest().values() if _alive(e)])
+
+
+def with_prefix(prefix: str) -> list[dict[str, object]]:
+    """The indexed jobs whose id starts with ``prefix`` (a sweep's ``ARRAYID_``) and whose job
+    dir still exists, newest first. Only theirs are looked at on disk: a user's index of
+    thousands of jobs costs one read, not a stat per job."""
+    return _newest_first([e for k, e in _latest().items() if k.startswith(prefix) and _alive(e)])
+
+
+def lookup(job_id: int | str) -> JobPaths | None:
+    """The job dir of ``job_id`` if the index has it and it still holds a manifest."""
+    item = _latest().get(str(job_id))
+    return JobPaths(Path(str(item["job_dir"]))) if item is not None and _alive(item) else None
