@@ -38,7 +38,7 @@ class RenderedJob:
 
 def templates_dir() -> Path:
     """templates/ inside an installed wheel, else the checkout's top-level templates/."""
-    here = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parents[2]  # slurm_rl/
     for candidate in (here / "templates", here.parent / "templates"):
         if (candidate / TEMPLATE_NAME).is_file():
             return candidate
