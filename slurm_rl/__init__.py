@@ -69,8 +69,8 @@ def services() -> Any:
 
 def heartbeat(note: str = "") -> None:
     """Tell slurm-rl the run is making progress (besides metrics steps and the driver's own
-    output): `status` shows it, and it keeps a job from counting as stalled (slurm_rl.driver.progress)."""
-    from .driver.progress import heartbeat as _heartbeat
+    output): `status` shows it, and it keeps a job from counting as stalled (slurm_rl.driver.heartbeat)."""
+    from .driver.heartbeat import heartbeat as _heartbeat
 
     _heartbeat(note)
 

@@ -1,5 +1,5 @@
 """The job's end time as SLURM has it (``scontrol show job``'s ``EndTime``, which ``scontrol
-update TimeLimit=...`` moves): node 0 keeps ``<job dir>/end_time.json`` fresh (job/end_time.py),
+update TimeLimit=...`` moves): node 0 keeps ``<job dir>/end_time.json`` fresh (job/end_time_watch.py),
 the driver's ``slurm_rl.time_left()`` and ``slurm-rl status`` read it. One SLURM call per job
 every ``REFRESH_S``, from outside any container, whatever the driver asks; a driver in a
 container needs no SLURM client."""

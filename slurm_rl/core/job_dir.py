@@ -85,7 +85,7 @@ def _manifest_or_none(paths: JobPaths) -> JobManifest | None:
 
 
 NODE_ENDS = ("node_cleaned", "node_stopped", "node_failed")
-# a bootstrap that acted on SLURM's stop signal (job/lifecycle.py) was alive when the job's end
+# a bootstrap that acted on SLURM's stop signal (job/node_lifecycle.py) was alive when the job's end
 # reached it: SLURM's kill KillWait later (or a cgroup's, after a node failure) may take it before
 # it writes one of NODE_ENDS, and it is then no lost node
 STOP_HEARD = "stop_heard"

@@ -120,7 +120,7 @@ class JobPaths:
 
     @property
     def end_time(self) -> Path:
-        """SLURM's end time of the running attempt, kept fresh by node 0 (job/end_time.py)."""
+        """SLURM's end time of the running attempt, kept fresh by node 0 (job/end_time_watch.py)."""
         return self.job_dir / "end_time.json"
 
     @property
@@ -249,7 +249,7 @@ class JobPaths:
 
     @property
     def services(self) -> Path:
-        """A job of parts' service instances: ``<part>/<node>-<i>.json`` each (job/services.py)."""
+        """A job of parts' service instances: ``<part>/<node>-<i>.json`` each (job/service_instances.py)."""
         return self.job_dir / "services"
 
     def service_state(self, part: str, node: str, instance: int) -> Path:

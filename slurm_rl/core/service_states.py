@@ -1,5 +1,5 @@
 """A job of parts' services as its job dir records them: each instance's state file
-(``services/<part>/<node>-<i>.json``, written by job/services.py on its node) and the head's
+(``services/<part>/<node>-<i>.json``, written by job/service_instances.py on its node) and the head's
 balancers (``services/balancers.json``). Read by the head (service_watch.py, balancer.py), the
 driver (``slurm_rl.services()``) and ``status``."""
 

@@ -15,6 +15,7 @@ from ._engine.builder import RayWorkerBuilder
 from ._engine.cluster_view import ClusterView, StandIn
 from ._engine.dispatch import Dispatcher
 from ._engine.futures import AsyncWorkerResults, MultiWorkerFuture
+from ._engine.group_lifecycle import create_group, shut_down
 from ._engine.group_state import GroupSettings, GroupState, check_env_vars
 from ._engine.launch import WorkerBuildError
 from ._engine.layout import (
@@ -24,7 +25,6 @@ from ._engine.layout import (
     single_worker_groups,
     validate_tied,
 )
-from ._engine.lifecycle import create_group, shut_down
 from ._engine.reliability.balancing import Balancer, check_strategy
 from ._engine.reliability.failures import WorkerFailureError
 from ._engine.reliability.health import parse_memory

@@ -3,7 +3,7 @@
 job's node list now, so a driver can rebalance its rollout workers onto grown nodes and off
 preempted ones.
 
-Both read the job's events (the head's watcher, job/members.py, writes a member's nodes joining
+Both read the job's events (the head's watcher, job/member_watch.py, writes a member's nodes joining
 and leaving the Ray cluster; `slurm-rl grow` and the batch script write its submission). Outside
 a slurm-rl job there are no members: an empty list, and a callback that never fires."""
 

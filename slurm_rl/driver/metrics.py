@@ -22,7 +22,7 @@ from typing import Any
 
 from ..core.job_env import JobEnvironment
 from ..core.paths import JobPaths
-from .progress import step_progress
+from .heartbeat import step_progress
 
 TENSORBOARD_DIR = "tensorboard"
 

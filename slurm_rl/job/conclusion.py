@@ -42,7 +42,7 @@ def conclude(ctx: NodeContext, outcome: dict[str, object], failed_by: str, faile
         ctx.say(f"FAILED: {exc}")
         ctx.event("node_failed", error=str(exc))
         write_atomic(ctx.paths.node_marker(ctx.attempt, ctx.rank, "failed"), msg + "\n")
-        if member:  # a grown member leaves; a replacement that fails is the head's to see (members.py)
+        if member:  # a grown member leaves; a replacement that fails is the head's to see (member_watch.py)
             return 1
         if ctx.board is not None:  # the head hears of it at once (the file is for a node not yet joined)
             ctx.board.put("failed", msg, rank=ctx.rank)

@@ -31,7 +31,7 @@ from ..core.service_states import write_job_dir_pointer
 from .board import Board
 from .memory import MemoryLimit, node_memory_limit
 from .network import AddressProblem, NodeAddress, choose_address, ipv4_addresses
-from .topology import topology_resources
+from .node_topology import topology_resources
 
 POLL_S = 0.05
 

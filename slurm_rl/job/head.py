@@ -24,7 +24,7 @@ from .attempt_start import begin_attempt
 from .board import Board, BoardUnreachable
 from .conclusion import named_node
 from .context import NodeContext, NodeFailure
-from .members import MemberWatch
+from .member_watch import MemberWatch
 from .node_checks import preflight_passed
 from .service_watch import ServiceWatch
 from .warning_relay import relay_warning
@@ -134,7 +134,7 @@ def run_head(ctx: NodeContext) -> int:
     announce_head(ctx, ctx.board)
     ctx.event("node_up", address=address, **ctx.ray_node_cost())
     threading.Thread(target=watch_joins, args=(ctx, cluster), name="joins", daemon=True).start()
-    # members come and go (grow, shrink), lost worker nodes are replaced with --heal (members.py)
+    # members come and go (grow, shrink), lost worker nodes are replaced with --heal (member_watch.py)
     threading.Thread(target=MemberWatch(ctx, address).run, name="members", daemon=True).start()
     write_gym_env(ctx.paths, address)
     start_services_view(ctx, head_ip)

@@ -14,7 +14,7 @@ slurm-rl runs in) in namespaces of its own:
   back at their paths;
 - for a user other than root, a user namespace mapping the user to root inside it (what lets it
   mount), the same user outside;
-- an environment without the job's Ray address or token (``RAY_*``, ``SLURM_RL_*``: services.py).
+- an environment without the job's Ray address or token (``RAY_*``, ``SLURM_RL_*``: service_instances.py).
 
 When the PID namespace's first process ends, the kernel ends every process in it, and
 ``--kill-child`` ends that one when ``unshare`` is killed: an instance leaves nothing behind. A

@@ -1,6 +1,6 @@
 """The node bootstrap: ``python -m slurm_rl.job.node --job-dir DIR``, started on every node by
 the job's one srun. This module parses the arguments and wires the node up: its environment
-(node_env.py), its lifecycle (lifecycle.py: the role thread, the job's exit) and the signals;
+(node_env.py), its lifecycle (node_lifecycle.py: the role thread, the job's exit) and the signals;
 cleanup is node_cleanup.py.
 
 Every bootstrap owns the Ray processes of its node: it is their child subreaper, and whatever
@@ -27,8 +27,8 @@ from .context import (
     NodeContext,
     describe_error,  # noqa: F401 - importable here as before
 )
-from .lifecycle import Lifecycle
 from .node_env import become_subreaper, config_dir_env, raise_open_files_limit, set_job_environment  # noqa: F401
+from .node_lifecycle import Lifecycle
 from .stale_dirs import remove_stale_dirs
 
 

@@ -1,6 +1,6 @@
 """Which role a node's task plays (a job of parts adds two): node 0 the head and the driver, a
 Ray part's other nodes Ray workers, each with its part's sidecars beside it, and a service
-part's nodes their service's instances (services.py), without Ray."""
+part's nodes their service's instances (service_instances.py), without Ray."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..core.job_env import JobEnvironment
 from ..core.parts import shared_ray_node, sidecars_of
 from .context import NodeContext, NodeFailure
 from .head import run_head
-from .services import ServiceRunner, run_service
+from .service_instances import ServiceRunner, run_service
 from .worker import run_worker
 
 

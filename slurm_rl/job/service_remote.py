@@ -1,6 +1,6 @@
 """An instance of a part with an image of its own, run in that image by the part's supervisor step
 (service_supervise.sh, started by the batch script), and driven from the node's service runner
-(services.py) through files in the job dir. The image needs bash (and util-linux when isolated),
+(service_instances.py) through files in the job dir. The image needs bash (and util-linux when isolated),
 not python nor slurm-rl. ``RemoteProcess`` answers what the runner asks of a local process:
 ``pid``, ``poll()``, ``wait()`` and its stop."""
 

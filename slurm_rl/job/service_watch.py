@@ -1,4 +1,4 @@
-"""Node 0's view of a job of parts' services (their instances' state files, job/services.py):
+"""Node 0's view of a job of parts' services (their instances' state files, job/service_instances.py):
 the driver starts once every required service is ready (Ray comes up meanwhile), and the job
 ends, naming the service, the node, the exit and its last lines, when a required instance is
 past its restarts. A service that is not required leaves the job running (degraded)."""

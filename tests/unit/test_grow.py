@@ -1,4 +1,4 @@
-"""`slurm-rl grow` and `shrink` (login/member_jobs.py) against stand-in SLURM answers: what grow
+"""`slurm-rl grow` and `shrink` (login/grow_shrink.py) against stand-in SLURM answers: what grow
 submits (the member script, never a node the job has or had, at most the time it has left,
 none of the caller's SLURM_* variables), what it refuses before the queue, what a refusal by
 SLURM leaves, and which members shrink takes; the driver's view (slurm_rl.members())."""
@@ -19,7 +19,7 @@ from slurm_rl.core.events import append_event, read_events
 from slurm_rl.core.options import JobOptions
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.driver.members import members, nodes
-from slurm_rl.login.member_jobs import grow, shrink
+from slurm_rl.login.grow_shrink import grow, shrink
 from slurm_rl.login.submission.plan import plan_job
 from slurm_rl.login.submission.render import render_job
 from slurm_rl.login.submission.submit import stage_job_dir

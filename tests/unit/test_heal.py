@@ -1,4 +1,4 @@
-"""Healing (--heal K) without a cluster: the head's loss watcher (job/members.py) against a scripted
+"""Healing (--heal K) without a cluster: the head's loss watcher (job/member_watch.py) against a scripted
 Ray node table, the batch script's member submission (templates/heal.sh.j2) against stand-in
 SLURM commands, the member job's script, and the options' checks."""
 
@@ -20,7 +20,7 @@ from slurm_rl.core.members import Request, claim_member, member_jobs
 from slurm_rl.core.members import member_history as healing_history
 from slurm_rl.core.options import JobOptions
 from slurm_rl.core.paths import JobPaths
-from slurm_rl.job.members import MemberWatch
+from slurm_rl.job.member_watch import MemberWatch
 from slurm_rl.login.submission.plan import plan_job
 from slurm_rl.login.submission.render import _env, finalize_files, render_job
 
@@ -342,7 +342,7 @@ def test_an_unexpected_error_stops_the_watch_and_is_said_never_silent(
     ctx = head(tmp_path)
     ctx.stop_requested = threading.Event()
     watch = MemberWatch(ctx, "x")  # type: ignore[arg-type]
-    monkeypatch.setattr("slurm_rl.job.members.POLL_S", 0.01)
+    monkeypatch.setattr("slurm_rl.job.member_watch.POLL_S", 0.01)
     thread = threading.Thread(target=watch.run, daemon=True)
     thread.start()
     thread.join(10)

@@ -424,7 +424,7 @@ def test_a_read_only_home_gets_matplotlib_a_cache_dir_in_the_job(tmp_path, monke
 BURST_CHILD = """
 import io, signal, sys
 from pathlib import Path
-import slurm_rl.job.lifecycle as lifecycle
+import slurm_rl.job.node_lifecycle as lifecycle
 from slurm_rl.core.paths import JobPaths
 from slurm_rl.job.context import NodeContext
 from tests.unit.test_job_roles import MANIFEST

@@ -15,7 +15,7 @@ from slurm_rl.core.manifest import JobManifest
 from slurm_rl.core.parts import component_offsets, component_parts, load_parts, place, shared_ray_node
 from slurm_rl.core.service_states import expected_instances, summary
 from slurm_rl.job.balancer import Pool
-from slurm_rl.job.services import gpu_shares
+from slurm_rl.job.service_instances import gpu_shares
 from slurm_rl.login.reading.job_tables import parts_lines
 from slurm_rl.login.submission.parts_preflight import check_part_images
 from slurm_rl.login.submission.plan import plan_job

@@ -78,7 +78,7 @@ def test_the_newest_source_wins(tmp_path: Path) -> None:
 
 
 def test_fast_steps_are_noted_once_a_second_and_the_last_one_is_never_lost(tmp_path: Path, monkeypatch) -> None:
-    from slurm_rl.driver import progress as driver_progress
+    from slurm_rl.driver import heartbeat as driver_progress
 
     monkeypatch.setitem(driver_progress._steps, "written", 0.0)
     log = slurm_rl.MetricsLog(tmp_path, tensorboard=False, wandb=False)

@@ -104,7 +104,7 @@ STREAMS = {
     "slurm_rl/job/head.py": ("open(ctx.paths.driver_log, 'ab')", "the driver's log"),
     "slurm_rl/job/memory.py": ("open(driver_log, 'a')", "the driver's log"),
     "slurm_rl/job/node.py": ("open(paths.node_log(node), 'a'", "a node's log"),
-    "slurm_rl/job/services.py": ("open(log_path, 'ab')", "a service's log"),
+    "slurm_rl/job/service_instances.py": ("open(log_path, 'ab')", "a service's log"),
     "slurm_rl/login/local.py": ("open(paths.driver_log, 'wb')", "a local run's driver log"),
     "slurm_rl/laptop/session.py": ("tarfile.open(fileobj=buf", "an archive in memory"),
     "slurm_rl/login/reading/results.py": ("tarfile.open(fileobj=stream", "an archive streamed to stdout"),

@@ -23,8 +23,8 @@ from slurm_rl.core.paths import JobPaths
 from slurm_rl.core.ports import ephemeral_range, listen_range
 from slurm_rl.job.balancer import start_balancers
 from slurm_rl.job.context import NodeFailure
+from slurm_rl.job.service_instances import ServiceRunner
 from slurm_rl.job.service_watch import ServiceWatch
-from slurm_rl.job.services import ServiceRunner
 
 SUPERVISOR = Path(__file__).resolve().parents[2] / "slurm_rl" / "job" / "service_supervise.sh"
 SERVER = (

@@ -10,7 +10,7 @@ from datetime import datetime
 from slurm_rl import time_left
 from slurm_rl.core.end_time import parse_end_time, read_time_left, write_end_time
 from slurm_rl.core.paths import JobPaths
-from slurm_rl.job.end_time import EndTimeWatch
+from slurm_rl.job.end_time_watch import EndTimeWatch
 from slurm_rl.login.reading.job_tables import human_seconds
 
 LINE = "JobId=42 JobState=RUNNING TimeLimit=00:10:00 StartTime=2026-11-28T20:00:00 EndTime={end} Partition=lab"

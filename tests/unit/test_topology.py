@@ -14,7 +14,7 @@ from slurm_rl.distributed.virtual_cluster import (
     _sort_bundle_indices_by_topology,
     select_segment_nodes,
 )
-from slurm_rl.job.topology import topology_resources
+from slurm_rl.job.node_topology import topology_resources
 
 pytestmark = pytest.mark.unit
 U, R = NVLINK_DOMAIN_UNKNOWN, TOPO_RANK_UNKNOWN

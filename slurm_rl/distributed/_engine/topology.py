@@ -1,7 +1,7 @@
 """Topology-aware placement, NeMo RL 2026's names: which nodes a group of workers takes so that
 ranks that talk most share a fast domain, and in which order its bundles get ranks.
 
-Every node of a slurm-rl job carries two Ray resources from SLURM's topology (``job/topology.py``):
+Every node of a slurm-rl job carries two Ray resources from SLURM's topology (``job/node_topology.py``):
 ``nvlink_domain_<domain>`` (the node's NVLink domain where a GPU probe knows it, else the leaf
 switch SLURM's ``topology/tree`` puts it under) and ``topo_rank`` (its place in the allocation,
 1..N, head first). Without topology every node is ``unknown`` / -1 and the order falls back to

@@ -1,5 +1,5 @@
 """`slurm-rl grow` and `slurm-rl shrink`: member jobs that add nodes to a running job and release
-them (login/member_jobs.py). Registered on the main group by cli.py."""
+them (login/grow_shrink.py). Registered on the main group by cli.py."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def grow(
       slurm-rl grow 1234 --nodes 2 --partition spot   # rollout nodes from a preemptible partition
       slurm-rl shrink 1234 --member 1                  # release them
     """
-    from ..member_jobs import grow as do_grow
+    from ..grow_shrink import grow as do_grow
 
     job_id, paths = session.job(job)
     try:
@@ -87,7 +87,7 @@ def grow(
 def shrink(session: Session, job: str, member: int | None, node: str | None, drain_timeout: float) -> None:
     """Release a grown member of running JOB: its Ray nodes drain (Ray places no new work
     there), then its SLURM job ends. The job goes on."""
-    from ..member_jobs import shrink as do_shrink
+    from ..grow_shrink import shrink as do_shrink
 
     if (member is None) == (node is None):
         raise UsageError(

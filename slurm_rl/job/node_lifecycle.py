@@ -22,7 +22,7 @@ from ..core.option_rules import duration_seconds
 from ..core.stacks import STACKS_DIR_ENV, nccl_evidence_env
 from .conclusion import conclude
 from .context import POLL_S, NodeContext, NodeFailure, Stopped, describe_error
-from .end_time import EndTimeWatch
+from .end_time_watch import EndTimeWatch
 from .memory import OomWatch, warn_driver, warn_driver_line
 from .network import socket_ifname_env
 from .node_checks import NodePreflight

@@ -4,7 +4,7 @@ job's Ray cluster, and leaves it again, while the job goes on.
 A grown member is submitted from here (where SLURM's client is) with the job's member script
 (rendered at submit, core/members.py has its files): its nodes join the job's Ray cluster as
 workers, with the job's token, ports and tags, never on a node the job has or had, for at most
-the time the job has left. The head's watcher (job/members.py) records its nodes joining and
+the time the job has left. The head's watcher (job/member_watch.py) records its nodes joining and
 leaving; a grown member that leaves (shrunk, preempted, failed) is never replaced."""
 
 from __future__ import annotations
