@@ -153,9 +153,14 @@ def warning_for(time_limit: str) -> int:
     return int(min(signal_seconds(DEFAULT_SIGNAL), time_minutes(time_limit) * 30))
 
 
-def option(default: Any, *flags: str, help: str, metavar: str | None = None, spec: bool = False) -> Any:
-    """A field that is also a command-line flag (``flags``: click's spellings, long one last)."""
-    return Field(default, json_schema_extra={"flags": list(flags), "help": help, "metavar": metavar, "spec": spec})
+def option(
+    default: Any, *flags: str, help: str, metavar: str | None = None, spec: bool = False, sbatch: str | None = None
+) -> Any:
+    """A field that is also a command-line flag (``flags``: click's spellings, long one last);
+    ``sbatch``: it is the ``#SBATCH`` option of its long flag's name, of the job ("job") or of
+    its nodes ("nodes"), written as its value (login/submission/directives.py)."""
+    meta = {"flags": list(flags), "help": help, "metavar": metavar, "spec": spec, "sbatch": sbatch}
+    return Field(default, json_schema_extra=meta)  # type: ignore[arg-type]  # JSON values, all of them
 
 
 def spec_default(default: Any) -> Any:

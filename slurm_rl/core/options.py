@@ -44,10 +44,11 @@ from .option_rules import (
     spec_default,
     warning_for,
 )
+from .option_views import DerivedOptions
 from .parts import Part
 
 
-class JobOptions(BaseModel):
+class JobOptions(DerivedOptions, BaseModel):
     """Everything a job needs besides the spec, resolved once on the login node. Paths are absolute."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -81,7 +82,7 @@ class JobOptions(BaseModel):
         None, "-t", "--time", metavar="TIME", help="Time limit, e.g. 30, 1:00:00, 2-00:00:00 (0: none of its own)."
     )
     partition: SlurmName | None = option(None, "-p", "--partition", spec=True, help="Partition.")
-    account: SlurmName | None = option(None, "-A", "--account", spec=True, help="Account.")
+    account: SlurmName | None = option(None, "-A", "--account", spec=True, sbatch="job", help="Account.")
     name: JobName = option(
         "", "-J", "--name", help="Job name, also the job dir's parent (default: the experiment's file name)."
     )
@@ -106,6 +107,7 @@ class JobOptions(BaseModel):
     signal: WarningSignal = option(
         DEFAULT_SIGNAL,
         "--signal",
+        sbatch="job",
         help="Warning signal before the time limit; the driver gets it via "
         "slurm_rl.on_preempt(callback). Never USR1 (NCCL's).",
     )
@@ -219,29 +221,47 @@ class JobOptions(BaseModel):
     )
     parts: dict[str, Part] = Field(default_factory=dict)  # --parts' file, read once at submit
 
-    # ---- what sites require, spelled as sbatch spells it (the spec may set site defaults) --------
-    qos: SlurmName | None = option(None, "-q", "--qos", spec=True, help="Quality of service.")
+    # ---- what sites require, spelled as sbatch spells it (the spec may set site defaults); sbatch:
+    # an #SBATCH line of the job's own (the first component) or of its nodes' (the workers'), directives.py
+    qos: SlurmName | None = option(None, "-q", "--qos", sbatch="job", spec=True, help="Quality of service.")
     constraint: Constraint | None = option(
-        None, "-C", "--constraint", spec=True, metavar="FEATURES", help="Node features, e.g. a100&ib."
+        None, "-C", "--constraint", sbatch="nodes", spec=True, metavar="FEATURES", help="Node features, e.g. a100&ib."
     )
     exclusive: bool = option(False, "--exclusive", spec=True, help="Whole nodes, shared with no other job.")
     segment: AtLeast1 | None = option(
-        None, "--segment", spec=True, metavar="N", help="Nodes in groups of N, each in one topology block (23.11+)."
+        None,
+        "--segment",
+        sbatch="nodes",
+        spec=True,
+        metavar="N",
+        help="Nodes in groups of N, each in one topology block (23.11+).",
     )
-    mem: SlurmMemory | None = option(None, "--mem", spec=True, metavar="SIZE", help="Memory per node, e.g. 64G.")
+    mem: SlurmMemory | None = option(
+        None, "--mem", sbatch="nodes", spec=True, metavar="SIZE", help="Memory per node, e.g. 64G."
+    )
     mem_per_cpu: SlurmMemory | None = option(
-        None, "--mem-per-cpu", spec=True, metavar="SIZE", help="Memory per CPU (not with --mem)."
+        None, "--mem-per-cpu", sbatch="nodes", spec=True, metavar="SIZE", help="Memory per CPU (not with --mem)."
     )
     gres: Gres | None = option(None, "--gres", spec=True, metavar="LIST", help="Generic resources, e.g. gpu:8.")
-    reservation: SlurmName | None = option(None, "--reservation", spec=True, help="Run in this reservation.")
-    exclude: HostList | None = option(None, "-x", "--exclude", metavar="NODES", help="Never these nodes.")
-    nodelist: HostList | None = option(None, "-w", "--nodelist", metavar="NODES", help="Exactly these nodes.")
-    dependency: Dependency | None = option(None, "-d", "--dependency", help="Start after, e.g. afterok:1234.")
-    mail_type: MailTypes | None = option(
-        None, "--mail-type", spec=True, metavar="TYPES", help="Mail on, e.g. END,FAIL."
+    reservation: SlurmName | None = option(
+        None, "--reservation", sbatch="job", spec=True, help="Run in this reservation."
     )
-    mail_user: MailUser | None = option(None, "--mail-user", spec=True, metavar="ADDRESS", help="Mail to.")
-    comment: OneLine | None = option(None, "--comment", help="A comment SLURM keeps with the job.")
+    exclude: HostList | None = option(
+        None, "-x", "--exclude", sbatch="nodes", metavar="NODES", help="Never these nodes."
+    )
+    nodelist: HostList | None = option(
+        None, "-w", "--nodelist", sbatch="nodes", metavar="NODES", help="Exactly these nodes."
+    )
+    dependency: Dependency | None = option(
+        None, "-d", "--dependency", sbatch="job", help="Start after, e.g. afterok:1234."
+    )
+    mail_type: MailTypes | None = option(
+        None, "--mail-type", sbatch="job", spec=True, metavar="TYPES", help="Mail on, e.g. END,FAIL."
+    )
+    mail_user: MailUser | None = option(
+        None, "--mail-user", sbatch="job", spec=True, metavar="ADDRESS", help="Mail to."
+    )
+    comment: OneLine | None = option(None, "--comment", sbatch="job", help="A comment SLURM keeps with the job.")
     sbatch_args: SbatchArgs = option(
         (),
         "--sbatch-arg",
@@ -276,24 +296,3 @@ class JobOptions(BaseModel):
     def replace(self, **changes: Any) -> JobOptions:
         """A copy with ``changes``, checked like the original (``model_copy`` would not check)."""
         return type(self).model_validate({**self.model_dump(), **changes})
-
-    # ---- derived --------------------------------------------------------------------------------
-    @property
-    def total_nodes(self) -> int:
-        """Ray nodes of the job: --nodes, plus the dedicated head with --head-node cpu."""
-        return self.nodes + (1 if self.head_node == "cpu" else 0)
-
-    @property
-    def interactive(self) -> bool:
-        """No experiment: the cluster stays up (attach, notebooks, dashboard)."""
-        return not self.experiment
-
-    @property
-    def wants_dashboard(self) -> bool:
-        """Ray's dashboard runs on the head: asked for (--dashboard, spec), or an interactive cluster."""
-        return self.dashboard or self.interactive
-
-    @property
-    def heterogeneous(self) -> bool:
-        """Head and workers are two components of one SLURM hetjob."""
-        return bool(self.head_partition)

@@ -13,6 +13,25 @@ def _quoted(d: dict[str, str | None]) -> list[str]:
     return [f"{k}={shlex.quote(v)}" for k, v in d.items() if v is not None]
 
 
+def sbatch_fields(scope: str) -> dict[str, str]:
+    """Option field -> its ``#SBATCH`` option, for the fields core/options.py marks ``sbatch=``
+    ``scope`` ("job": the job's own, "nodes": its nodes'): a new sbatch option is one field."""
+    out = {}
+    for name, info in JobOptions.model_fields.items():
+        meta = info.json_schema_extra
+        if isinstance(meta, dict) and meta.get("sbatch") == scope:
+            out[name] = str(meta["flags"][-1])  # type: ignore[index]
+    return out
+
+
+def _marked(opts: JobOptions, scope: str) -> dict[str, str | None]:
+    """The marked fields' directives; an unset (None, "", 0) field has none."""
+    return {
+        flag: str(v) if (v := getattr(opts, name)) not in (None, "", 0) else None
+        for name, flag in sbatch_fields(scope).items()
+    }
+
+
 def _job_level(opts: JobOptions, name_dir: Path) -> tuple[dict[str, str | None], list[str], list[str]]:
     """(the job's own #SBATCH values, its flags, the escape hatch's arguments as given)."""
     job: dict[str, str | None] = {
@@ -21,14 +40,7 @@ def _job_level(opts: JobOptions, name_dir: Path) -> tuple[dict[str, str | None],
         "--output": f"{name_dir}/{'%A_%a' if opts.array else '%j'}/logs/batch.log",
         "--array": opts.array or None,
         "--open-mode": "append",
-        "--account": opts.account,
-        "--signal": opts.signal or None,
-        "--qos": opts.qos,
-        "--reservation": opts.reservation,
-        "--dependency": opts.dependency,
-        "--mail-type": opts.mail_type,
-        "--mail-user": opts.mail_user,
-        "--comment": opts.comment,
+        **_marked(opts, "job"),
     }
     flags = (["--oversubscribe"] if opts.oversubscribe else []) + ["--requeue" if opts.requeue > 0 else "--no-requeue"]
     flags += ["--no-kill"] if opts.heal else []  # a failed node leaves the job, which goes on (healing)
@@ -101,17 +113,8 @@ def sbatch_directives(opts: JobOptions, name_dir: Path) -> list[str]:
             "--gpus-per-node": gpus if gpus and workers and opts.gpu_request == "gpus-per-node" else None,
         }
         if workers:
-            out.update(
-                {
-                    "--constraint": opts.constraint,
-                    "--segment": str(opts.segment) if opts.segment else None,
-                    "--mem": opts.mem,
-                    "--mem-per-cpu": opts.mem_per_cpu,
-                    "--gres": ",".join(g for g in (opts.gres, gres_gpus) if g) or None,
-                    "--exclude": opts.exclude,
-                    "--nodelist": opts.nodelist,
-                }
-            )
+            out.update(_marked(opts, "nodes"))
+            out["--gres"] = ",".join(g for g in (opts.gres, gres_gpus) if g) or None  # the site's and GPUs
         return out
 
     exclusive = ["--exclusive"] if opts.exclusive else []
