@@ -83,8 +83,9 @@ class NodePreflight:
         self.publish(NodeResult(ctx.node, ctx.rank, tuple(local)))
         checks = (*local, *self.child())
         result = NodeResult(ctx.node, ctx.rank, checks, True, round(time.monotonic() - t0, 2))
-        self.publish(result)
+        # the event first: once the result is in, node 0's verdict (and what follows it) may come
         ctx.event("preflight", ok=all(c.ok for c in checks), seconds=result.seconds, checks=result.as_dict()["checks"])
+        self.publish(result)
 
     def child(self) -> list[Check]:
         ctx = self.ctx

@@ -36,7 +36,7 @@ def test_apptainer_warns_when_the_user_cannot_mount_the_image_with_fuse() -> Non
     said = 'SLURM_RL_RUNTIME {"found": true, "version": "1.4.5", "userns": true, "setuid": false, "root": false}'
     checks = apptainer.probe_checks(said + "\n" + line(fuse=False))
     assert [(c.name, c.status) for c in checks] == [("apptainer", "ok"), ("fuse", "warn")]
-    assert "/dev/fuse is not open to uid 1000: each container start extracts the image" in checks[1].found
+    assert "/dev/fuse is not open to uid 1000: each job extracts the image once per node" in checks[1].found
     assert "0666" in checks[1].fix and "fuse3" not in checks[1].fix  # measured: squashfuse needs no fusermount3
     setuid = said.replace('"setuid": false', '"setuid": true')
     assert [c.name for c in apptainer.probe_checks(setuid + "\n" + line(fuse=False))] == ["apptainer"]
