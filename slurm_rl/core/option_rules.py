@@ -154,12 +154,12 @@ def warning_for(time_limit: str) -> int:
 
 
 def option(
-    default: Any, *flags: str, help: str, metavar: str | None = None, spec: bool = False, sbatch: str | None = None
+    default: Any, *flags: str, help: str, metavar: str | None = None, spec: bool = False, directive: str | None = None
 ) -> Any:
     """A field that is also a command-line flag (``flags``: click's spellings, long one last);
-    ``sbatch``: it is the ``#SBATCH`` option of its long flag's name, of the job ("job") or of
+    ``directive``: it is the ``#SBATCH`` option of its long flag's name, of the job ("job") or of
     its nodes ("nodes"), written as its value (login/submission/directives.py)."""
-    meta = {"flags": list(flags), "help": help, "metavar": metavar, "spec": spec, "sbatch": sbatch}
+    meta = {"flags": list(flags), "help": help, "metavar": metavar, "spec": spec, "directive": directive}
     return Field(default, json_schema_extra=meta)  # type: ignore[arg-type]  # JSON values, all of them
 
 

@@ -82,7 +82,7 @@ class JobOptions(DerivedOptions, BaseModel):
         None, "-t", "--time", metavar="TIME", help="Time limit, e.g. 30, 1:00:00, 2-00:00:00 (0: none of its own)."
     )
     partition: SlurmName | None = option(None, "-p", "--partition", spec=True, help="Partition.")
-    account: SlurmName | None = option(None, "-A", "--account", spec=True, sbatch="job", help="Account.")
+    account: SlurmName | None = option(None, "-A", "--account", spec=True, directive="job", help="Account.")
     name: JobName = option(
         "", "-J", "--name", help="Job name, also the job dir's parent (default: the experiment's file name)."
     )
@@ -107,7 +107,7 @@ class JobOptions(DerivedOptions, BaseModel):
     signal: WarningSignal = option(
         DEFAULT_SIGNAL,
         "--signal",
-        sbatch="job",
+        directive="job",
         help="Warning signal before the time limit; the driver gets it via "
         "slurm_rl.on_preempt(callback). Never USR1 (NCCL's).",
     )
@@ -223,45 +223,45 @@ class JobOptions(DerivedOptions, BaseModel):
 
     # ---- what sites require, spelled as sbatch spells it (the spec may set site defaults); sbatch:
     # an #SBATCH line of the job's own (the first component) or of its nodes' (the workers'), directives.py
-    qos: SlurmName | None = option(None, "-q", "--qos", sbatch="job", spec=True, help="Quality of service.")
+    qos: SlurmName | None = option(None, "-q", "--qos", directive="job", spec=True, help="Quality of service.")
     constraint: Constraint | None = option(
-        None, "-C", "--constraint", sbatch="nodes", spec=True, metavar="FEATURES", help="Node features, e.g. a100&ib."
+        None, "-C", "--constraint", directive="nodes", spec=True, metavar="FEATURES", help="Node features, e.g. a100&ib"
     )
     exclusive: bool = option(False, "--exclusive", spec=True, help="Whole nodes, shared with no other job.")
     segment: AtLeast1 | None = option(
         None,
         "--segment",
-        sbatch="nodes",
+        directive="nodes",
         spec=True,
         metavar="N",
         help="Nodes in groups of N, each in one topology block (23.11+).",
     )
     mem: SlurmMemory | None = option(
-        None, "--mem", sbatch="nodes", spec=True, metavar="SIZE", help="Memory per node, e.g. 64G."
+        None, "--mem", directive="nodes", spec=True, metavar="SIZE", help="Memory per node, e.g. 64G."
     )
     mem_per_cpu: SlurmMemory | None = option(
-        None, "--mem-per-cpu", sbatch="nodes", spec=True, metavar="SIZE", help="Memory per CPU (not with --mem)."
+        None, "--mem-per-cpu", directive="nodes", spec=True, metavar="SIZE", help="Memory per CPU (not with --mem)."
     )
     gres: Gres | None = option(None, "--gres", spec=True, metavar="LIST", help="Generic resources, e.g. gpu:8.")
     reservation: SlurmName | None = option(
-        None, "--reservation", sbatch="job", spec=True, help="Run in this reservation."
+        None, "--reservation", directive="job", spec=True, help="Run in this reservation."
     )
     exclude: HostList | None = option(
-        None, "-x", "--exclude", sbatch="nodes", metavar="NODES", help="Never these nodes."
+        None, "-x", "--exclude", directive="nodes", metavar="NODES", help="Never these nodes."
     )
     nodelist: HostList | None = option(
-        None, "-w", "--nodelist", sbatch="nodes", metavar="NODES", help="Exactly these nodes."
+        None, "-w", "--nodelist", directive="nodes", metavar="NODES", help="Exactly these nodes."
     )
     dependency: Dependency | None = option(
-        None, "-d", "--dependency", sbatch="job", help="Start after, e.g. afterok:1234."
+        None, "-d", "--dependency", directive="job", help="Start after, e.g. afterok:1234."
     )
     mail_type: MailTypes | None = option(
-        None, "--mail-type", sbatch="job", spec=True, metavar="TYPES", help="Mail on, e.g. END,FAIL."
+        None, "--mail-type", directive="job", spec=True, metavar="TYPES", help="Mail on, e.g. END,FAIL."
     )
     mail_user: MailUser | None = option(
-        None, "--mail-user", sbatch="job", spec=True, metavar="ADDRESS", help="Mail to."
+        None, "--mail-user", directive="job", spec=True, metavar="ADDRESS", help="Mail to."
     )
-    comment: OneLine | None = option(None, "--comment", sbatch="job", help="A comment SLURM keeps with the job.")
+    comment: OneLine | None = option(None, "--comment", directive="job", help="A comment SLURM keeps with the job.")
     sbatch_args: SbatchArgs = option(
         (),
         "--sbatch-arg",

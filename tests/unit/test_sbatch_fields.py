@@ -1,4 +1,4 @@
-"""One schema for the #SBATCH lines: a field of the options model marked ``sbatch=`` (core/options.py)
+"""One schema for the #SBATCH lines: a field of the options model marked ``directive=`` (core/options.py)
 is the #SBATCH option of its flag's name, the job's own or its nodes', with no line written for
 it anywhere else (login/submission/directives.py). A new sbatch option is its field and a row
 here: the first test fails until the row exists."""

@@ -14,12 +14,12 @@ def _quoted(d: dict[str, str | None]) -> list[str]:
 
 
 def sbatch_fields(scope: str) -> dict[str, str]:
-    """Option field -> its ``#SBATCH`` option, for the fields core/options.py marks ``sbatch=``
+    """Option field -> its ``#SBATCH`` option, for the fields core/options.py marks ``directive=``
     ``scope`` ("job": the job's own, "nodes": its nodes'): a new sbatch option is one field."""
     out = {}
     for name, info in JobOptions.model_fields.items():
         meta = info.json_schema_extra
-        if isinstance(meta, dict) and meta.get("sbatch") == scope:
+        if isinstance(meta, dict) and meta.get("directive") == scope:
             out[name] = str(meta["flags"][-1])  # type: ignore[index]
     return out
 
