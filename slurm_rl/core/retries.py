@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from . import causes as c
 from .causes import Cause
+from .events import write_atomic
+from .paths import JobPaths
 
 # a name of --retry-on: a family of causes, or one cause by its own name (docs/causes.md)
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -75,3 +77,10 @@ def shell_lists(text: str | None) -> tuple[str, str]:
     if retry is None:
         return "", ""
     return " ".join(sorted(retry.kinds)), " ".join(map(str, sorted(retry.exits)))
+
+
+def add_bad_nodes(paths: JobPaths, nodes: list[str]) -> None:
+    """Add ``nodes`` to the job's bad_nodes (one per line, first seen first), which no later
+    attempt is given (templates/finalize.sh.j2 excludes them)."""
+    known = paths.bad_nodes.read_text().split() if paths.bad_nodes.exists() else []
+    write_atomic(paths.bad_nodes, "".join(f"{n}\n" for n in dict.fromkeys([*known, *nodes])))

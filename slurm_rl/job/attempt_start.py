@@ -5,10 +5,10 @@ at once, with that cause, when ``--retry-on`` does not name it."""
 
 from __future__ import annotations
 
-from ..core.events import read_events, write_atomic
+from ..core.events import read_events
 from ..core.exits import clear_exit, read_exit
 from ..core.last_attempt import last_attempt
-from ..core.retries import FAMILIES, parse_retry_on
+from ..core.retries import FAMILIES, add_bad_nodes, parse_retry_on
 from .context import NodeContext
 
 
@@ -29,8 +29,7 @@ def begin_attempt(ctx: NodeContext) -> None:
     if not last.by_slurm or cause is None:
         return
     if cause.node and cause.kind in FAMILIES["node"]:  # a later retry of finalize's excludes it too
-        bad = ctx.paths.bad_nodes.read_text().split() if ctx.paths.bad_nodes.exists() else []
-        write_atomic(ctx.paths.bad_nodes, "".join(f"{n}\n" for n in dict.fromkeys([*bad, cause.node])))
+        add_bad_nodes(ctx.paths, [cause.node])
     if retry is None:
         return
     if not retry.covers(cause, None):

@@ -22,6 +22,7 @@ from ..core.causes import Cause
 from ..core.events import write_atomic
 from ..core.job_env import MEMBER_RANK_BASE
 from ..core.node_verdict import MIN_FREE_BYTES, Check, NodeResult, Verdict, judge
+from ..core.retries import add_bad_nodes
 from .context import NodeContext
 
 COLLECTIVE_TIMEOUT_S = 30.0  # the rendezvous and the exchange, together
@@ -153,8 +154,7 @@ def bad_node_ending(ctx: NodeContext, bad: tuple[tuple[str, str, str], ...]) -> 
     exclude)."""
     nodes = list(dict.fromkeys(node for node, _, _ in bad))
     if ctx.manifest.on_bad_node == "exclude":
-        known = ctx.paths.bad_nodes.read_text().split() if ctx.paths.bad_nodes.exists() else []
-        write_atomic(ctx.paths.bad_nodes, "".join(f"{n}\n" for n in dict.fromkeys([*known, *nodes])))
+        add_bad_nodes(ctx.paths, nodes)
         then = f"; the job goes again without {', '.join(nodes)} (--on-bad-node exclude)"
     else:
         then = f"; --on-bad-node exclude would run it again without {'that node' if len(nodes) == 1 else 'them'}"
