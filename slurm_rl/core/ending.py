@@ -6,10 +6,11 @@ every row of the decision is a table test (tests/unit/test_ending.py).
 
 The rules, in order: SLURM's time limit is the cause whatever killed the driver; a driver that
 was done (exit 0) stays COMPLETED whatever SLURM did to the job's last seconds; a preemption is
-the cause, not its SIGTERM; a node SLURM lost, or one whose bootstrap never said how it ended,
-is the cause, not the SIGTERM or dead actor the others saw; else the cause the node that saw the
-end recorded; a failure with OOM kills under it was the memory, one with a Ray daemon's death
-under it that death; a driver error whose log shows a collective's timeout was that timeout."""
+the cause, not its SIGTERM; a node SLURM lost, or one whose bootstrap never said how it ended
+(in a job not cancelled), is the cause, not the SIGTERM or dead actor the others saw; else the
+cause the node that saw the end recorded; a failure with OOM kills under it was the memory, one
+with a Ray daemon's death under it that death; a driver error whose log shows a collective's
+timeout was that timeout."""
 
 from __future__ import annotations
 
@@ -76,6 +77,9 @@ def decide(e: Evidence) -> Ending:
         state = "COMPLETING"  # the driver's exit is known, SLURM has not moved the job on yet
     lost = list(e.lost) if asked and not e.in_queue and code != 0 else []
     lost = [] if reason.startswith("the job step could not start on") else lost  # srun killed the others
+    # a cancelled job's silent node is the cancel's: SLURM's SIGTERM can come while the node's step
+    # is still starting (never seen), then its SIGKILL after KillWait (a lost node is NODE_FAIL)
+    lost = [] if state == "CANCELLED" else lost
     silent = e.silent if state == "NODE_FAIL" else None
     cause, keep = None, False  # keep: an exit to record (with code 1)
     if state == "TIMEOUT":  # SLURM's SIGTERM/SIGKILL at the limit is no crash, whatever killed the driver

@@ -41,6 +41,9 @@ ROWS = [
     ("cancelled", ev("CANCELLED", 143, SIGTERM), "CANCELLED", "cancelled"),
     ("cancelled pending", ev("CANCELLED", None), "CANCELLED", "cancelled"),
     ("teardown", ev("CANCELLED", 143, "cancelled by slurm-rl teardown (was RUNNING)"), "CANCELLED", "cancelled"),
+    # scancel as a node's step started: SLURM's SIGTERM came before its bootstrap, the SIGKILL after
+    ("cancelled, a node silent", ev("CANCELLED", 143, SIGTERM, lost=["node2"]), "CANCELLED", "cancelled"),
+    ("cancelled, nothing written", ev("CANCELLED", None, lost=["node2"]), "CANCELLED", "cancelled"),
     ("time limit", ev("TIMEOUT", 143, SIGTERM), "TIMEOUT", "time_limit"),
     ("time limit, driver crashed", ev("TIMEOUT", 139, f"{SIGTERM}; driver killed"), "TIMEOUT", "time_limit"),
     ("preempted", ev("PREEMPTED", 143, SIGTERM), "PREEMPTED", "preempted"),
