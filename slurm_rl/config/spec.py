@@ -13,25 +13,19 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ..core.errors import SpecError
 from ..core.fields import (
-    Constraint,
     FieldProblem,
-    Gres,
-    MailTypes,
-    MailUser,
     NetworkInterface,
     RegexTable,
-    SlurmMemory,
-    SlurmName,
     first_match,
 )
-from ..core.option_rules import SbatchArgList, SrunArgList
 from ..runtimes import NAMES, runtime_of
+from .site_defaults import SPEC_CONFIG, SiteDefaults
 from .spec_errors import one_line
 
 SPEC_ENV_VAR = "CLUSTER_SPEC_PATH"
@@ -43,10 +37,15 @@ _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 SECRET_NAME = re.compile(r"TOKEN|KEY|PASSWORD|SECRET|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 
-class ClusterSpec(BaseModel):
-    """A resolved, validated cluster spec. Frozen: resolve once, pass around."""
+class ClusterSpec(SiteDefaults):
+    """A resolved, validated cluster spec. Frozen: resolve once, pass around. Its site defaults
+    (partition, account, qos, mem, ..., python) are the job options' own (site_defaults.py)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+    model_config = SPEC_CONFIG
+
+    if TYPE_CHECKING:  # the site defaults' attributes, made from the options at import
+
+        def __getattr__(self, name: str) -> Any: ...
 
     cluster_type: Literal["slurm", "local", "ray"] = "slurm"
     cluster_name: str
@@ -57,41 +56,11 @@ class ClusterSpec(BaseModel):
     cpu_image: str | None = None
     gpu_image: str | None = None
     node_name_prefix: str | None = None  # set: every node of a job must carry it (checked)
-    partition: SlurmName | None = None
-    head_partition: SlurmName | None = None
-    account: SlurmName | None = None
-    # site defaults of the job options of the same names (a flag overrides each)
-    qos: SlurmName | None = None
-    constraint: Constraint | None = None
-    exclusive: bool = False
-    segment: int | None = Field(default=None, ge=1)  # nodes per topology block group (--segment, 23.11+)
-    dashboard: bool = False  # every job starts Ray's dashboard on its head (--dashboard)
-    ray_client: bool = False  # every job serves Ray Client on its head (--ray-client)
-    snapshot: bool = False  # every job runs from a copy of its git repository (--snapshot)
-    heal: int = Field(default=0, ge=0)  # every job replaces up to this many lost worker nodes (--heal)
-    stall_timeout: str | None = None  # every job's --stall-timeout (30m), checked as the flag is
-    stall_action: Literal["warn", "fail", "requeue"] | None = None  # and its --stall-action
-    retry_on: str | None = None  # every job's --retry-on (e.g. "node,preempted"), checked as the flag is
-    preflight: bool = False  # every job checks its nodes before the driver starts (--preflight)
-    on_bad_node: Literal["exclude", "fail"] | None = None  # and what a bad node does (--on-bad-node)
-    mem: SlurmMemory | None = None
-    mem_per_cpu: SlurmMemory | None = None
-    gres: Gres | None = None
-    reservation: SlurmName | None = None
-    mail_type: MailTypes | None = None
-    mail_user: MailUser | None = None
-    sbatch_args: SbatchArgList = Field(default_factory=list)
-    srun_args: SrunArgList = Field(default_factory=list)
-    gpus_per_node: int = Field(default=0, ge=0)
-    gpu_type: SlurmName | None = None  # the GPU type to ask for (gpu:TYPE:N), where a partition has several
-    gpu_request: Literal["gpus-per-node", "gres"] = "gpus-per-node"  # "gres": sites that want --gres=gpu:N
-    cpus_per_node: int | None = Field(default=None, ge=1)
     container_runtime: str = "none"  # a name in slurm_rl/runtimes (NAMES)
     # pyxis and a squashfs image: each node unpacks it once per image version and every container
     # starts from that copy under its own copy-on-write layer; at most this many GB per node (LRU)
     image_cache: bool = True
     image_cache_gb: float = Field(default=100.0, gt=0)
-    python: str | None = None
     # from a laptop: the login node (user@host or an ~/.ssh/config alias) that runs every command
     # over ssh, and the interpreter there that has slurm-rl (default: python, else python3)
     login: str | None = Field(default=None, pattern=r"^[^\s'\"]+$")

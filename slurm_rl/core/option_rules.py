@@ -163,6 +163,7 @@ def option(
     return Field(default, json_schema_extra=meta)  # type: ignore[arg-type]  # JSON values, all of them
 
 
-def spec_default(default: Any) -> Any:
-    """A field without a flag whose default comes from the spec's field of the same name."""
-    return Field(default, json_schema_extra={"spec": True})
+def spec_default(default: Any, spec_unset: Any) -> Any:
+    """A field without a flag whose default comes from the spec's field of the same name, which
+    reads ``spec_unset`` where a spec does not set it (the spec's own meaning of unset)."""
+    return Field(default, json_schema_extra={"spec": True, "spec_unset": spec_unset})

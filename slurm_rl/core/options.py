@@ -68,7 +68,7 @@ class JobOptions(DerivedOptions, BaseModel):
             "from; in a container: the job dir)."
         ),
     )
-    python: str = spec_default("python3")  # the interpreter on the nodes (login: spec.python or the submitter's)
+    python: str = spec_default("python3", None)  # the interpreter on the nodes (login: spec.python or the submitter's)
     nodes: AtLeast1 = option(1, "-N", "--nodes", help="Nodes: one Ray node on each.")
     gpus_per_node: AtLeast0 = option(0, "--gpus-per-node", spec=True, help="GPUs per node.")
     gpu_type: SlurmName | None = option(None, "--gpu-type", spec=True, help="GPU type, where a partition has several.")

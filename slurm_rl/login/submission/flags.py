@@ -1,6 +1,6 @@
-"""The options model as the command line sees it: which fields are flags (and how each is
-spelled), which take their default from the spec. commands/common.py makes the click options from
-these; resolve.py names a failed check by its flag."""
+"""The options model as the command line sees it: which fields are flags and how each is spelled
+(the spec's site defaults: config/site_defaults.py). commands/common.py makes the click options
+from these; resolve.py names a failed check by its flag."""
 
 from __future__ import annotations
 
@@ -17,15 +17,6 @@ def flag_fields() -> dict[str, dict[str, Any]]:
         if isinstance(extra, dict) and extra.get("flags"):
             out[name] = {**extra, "default": info.default}
     return out
-
-
-def spec_fields() -> list[str]:
-    """Options whose default is the spec's field of the same name."""
-    return [
-        name
-        for name, info in JobOptions.model_fields.items()
-        if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("spec")
-    ]
 
 
 def flag_of(field: str) -> str:

@@ -14,13 +14,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ...config.site_defaults import site_default_names
 from ...config.spec import ClusterSpec
 from ...core.errors import UsageError
 from ...core.fields import FieldProblem
 from ...core.options import JobOptions
 from ...core.parts import load_parts, ray_node_count, with_job_defaults
 from ...runtimes import RUNTIMES, runtime_of
-from .flags import flag_of, spec_fields
+from .flags import flag_of
 from .plan import container_mounts
 
 __all__ = ["JobOptions", "resolve_options"]
@@ -86,7 +87,7 @@ def resolve_options(
         )
     values = {k: v for k, v in flags.items() if v is not None and v != ()}
     parts = _parts(values)
-    for name in spec_fields():
+    for name in site_default_names():
         site = getattr(spec, name, None)
         if name in ADDITIVE:  # the spec's escape-hatch arguments, then the command line's
             values[name] = (*(site or ()), *values.get(name, ()))
