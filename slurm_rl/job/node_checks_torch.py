@@ -1,9 +1,9 @@
 """The part of a node's preflight that needs the job's Python with torch (job/node_checks.py runs it
 with the job's interpreter): it imports slurm_rl and torch (ray's import is proven by the node's
 own `ray start`); runs a small kernel on each GPU
-torch sees where it sees any; then, across every node of the job, a timed gloo exchange (each node
+torch sees where it sees any; then, across every node of the job, a timed exchange (each node
 sends PAYLOAD bytes to the next and waits for its acknowledgement, so the time is the sender's)
-and an all-reduce. Prints one JSON object.
+and an all-reduce, over NCCL where every node's torch sees a GPU, else gloo. Prints one JSON object.
 
 argv: RANK WORLD STORE_FILE GPUS TIMEOUT_S IP. Rank 0 serves the rendezvous (a TCPStore on a free port
 of its address IP) and writes ``HOST:PORT`` to STORE_FILE (the job dir); the others read it."""
@@ -39,7 +39,7 @@ def main(rank: int, world: int, store_file: Path, gpus: int, timeout_s: float, i
             out.append(check("gpus", seen == gpus, f"torch sees {seen} GPU(s), each ran a kernel; SLURM gave {gpus}"))
         except Exception as exc:  # noqa: BLE001
             out.append(check("gpus", False, f"a kernel failed on a GPU torch sees: {exc!r}"))
-    out.append(collective(rank, world, store_file, timeout_s, ip))
+    out.append(collective(rank, world, store_file, timeout_s, ip, gpus))
     return out
 
 
@@ -49,29 +49,40 @@ def color(rank: int, world: int) -> int:
     return 2 if world % 2 and rank == world - 1 and world > 1 else rank % 2
 
 
-def exchange(dist: Any, torch: Any, rank: int, world: int) -> float:
+def choose_backend(store: Any, rank: int, world: int, cuda: bool) -> str:
+    """NCCL where every node's torch sees a GPU (the real fabric a run's collectives take), else
+    gloo: every node says what it has through the rendezvous store, so all pick the same."""
+    store.set(f"preflight-cuda-{rank}", "1" if cuda else "0")
+    return "nccl" if all(store.get(f"preflight-cuda-{r}") == b"1" for r in range(world)) else "gloo"
+
+
+def exchange(dist: Any, torch: Any, rank: int, world: int, device: str = "cpu") -> float:
     """Each node sends PAYLOAD_BYTES to the next, phase by phase; seconds until the next node
-    acknowledged all of it (the sender's link and the receiver's)."""
+    acknowledged all of it (the sender's link and the receiver's; on a GPU, once the device is done)."""
     nxt, prv = (rank + 1) % world, (rank - 1) % world
+    settle = torch.cuda.synchronize if device != "cpu" else (lambda: None)  # NCCL's wait is the stream's
     send_s = 0.0
     for phase in range(3 if world % 2 and world > 1 else 2):
         dist.barrier()
+        settle()
         if color(rank, world) == phase:
             t0 = time.perf_counter()
             sent, acked = (
-                dist.isend(torch.zeros(PAYLOAD_BYTES // 4), nxt, tag=1),
-                dist.irecv(torch.zeros(1), nxt, tag=2),
+                dist.isend(torch.zeros(PAYLOAD_BYTES // 4, device=device), nxt, tag=1),
+                dist.irecv(torch.zeros(1, device=device), nxt, tag=2),
             )
             acked.wait()
+            settle()
             send_s = time.perf_counter() - t0
             sent.wait()
         if color(prv, world) == phase:
-            dist.irecv(torch.empty(PAYLOAD_BYTES // 4), prv, tag=1).wait()
-            dist.isend(torch.ones(1), prv, tag=2).wait()
+            dist.irecv(torch.empty(PAYLOAD_BYTES // 4, device=device), prv, tag=1).wait()
+            dist.isend(torch.ones(1, device=device), prv, tag=2).wait()
+            settle()
     return send_s
 
 
-def collective(rank: int, world: int, store_file: Path, timeout_s: float, ip: str) -> dict[str, Any]:
+def collective(rank: int, world: int, store_file: Path, timeout_s: float, ip: str, gpus: int = 0) -> dict[str, Any]:
     import datetime
 
     import torch
@@ -82,6 +93,7 @@ def collective(rank: int, world: int, store_file: Path, timeout_s: float, ip: st
     if world < 2:
         return check("collective", True, "one node: nothing to exchange")
     deadline = time.monotonic() + timeout_s
+    backend = "gloo"
     try:
         if rank == 0:
             store = dist.TCPStore(ip, 0, world, True, datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
@@ -94,17 +106,27 @@ def collective(rank: int, world: int, store_file: Path, timeout_s: float, ip: st
             ip, port = store_file.read_text().strip().rsplit(":", 1)
             left = max(1.0, deadline - time.monotonic())
             store = dist.TCPStore(ip, int(port), world, False, datetime.timedelta(seconds=left))
+        backend = choose_backend(store, rank, world, gpus > 0 and torch.cuda.is_available())
+        device = "cuda:0" if backend == "nccl" else "cpu"  # the first GPU SLURM gave this node
+        if backend == "nccl":
+            torch.cuda.set_device(0)
         timeout = datetime.timedelta(seconds=max(1.0, deadline - time.monotonic()))
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
-        send_s = exchange(dist, torch, rank, world)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+        send_s = exchange(dist, torch, rank, world, device)
         t1 = time.perf_counter()
-        dist.all_reduce(torch.ones(PAYLOAD_BYTES // 4))
+        summed = torch.ones(PAYLOAD_BYTES // 4, device=device)
+        dist.all_reduce(summed)
+        total = summed[0].item()  # (waits for the device)
         reduce_s = time.perf_counter() - t1
         dist.destroy_process_group()
     except Exception as exc:  # noqa: BLE001 - a timeout, a peer gone: the finding
         text = str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else repr(exc)
-        return check("collective", False, f"the gloo exchange across {world} nodes failed here: {text}")
-    found = f"sent {PAYLOAD_BYTES // 1024} KiB in {send_s:.3f} s; all-reduce {reduce_s:.3f} s over {world} nodes"
+        return check("collective", False, f"the {backend} exchange across {world} nodes failed here: {text}")
+    if total != world:
+        return check("collective", False, f"the {backend} all-reduce over {world} nodes summed to {total:g} here")
+    found = (
+        f"sent {PAYLOAD_BYTES // 1024} KiB in {send_s:.3f} s; {backend} all-reduce {reduce_s:.3f} s over {world} nodes"
+    )
     return check("collective", True, found, round(send_s, 4))
 
 

@@ -117,7 +117,24 @@ def test_the_torch_part_exchanges_through_gloo_between_two_nodes(tmp_path: Path)
     for checks in out:
         by = {c["name"]: c for c in checks}
         assert by["python"]["ok"] and by["collective"]["ok"], checks
-        assert by["collective"]["seconds"] < 5 and "all-reduce" in by["collective"]["found"]
+        assert by["collective"]["seconds"] < 5 and "gloo all-reduce" in by["collective"]["found"]
+
+
+@pytest.mark.parametrize(("cuda", "backend"), [((True, True, True), "nccl"), ((True, False, True), "gloo")])
+def test_every_node_takes_nccl_only_where_all_see_a_gpu(cuda: tuple[bool, ...], backend: str) -> None:
+    import datetime
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch.distributed as dist
+
+    from slurm_rl.job.node_checks_torch import choose_backend
+
+    wait = datetime.timedelta(seconds=30)
+    head = dist.TCPStore("127.0.0.1", 0, len(cuda), True, wait, wait_for_workers=False)
+    stores = [head, *(dist.TCPStore("127.0.0.1", head.port, len(cuda), False, wait) for _ in cuda[1:])]
+    with ThreadPoolExecutor(len(cuda)) as pool:  # one node's GPU-less torch turns every node to gloo
+        chosen = list(pool.map(lambda r: choose_backend(stores[r], r, len(cuda), cuda[r]), range(len(cuda))))
+    assert chosen == [backend] * len(cuda)
 
 
 @pytest.mark.parametrize(
