@@ -66,7 +66,7 @@ class Job:
         import cloudpickle
         from submitit.core.utils import FailedJobError  # the error submitit users already catch
 
-        from .reading.summary import wait_for_job
+        from .reading.job_wait import wait_for_job
 
         summary = wait_for_job(self.paths, self.job_id, self._client, quiet=True)
         self._ended = True

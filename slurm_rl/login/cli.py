@@ -144,8 +144,8 @@ def _after_submit(res: Any, opts: Any, client: Any, wait: bool, as_json: bool) -
             f"  stop:    slurm-rl teardown {res.job_id}"
         )
     if wait:
+        from .reading.job_wait import wait_for_job
         from .reading.plots import redraw_after_end
-        from .reading.summary import wait_for_job
 
         summary = wait_for_job(res.paths, res.job_id, client, quiet=as_json)
         redraw_after_end(res.paths)

@@ -13,6 +13,7 @@ from ..core.job_ids import as_slurm_id, is_array_task, is_slurm_job_id
 from .node_steps import run_own_step
 from .partitions import PartitionQueries
 from .records import (
+    QUEUE_FORMAT,
     JobRecord,
     JobState,
     PartitionInfo,
@@ -88,7 +89,7 @@ class SlurmClient(PartitionQueries):
 
     def job_state(self, job_id: int | str) -> JobState:
         """State from squeue while queued, else sacct, else scontrol; UNKNOWN if all forgot it."""
-        res = self.run(["squeue", "-h", "-j", str(job_id), "-o", "%i|%T|%N|%r"], check=False)
+        res = self.run(["squeue", "-h", "-j", str(job_id), "-o", QUEUE_FORMAT], check=False)
         queued = queue_states(res.stdout.splitlines(), only=str(job_id))  # a het job: <id>+0, <id>+1
         if queued:
             return replace(next(iter(queued.values())), job_id=job_id)
@@ -117,8 +118,22 @@ class SlurmClient(PartitionQueries):
     def my_queue(self) -> dict[int | str, JobState]:
         """Every job of the calling user that SLURM still queues or runs, in one squeue call."""
         # -r: one line per array task, pending ones too (else "1234_[2-3%2]")
-        res = self.run(["squeue", "-h", "-r", "--me", "-o", "%i|%T|%N|%r"], check=False)
+        res = self.run(["squeue", "-h", "-r", "--me", "-o", QUEUE_FORMAT], check=False)
         return queue_states(res.stdout.splitlines())
+
+    def jobs_ahead(self, state: JobState) -> int | None:
+        """How many pending jobs of its partition SLURM would start before this pending one (a
+        higher priority), anyone's; None where SLURM does not say."""
+        if state.state != "PENDING" or not state.partition or state.priority is None:
+            return None
+        argv = ["squeue", "-h", "-t", "PENDING", "-p", state.partition.split(",")[0], "-o", "%i|%Q"]
+        res = self.run(argv, check=False)
+        if res.returncode != 0:
+            return None
+        rows = [line.split("|") for line in res.stdout.splitlines() if line.count("|") == 1]
+        mine = str(state.job_id).partition("_")[0]
+        others = [(jid, int(prio)) for jid, prio in rows if prio.isdigit() and re.split(r"[_+]", jid)[0] != mine]
+        return sum(1 for _, prio in others if prio > state.priority)
 
     def accounting_table(self, job_ids: Sequence[int | str]) -> dict[int | str, JobState]:
         """The states of many jobs from SLURM's accounting, in one sacct call ({} where the site

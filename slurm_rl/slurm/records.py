@@ -105,6 +105,9 @@ class JobState:
     exit_code: int | None = None
     reason: str = ""
     components: tuple[tuple[int, str], ...] = ()  # a heterogeneous job's (component, SLURM reason) while queued
+    start: str = ""  # a queued job's start, SLURM's estimate while pending (ISO, local time); "" unknown
+    partition: str = ""  # where it is queued (a job of parts: its first component's)
+    priority: int | None = None  # SLURM's priority while queued (higher goes first)
 
     @property
     def finished(self) -> bool:
@@ -197,17 +200,23 @@ def _bytes(size: str) -> int:
         return 0
 
 
+QUEUE_FORMAT = "%i|%T|%N|%r|%S|%P|%Q"  # squeue's: id, state, nodes, reason, start, partition, priority
+
+
 def queue_states(lines: list[str], only: str | None = None) -> dict[int | str, JobState]:
-    """``squeue -o %i|%T|%N|%r`` lines as states (of job ``only``, if given); a heterogeneous
+    """``squeue -o QUEUE_FORMAT`` lines as states (of job ``only``, if given); a heterogeneous
     job's components (``<id>+K``) as one state with each component's reason."""
     out: dict[int | str, JobState] = {}
     for line in lines:
         parts = line.strip().split("|")
         head, _, comp = parts[0].partition("+")
-        if len(parts) != 4 or not is_slurm_job_id(head) or (only is not None and head != only):
+        if len(parts) not in (4, 7) or not is_slurm_job_id(head) or (only is not None and head != only):
             continue
         key = as_slurm_id(head)
-        seen = out.get(key) or JobState(key, parts[1], parts[2], None, parts[3])
+        start, partition, priority = parts[4:7] if len(parts) == 7 else ("", "", "")
+        start = start if start[:1].isdigit() else ""  # N/A, Unknown
+        prio = int(priority) if priority.isdigit() else None
+        seen = out.get(key) or JobState(key, parts[1], parts[2], None, parts[3], (), start, partition, prio)
         if comp.isdigit():
             seen = replace(seen, components=tuple(sorted({*seen.components, (int(comp), parts[3])})))
         out[key] = seen

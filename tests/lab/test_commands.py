@@ -78,6 +78,25 @@ def test_wait_prints_the_driver_output_then_how_it_ended(lab: list[str]) -> None
     assert "COMPLETED, exit code 0: driver exited 0" in res.stderr
 
 
+def test_a_pending_job_says_why_when_slurm_expects_it_and_how_many_go_first(lab: list[str]) -> None:
+    data = start("hold.py", nodes=1, extra=("--sbatch-arg=--begin=now+1hour",))
+    jid = str(data["job_id"])
+    try:
+        said = wait_for(lambda: json.loads(run_cli("status", jid, "--json").stdout).get("waits_for"), 30)
+        assert said == "its start time (--begin) (BeginTime)", said
+        row = json.loads(run_cli("status", jid, "--json").stdout)
+        assert row["state"] == "PENDING" and row["expected_start"] and row["partition"], row
+        assert isinstance(row["jobs_ahead"], int) and row["jobs_ahead"] >= 0, row  # (the other stream's, if any)
+        table = run_cli("status", jid).stdout
+        assert f"job {jid}: pending, waiting for its start time (--begin) (BeginTime)" in table, table
+        place = rf"job {jid}: starts ~(59 min|1 h 0 min) from now, at \d\d:\d\d \(SLURM's estimate\); \d+ jobs? ahead"
+        assert re.search(place + rf" of it in partition {row['partition']}", table), table
+    finally:
+        assert run_cli("teardown", jid).returncode == 0
+    wait_gone(data["job_id"])
+    assert_no_leftovers(lab, data["job_id"])
+
+
 def test_logs_of_unknown_job_exit_2(lab: list[str]) -> None:
     res = run_cli("logs", "999999998", "--spec", SPEC)
     assert res.returncode == 2

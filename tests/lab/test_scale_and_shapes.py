@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_rl.login.reading.summary import SLURM_POLL_MAX_S, SLURM_POLL_MIN_S
+from slurm_rl.login.reading.job_wait import SLURM_POLL_MAX_S, SLURM_POLL_MIN_S
 from tests.conftest import LAB, cli_argv, run_cli
 from tests.lab.helpers import (
     CLIENT_DRIVER,

@@ -17,7 +17,8 @@ from slurm_rl.distributed._engine.launch import explain_cause
 from slurm_rl.distributed._engine.reliability.tables import print_table
 from slurm_rl.job.node import describe_error
 from slurm_rl.login.reading.job_tables import print_table as print_jobs
-from slurm_rl.login.reading.summary import summarize, wait_for_job
+from slurm_rl.login.reading.job_wait import wait_for_job
+from slurm_rl.login.reading.summary import summarize
 from slurm_rl.slurm import JobState
 from tests.conftest import REPO, run_cli
 
@@ -134,7 +135,7 @@ def test_wait_ends_on_slurms_final_state_not_on_the_exit_file(
 ) -> None:
     """The exit file and job_end are there while SLURM still says RUNNING, then COMPLETING: the
     wait goes on until FAILED, and never prints a state that disagrees with the exit code."""
-    import slurm_rl.login.reading.summary as jobs
+    import slurm_rl.login.reading.job_wait as jobs
 
     monkeypatch.setattr(jobs, "ENDING_POLL_S", 0.01)
     paths = _job(tmp_path, exit_code=3)

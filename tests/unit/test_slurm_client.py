@@ -357,9 +357,56 @@ def test_a_pending_heterogeneous_job_says_each_components_reason_and_status_name
     assert (state.state, state.components) == ("PENDING", ((0, "Resources"), (1, "Priority")))
     assert client.my_queue()[47973484].components == state.components
     parts = {"trainer": Part(nodes=1), "judge": Part(nodes=1, service="serve {port}")}
-    assert waits_for(state, parts) == "trainer: free nodes (Resources); judge: jobs ahead of it in the queue (Priority)"
-    assert waits_for(client.my_queue()[47973485], {}) == "a limit of its QOS or account (QOSMaxJobsPerUserLimit)"
+    assert waits_for(state, parts) == (
+        "trainer: free nodes: the nodes it asks for are busy (Resources); "
+        "judge: jobs of higher priority ahead of it (Priority)"
+    )
+    assert waits_for(client.my_queue()[47973485], {}) == (
+        "a limit of its QOS (QOSMaxJobsPerUserLimit; `sacctmgr show qos` shows it)"
+    )
     assert waits_for(JobState(7, "RUNNING"), parts) == ""
+
+
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        (
+            "ReqNodeNotAvail, UnavailableNodes:node[1-3]",
+            "(`sinfo -R` says why) (ReqNodeNotAvail: UnavailableNodes:node[1-3])",
+        ),
+        ("PartitionDown", "its partition, which is down (an administrator brings it up) (PartitionDown)"),
+        ("AssocGrpGRES", "a limit of its account (AssocGrpGRES; `sacctmgr show assoc` shows it)"),
+        ("Dependency", "the job it depends on (Dependency)"),
+        ("BeginTime", "its start time (--begin) (BeginTime)"),
+        ("Reservation", "its reservation to start (Reservation)"),
+        ("SomethingNew", "SomethingNew"),
+    ],
+)
+def test_every_reason_a_user_can_act_on_is_said_in_words(reason: str, said: str) -> None:
+    from slurm_rl.login.reading.waiting import waits_for
+
+    assert waits_for(JobState(7, "PENDING", reason=reason), {}).endswith(said)
+
+
+def test_a_pending_jobs_place_is_slurms_estimate_and_the_jobs_of_higher_priority_ahead() -> None:
+    from datetime import datetime
+
+    from slurm_rl.login.reading.waiting import queue_place
+
+    now = datetime(2026, 12, 5, 12, 0).timestamp()
+    mine = "4801|PENDING||Priority|2026-12-05T14:05:00|gpu|1000\n"
+    queue = "4790|900\n4801|1000\n4802|1500\n4803_[1-4]|2000\n4804+0|10\n"
+    runner = FakeRunner({"squeue -h -j": Completed(0, mine, ""), "squeue -h -t": Completed(0, queue, "")})
+    client = SlurmClient(runner)
+    state = client.job_state(4801)
+    assert (state.start, state.partition, state.priority) == ("2026-12-05T14:05:00", "gpu", 1000)
+    ahead = client.jobs_ahead(state)
+    assert ahead == 2 and runner.calls[-1][-4:] == ["-p", "gpu", "-o", "%i|%Q"]  # 4802 and the array, not itself
+    assert queue_place(state, ahead, now) == (
+        "starts ~2 h 5 min from now, at 14:05 (SLURM's estimate); 2 jobs ahead of it in partition gpu"
+    )
+    unplanned = JobState(4801, "PENDING", reason="Priority", start="N/A")
+    assert queue_place(unplanned, None, now) == "" and client.jobs_ahead(JobState(4801, "RUNNING")) is None
 
 
 def test_into_a_heterogeneous_job_every_srun_names_its_component() -> None:

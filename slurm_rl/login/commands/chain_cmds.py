@@ -36,7 +36,7 @@ def submit_and_follow_chain(
         )
     if not wait:
         return
-    from ..reading.summary import wait_for_job
+    from ..reading.job_wait import wait_for_job
 
     summaries = []
     try:

@@ -69,7 +69,8 @@ def logs(
     from ...core.exits import oom_kills, oom_line
     from ...core.progress import open_stall
     from ..reading.follow import follow_file
-    from ..reading.summary import GentleState, StallNotice, end_line, summarize
+    from ..reading.job_wait import GentleState, StallNotice
+    from ..reading.summary import end_line, summarize
 
     client = session.client
     job_id, paths = session.job(job)

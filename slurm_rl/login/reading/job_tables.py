@@ -20,7 +20,7 @@ from ...core.paths import JobPaths
 from ...core.progress import stall_line
 from ...slurm import JobRecord, SlurmClient
 from .lookup import job_states, status_targets
-from .summary import JobSummary, summarize, with_record
+from .summary import JobSummary, summarize, with_place, with_record
 
 
 def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
@@ -104,6 +104,8 @@ def print_table(rows: Iterable[JobSummary]) -> None:
             print(f"job {r.job_id}: {stall_line(r.stall)}")
         if r.waits_for:
             print(f"job {r.job_id}: pending, waiting for {r.waits_for}")
+        if r.place:
+            print(f"job {r.job_id}: {r.place}")
         for line in parts_lines(r.parts, r.services):
             print(f"job {r.job_id}: {line}")
         if r.time_left_s is not None and not math.isinf(r.time_left_s):
@@ -184,8 +186,8 @@ def show_status(job: str | None, user: str, client: SlurmClient, spec: ClusterSp
     task of a sweep (its array id), or your ten most recent jobs; a table, or JSON lines."""
     targets = status_targets(job, user, client, spec)
     rows = [summarize(paths, state) for paths, state in targets]
-    if job is not None and len(rows) == 1:  # one job: what SLURM's accounting kept once it ended
-        rows = [with_record(rows[0], client)]
+    if job is not None and len(rows) == 1:  # one job: its place in the queue, or what accounting kept
+        rows = [with_record(with_place(rows[0], client), client)]
     if as_json:
         for r in rows:
             print(json.dumps(r.as_dict()), flush=True)

@@ -1,20 +1,17 @@
-"""Looking at jobs after submission: find a job dir by id, summarize its phase and exit, follow
-it while it runs (rich progress on stderr), print tables, follow a log."""
+"""A job as people should see it (JobSummary): its job dir and SLURM's state decided into one
+state, phase, exit and cause; while pending, what it waits for and its place in the queue; once
+ended, SLURM's accounting record and the end in words (end_line). Following a job: job_wait.py."""
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from ...core.causes import COMPLETED, Cause
 from ...core.end_time import read_time_left
 from ...core.ending import Evidence, decide
-from ...core.events import read_events
 from ...core.exits import OomKills, RayDeath, read_cause, read_exit, record_exit
 from ...core.fields import human_time_limit
 from ...core.job_dir import read_job_dir, silent_nodes
@@ -25,9 +22,8 @@ from ...core.progress import Progress, stall_line
 from ...core.progress import last as last_progress
 from ...core.service_states import status_fields
 from ...slurm import JobRecord, JobState, SlurmClient
-from .follow import LogFollower, last_traceback
-from .lookup import job_state_for
-from .waiting import waits_for
+from .follow import last_traceback
+from .waiting import queue_place, waits_for
 
 
 @dataclass(frozen=True)
@@ -52,6 +48,13 @@ class JobSummary:
     parts: dict[str, Any] = field(default_factory=dict)  # a job of parts: each part's nodes and state
     services: dict[str, Any] = field(default_factory=dict)  # ... and each service's instances
     waits_for: str = ""  # a pending job: what it waits for (login/reading/waiting.py)
+    queued: JobState | None = field(default=None, compare=False)  # SLURM's, while pending (its start, partition)
+    jobs_ahead: int | None = None  # a pending job: jobs of its partition SLURM starts first (with_place)
+
+    @property
+    def place(self) -> str:
+        """A pending job's place in words: SLURM's estimated start, the jobs ahead of it."""
+        return queue_place(self.queued, self.jobs_ahead)
 
     @property
     def shown_state(self) -> str:
@@ -67,7 +70,10 @@ class JobSummary:
             extra.update(healing=list(self.healing), members=list(self.members))
         if self.parts:
             extra.update(parts=self.parts, services=self.services)
-        extra.update({"waits_for": self.waits_for} if self.waits_for else {})
+        if self.waits_for:
+            q = self.queued
+            extra.update(waits_for=self.waits_for, expected_start=(q.start or None) if q else None)
+            extra.update(jobs_ahead=self.jobs_ahead, partition=(q.partition or None) if q else None)
         return {
             "job_id": self.job_id,
             "job_dir": str(self.paths.job_dir),
@@ -144,8 +150,16 @@ def summarize(paths: JobPaths, state: JobState | None) -> JobSummary:
         stall=stall,
         ray_deaths=v.ray_deaths,
         waits_for=waits_for(state, v.manifest.parts if v.manifest else {}),
+        queued=state if state is not None and state.state == "PENDING" else None,
         **(status_fields(paths.job_dir, v.manifest.parts, v.phase) if v.manifest and v.manifest.parts else {}),  # type: ignore[arg-type]
     )
+
+
+def with_place(summary: JobSummary, client: SlurmClient) -> JobSummary:
+    """A pending job's summary with how many jobs of its partition go first (one squeue call)."""
+    if summary.queued is None:
+        return summary
+    return replace(summary, jobs_ahead=client.jobs_ahead(summary.queued))
 
 
 def with_record(summary: JobSummary, client: SlurmClient) -> JobSummary:
@@ -154,104 +168,6 @@ def with_record(summary: JobSummary, client: SlurmClient) -> JobSummary:
     if is_local(summary.job_id) or JobState(summary.job_id, summary.state.split()[0]).in_queue:
         return summary
     return replace(summary, record=client.accounting(summary.job_id))
-
-
-# ---- following a job ----------------------------------------------------------------------------
-SLURM_POLL_MIN_S = 2.0  # the first SLURM query comes this long after the start ...
-SLURM_POLL_MAX_S = 15.0  # ... and the interval doubles up to this (sites police tools that poll hard)
-
-
-ENDING_POLL_S = 1.0  # SLURM is asked this often once the job dir says the job ended
-
-
-def settled(state: JobState) -> bool:
-    """SLURM's word on the job is final: it left the queue (COMPLETED, FAILED, ...), or SLURM
-    forgot it (UNKNOWN: then the job dir's exit files say how it ended)."""
-    return state.finished or state.state == "UNKNOWN"
-
-
-class GentleState:
-    """A job's SLURM state for followers (``--wait``, ``logs -f``): SLURM is asked at most every
-    2 s at first, backing off to every 15 s; once the job dir says the job ended (finalize's
-    ``job_end``) every second, until SLURM's state is final. A follower ends on SLURM's final
-    state, never on the job dir alone: between the driver's exit and the epilog's end SLURM
-    still says RUNNING or COMPLETING, and a state read then is not the job's."""
-
-    def __init__(self, paths: JobPaths, job_id: JobId, client: SlurmClient) -> None:
-        self.paths, self.job_id, self.client = paths, job_id, client
-        self.state = job_state_for(paths, client)
-        self.ended_here = False
-        self._interval = SLURM_POLL_MIN_S
-        self._next_ask = time.monotonic() + SLURM_POLL_MIN_S
-
-    def poll(self) -> bool:
-        """Refresh (a job-dir read; SLURM only when due); True once SLURM's state is final."""
-        if not self.ended_here:
-            self.ended_here = any(e.get("event") == "job_end" for e in read_events(self.paths.events))
-            if self.ended_here:
-                self._next_ask = time.monotonic()  # ask at once
-        if time.monotonic() >= self._next_ask:
-            self.state = job_state_for(self.paths, self.client)
-            self._interval = ENDING_POLL_S if self.ended_here else min(self._interval * 2, SLURM_POLL_MAX_S)
-            self._next_ask = time.monotonic() + self._interval
-        return settled(self.state)
-
-
-class StallNotice:
-    """Says each stall of a followed job once (`--wait`, `logs -f`): a stall is known by the
-    time of its last progress, so a second stall after progress resumed is news again."""
-
-    def __init__(self) -> None:
-        self._said: object = None
-
-    def news(self, stall: dict[str, Any] | None) -> str | None:
-        if not stall or stall.get("last_t") == self._said:
-            return None
-        self._said = stall.get("last_t")
-        return stall_line(stall)
-
-
-def wait_for_job(
-    paths: JobPaths, job_id: JobId, client: SlurmClient, quiet: bool = False, poll_s: float = 0.5
-) -> JobSummary:
-    """Follow a job until SLURM's state is final; show state, phase and nodes up meanwhile.
-
-    Progress comes from the job dir (events.jsonl, a file read every ``poll_s``); SLURM is
-    asked as GentleState says."""
-    console = Console(stderr=True)
-    last = None
-    gentle = GentleState(paths, job_id, client)
-    driver = LogFollower(paths.driver_log)
-    stall = StallNotice()
-    with console.status(f"job {job_id}: submitted", spinner="dots") as st:
-        while True:
-            ended = gentle.poll()
-            summary = summarize(paths, gentle.state)
-            text = f"job {job_id}: {summary.state}, {summary.phase}, {summary.nodes_up}/{summary.nodes} nodes up"
-            if gentle.ended_here and not ended:
-                text = f"job {job_id}: exit code {summary.exit_code}; SLURM is completing the job (epilog)"
-            news = stall.news(summary.stall)
-            if news:  # said even under --json
-                console.print(f"slurm-rl: job {job_id}: {news}", markup=False, highlight=False)
-            if not quiet:
-                for line in driver.new_lines():  # the driver's output, above the spinner
-                    console.print(line, markup=False, highlight=False, soft_wrap=True)
-                if text != last:
-                    st.update(text)
-                    last = text
-            if ended:
-                break
-            time.sleep(poll_s)
-    # A job SLURM ended may show its exit code file a moment later on a shared FS.
-    deadline = time.monotonic() + 5
-    while summary.exit_code is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-        summary = summarize(paths, gentle.state)
-    if not quiet:
-        for line in driver.new_lines():
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
-        console.print(end_line(summary), markup=False, highlight=False, soft_wrap=True)
-    return summary
 
 
 def end_line(summary: JobSummary) -> str:
