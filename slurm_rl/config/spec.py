@@ -56,6 +56,9 @@ class ClusterSpec(SiteDefaults):
     cpu_image: str | None = None
     gpu_image: str | None = None
     node_name_prefix: str | None = None  # set: every node of a job must carry it (checked)
+    # on a machine with several clusters' SLURM clients: this cluster's slurm.conf, the SLURM_CONF
+    # of every SLURM command slurm-rl runs for it (unset: the machine's own)
+    slurm_conf: str | None = None
     container_runtime: str = "none"  # a name in slurm_rl/runtimes (NAMES)
     # pyxis and a squashfs image: each node unpacks it once per image version and every container
     # starts from that copy under its own copy-on-write layer; at most this many GB per node (LRU)
@@ -132,6 +135,13 @@ class ClusterSpec(SiteDefaults):
     def _python(cls, v: str | None) -> str | None:
         if v is not None and not v.strip():
             raise ValueError("is empty")
+        return v
+
+    @field_validator("slurm_conf")
+    @classmethod
+    def _slurm_conf(cls, v: str | None) -> str | None:
+        if v is not None and not os.path.isabs(v):
+            raise ValueError("is a relative path; give the absolute path of the cluster's slurm.conf")
         return v
 
     @field_validator("node_local_dir")

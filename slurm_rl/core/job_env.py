@@ -34,6 +34,7 @@ MEMBER_RANK_BASE = 1000  # member N's nodes are ranks N*1000 + 0, 1, ... in the 
 # slurm-rl's settings, as a user, a site or a test sets them (Settings below reads them)
 INDEX_ENV = "SLURM_RL_INDEX"  # the job index file, instead of $XDG_STATE_HOME/slurm-rl/index.jsonl
 LOGIN_ENV = "SLURM_RL_LOGIN"  # a laptop's login node, as --login gives it
+CLUSTERS_ENV = "SLURM_RL_CLUSTERS"  # the clusters file, instead of $XDG_CONFIG_HOME/slurm_rl/clusters.json
 SSH_CONFIG_ENV = "SLURM_RL_SSH_CONFIG"  # an ssh config file instead of ~/.ssh/config (ssh -F)
 CONTROL_DIR_ENV = "SLURM_RL_SSH_DIR"  # where the ControlMaster sockets live (default ~/.cache/slurm-rl/ssh)
 BACKEND_ENV = "SLURM_RL_COMM_BACKEND"  # a worker group's collective backend: nccl or gloo
@@ -193,6 +194,7 @@ class Settings:
     """slurm-rl's settings from the environment, read when asked ('' or False where unset)."""
 
     index: str  # SLURM_RL_INDEX
+    clusters: str  # SLURM_RL_CLUSTERS
     login: str | None  # SLURM_RL_LOGIN (None: unset; '' or 'local': this machine)
     ssh_config: str  # SLURM_RL_SSH_CONFIG
     ssh_dir: str  # SLURM_RL_SSH_DIR
@@ -210,6 +212,7 @@ class Settings:
         env = os.environ if environ is None else environ
         return cls(
             index=env.get(INDEX_ENV, ""),
+            clusters=env.get(CLUSTERS_ENV, ""),
             login=env.get(LOGIN_ENV),
             ssh_config=env.get(SSH_CONFIG_ENV, ""),
             ssh_dir=env.get(CONTROL_DIR_ENV, ""),

@@ -11,7 +11,7 @@ import click
 from .._version import __version__
 from ..config.spec import load_spec, resolve_spec_path
 from ..core.paths import current_user
-from .commands import image_cmds, job_cmds, member_cmds, result_cmds, stack_cmds, sweep_cmds
+from .commands import cluster_cmds, image_cmds, job_cmds, member_cmds, result_cmds, stack_cmds, sweep_cmds
 from .commands.common import CONTEXT, Main, job_options, resolve_submission
 from .commands.job_command import RemoteCommand, slurm_client
 
@@ -77,7 +77,7 @@ def render(**kw: Any) -> None:
     from .submission.render import render_sbatch
 
     s, opts = resolve_submission(kw)
-    click.echo(render_sbatch(preview_plan(s, opts, slurm_client())), nl=False)
+    click.echo(render_sbatch(preview_plan(s, opts, slurm_client(s))), nl=False)
 
 
 @cli.command(cls=RemoteCommand, context_settings=CONTEXT)
@@ -98,7 +98,7 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
     from .submission.submit import submit as do_submit
 
     s, opts = resolve_submission(kw)
-    client = slurm_client()
+    client = slurm_client(s)
     if dry_run:  # what submit would stage, resolved as submit resolves it
         job = render_job(preview_plan(s, opts, client))
         if not as_json:
@@ -201,7 +201,8 @@ def doctor(spec_path: str | None, probe: bool, as_json: bool) -> None:
     from .doctor import site_checks
     from .doctor_probe import not_probed, probe_checks
 
-    s, client = load_spec(spec_path), slurm_client()
+    s = load_spec(spec_path)
+    client = slurm_client(s)
     checks = site_checks(s, client, current_user())
     if any(c.status == "fail" for c in checks):  # the probe job would run with what failed
         checks += not_probed(s, "not checked: the probe job would use what failed above; fix that first")
@@ -228,6 +229,7 @@ for _command in (
     result_cmds.fetch,
     result_cmds.dashboard,
     image_cmds.images,
+    cluster_cmds.clusters,
 ):
     cli.add_command(_command)
 

@@ -22,7 +22,7 @@ from .records import (
     parse_sacct_record,
     queue_states,
 )
-from .runner import Completed, Runner, subprocess_runner
+from .runner import Completed, Runner, subprocess_runner, with_slurm_conf
 from .version import SlurmVersion, require_supported
 
 
@@ -36,8 +36,10 @@ def step_flags(account: str | None, qos: str | None, reservation: str | None = N
 class SlurmClient(PartitionQueries):
     """Thin, typed wrappers over the SLURM commands slurm-rl needs."""
 
-    def __init__(self, runner: Runner = subprocess_runner, timeout_s: float = 30.0) -> None:
-        self.runner = runner
+    def __init__(
+        self, runner: Runner = subprocess_runner, timeout_s: float = 30.0, slurm_conf: str | None = None
+    ) -> None:
+        self.runner = with_slurm_conf(runner, slurm_conf) if slurm_conf else runner  # one cluster of several here
         self.timeout_s = timeout_s
         self.calls = 0
         self._partitions: dict[str, PartitionInfo] | None = None

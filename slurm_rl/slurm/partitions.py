@@ -22,6 +22,12 @@ class PartitionQueries:
             self._partitions = parse_sinfo_nodes(res.stdout)
         return self._partitions
 
+    def answering_partitions(self) -> dict[str, PartitionInfo]:
+        """partitions(), where the controller must answer: one that does not is SlurmCommandError."""
+        res = self.run(["sinfo", "-h", "-N", "-o", SINFO_NODE_FORMAT], hint="is its slurmctld up?")
+        self._partitions = parse_sinfo_nodes(res.stdout)
+        return self._partitions
+
     def partition(self, partition: str | None) -> PartitionInfo | None:
         """One partition (the default one when None); None if SLURM does not know it."""
         table = self.partitions()

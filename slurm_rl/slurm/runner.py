@@ -37,6 +37,19 @@ def subprocess_runner(argv: Sequence[str], timeout_s: float) -> Completed:
     return Completed(p.returncode, p.stdout, p.stderr)
 
 
+def with_slurm_conf(runner: Runner, slurm_conf: str) -> Runner:
+    """``runner`` for one cluster of several on this machine: each command under env(1) with
+    ``SLURM_CONF`` (the spec's ``slurm_conf``); a command env(1) cannot find is the same one line."""
+
+    def run(argv: Sequence[str], timeout_s: float) -> Completed:
+        res = runner(["env", f"SLURM_CONF={slurm_conf}", *argv], timeout_s)
+        if res.returncode == 127 and not res.stdout and "No such file" in res.stderr:
+            subprocess_runner(list(argv), timeout_s)  # its UsageError, as without SLURM_CONF
+        return res
+
+    return run
+
+
 def client_installed() -> bool:
     """Whether this machine has SLURM's client commands (a login node, not a laptop)."""
     return shutil.which("sbatch") is not None

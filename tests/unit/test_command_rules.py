@@ -19,7 +19,7 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.unit
 
 PKG = REPO / "slurm_rl"
-LOCAL_ONLY = {"run", "spec validate", "spec show"}  # no SLURM, or a local file: never forwarded
+LOCAL_ONLY = {"run", "spec validate", "spec show", "clusters add", "clusters remove"}  # no SLURM, or a local file
 # NeMo RL's own underscored names, which its users import from its modules and the facades keep
 # name for name (../shared/docs/): re-exported where NeMo RL has them, not private here
 NEMO_RL_NAMES = {"_init_ray", "_get_free_port_local", "_sort_bundle_indices_by_topology", "_parse_extra_options"}

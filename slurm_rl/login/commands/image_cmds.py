@@ -94,7 +94,7 @@ def _on_nodes(
     from ..images import partition_nodes, run_cache_command
 
     spec = load_spec(spec_flag)
-    client = slurm_client()
+    client = slurm_client(spec)
     part, nodes = partition_nodes(client, partition or spec.partition)
     reports, missing = run_cache_command(spec, client, nodes, action, keys)
     return part, reports, missing

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ...config.spec import SPEC_ENV_VAR, ClusterSpec, load_spec
+from ...config.spec import SPEC_ENV_VAR, ClusterSpec, load_spec, resolve_spec_path
 from ...core.errors import UsageError
 from ...core.paths import current_user
 
 if TYPE_CHECKING:
+    from ...config.clusters import Cluster
     from ...core.job_id import JobId
     from ...core.paths import JobPaths
     from ...slurm import SlurmClient
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 SPEC_HELP = f"Cluster spec (default: ${SPEC_ENV_VAR})."
 LOCAL = "local"  # --login local: run here even if the spec names a login node
+CLUSTER_HELP = "A cluster of `slurm-rl clusters` (its spec and login host), instead of --spec."
 LOGIN_HELP = (
     'Run on this login node over ssh (default: $SLURM_RL_LOGIN, else the spec\'s "login" where no '
     f"SLURM is installed here; '{LOCAL}': here)."
@@ -52,10 +54,17 @@ class RemoteCommand(click.Command):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if any(p.name == "spec_flag" for p in self.params):  # a command of a cluster: name it instead
+            self.params.append(click.Option(["--cluster"], metavar="NAME", default=None, help=CLUSTER_HELP))
         self.params.append(click.Option(["--login"], metavar="[USER@]HOST", default=None, help=LOGIN_HELP))
 
     def invoke(self, ctx: click.Context) -> Any:
         flag = ctx.params.pop("login", None)
+        cluster = ctx.params.pop("cluster", None)
+        if cluster:  # the clusters file's spec (and login host) for it, as if --spec (and --login) said them
+            entry = named_cluster(cluster, ctx.params)
+            ctx.params["spec_flag"] = entry.spec
+            flag = entry.login if flag is None and entry.login else flag
         forwarder = ctx.find_object(Forwarder)
         name = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else self.name or ""
         if forwarder is None:
@@ -66,6 +75,19 @@ class RemoteCommand(click.Command):
         if target is None:
             return super().invoke(ctx)
         sys.exit(forwarder.forward(name, self, ctx.params, target))
+
+
+def named_cluster(name: str, params: dict[str, Any]) -> Cluster:
+    """A --cluster's entry, its spec loaded (a broken one names the cluster); a spec named as
+    well is one line."""
+    from ...config.clusters import cluster_entry, cluster_spec
+
+    given = params.get("spec_flag") or next(iter(a for a in params.get("args") or () if a.endswith(".json")), None)
+    if given:
+        raise UsageError(f"--cluster {name} and the spec {given}: give one (the cluster names its spec)")
+    entry = cluster_entry(name)
+    cluster_spec(name)
+    return entry
 
 
 @dataclass
@@ -85,8 +107,8 @@ class Session:
         return current_user()
 
     @functools.cached_property
-    def client(self) -> SlurmClient:
-        return slurm_client()
+    def client(self) -> SlurmClient:  # a spec named (--spec, --cluster, $CLUSTER_SPEC_PATH) may say how
+        return slurm_client(self.spec if resolve_spec_path(self.spec_flag) else None)
 
     def job(self, text: str) -> tuple[JobId, JobPaths]:
         """A job by what the user typed (a SLURM id, ARRAYID_TASK, a local run's id), and its dir."""
@@ -95,12 +117,12 @@ class Session:
         return resolve_job(text, self.user, self.client, self.spec)
 
 
-def slurm_client() -> SlurmClient:
+def slurm_client(spec: ClusterSpec | None = None) -> SlurmClient:
     """The commands' SLURM client: made here only (a Session's, and submit's, render's, sweep's,
-    doctor's and images' own)."""
+    doctor's and images' own); for a spec with ``slurm_conf``, that cluster's."""
     from ...slurm import SlurmClient
 
-    return SlurmClient()
+    return SlurmClient(slurm_conf=spec.slurm_conf if spec is not None else None)
 
 
 def spec_option() -> Callable[..., Any]:

@@ -44,7 +44,7 @@ def sweep(
     from ..sweep import array_spec, point_text_args, submit_sweep, sweep_points
 
     s, opts = resolve_submission(kw)
-    client = slurm_client()
+    client = slurm_client(s)
     if opts.interactive:
         raise UsageError("sweep: give an experiment (each task runs it with its own arguments)")
     points = sweep_points(opts.experiment_args, grid)
