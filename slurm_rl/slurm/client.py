@@ -117,10 +117,11 @@ class SlurmClient(PartitionQueries):
         )
         return parse_sacct_record(job_id, res.stdout) if res.returncode == 0 else None
 
-    def my_queue(self) -> dict[int | str, JobState]:
-        """Every job of the calling user that SLURM still queues or runs, in one squeue call."""
+    def my_queue(self, check: bool = False) -> dict[int | str, JobState]:
+        """Every job of the calling user that SLURM still queues or runs, in one squeue call
+        (``check``: a controller that does not answer is SlurmCommandError, not an empty queue)."""
         # -r: one line per array task, pending ones too (else "1234_[2-3%2]")
-        res = self.run(["squeue", "-h", "-r", "--me", "-o", QUEUE_FORMAT], check=False)
+        res = self.run(["squeue", "-h", "-r", "--me", "-o", QUEUE_FORMAT], check=check, hint="is its slurmctld up?")
         return queue_states(res.stdout.splitlines())
 
     def jobs_ahead(self, state: JobState) -> int | None:

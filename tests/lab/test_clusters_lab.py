@@ -1,8 +1,8 @@
 """Clusters by name on the lab (issue 80 item 2): a clusters file naming the lab (reached through
 its own slurm.conf, as a machine with several clusters' clients reaches each) and a cluster that
 does not answer; `clusters` shows the one with its SLURM version and partitions and the other as
-one line; `submit --cluster` runs on the lab with no SPEC argument and `status --cluster` finds
-the job. The second lab (two clusters side by side) is still to come."""
+one line; `submit --cluster` runs on the lab with no SPEC argument, `status --cluster` finds the
+job and `list` names its cluster. The second lab (two clusters side by side) is still to come."""
 
 from __future__ import annotations
 
@@ -41,5 +41,9 @@ def test_a_named_cluster_answers_runs_the_job_and_a_silent_one_is_one_line(lab: 
     job = json.loads([line for line in res.stdout.splitlines() if line.startswith("{")][-1])
     status = run_cli("status", str(job["job_id"]), "--cluster", "a", "--json", env=env)
     assert json.loads(status.stdout.splitlines()[-1])["state"] == "COMPLETED", status.stdout
+    listed = run_cli("list", env=env).stdout.splitlines()
+    assert listed[0].split()[:2] == ["cluster", "job"], listed[:2]
+    row = next(line for line in listed if str(job["job_id"]) in line.split())
+    assert row.split()[:2] == ["a", str(job["job_id"])] and "COMPLETED" in row, row
     print(f"clusters over one answering and one silent cluster: {took:.1f} s")
     assert_no_leftovers(lab, job["job_id"])

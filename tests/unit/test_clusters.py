@@ -103,3 +103,38 @@ def test_a_clusters_own_slurm_config_goes_with_every_command_it_runs() -> None:
     assert client.job_state(48000).reason == "Priority"
     assert calls[0][:3] == ["env", "SLURM_CONF=/etc/slurm-b/slurm.conf", "squeue"]
     assert SlurmClient(runner).job_state(48000).partition == "lab" and calls[1][0] == "squeue"
+
+
+def test_list_asks_every_cluster_at_once_and_a_silent_one_is_one_line(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slurm_rl.core.paths import JobPaths
+    from slurm_rl.login.reading import cluster_states
+
+    monkeypatch.setenv("SLURM_RL_CLUSTERS", env["SLURM_RL_CLUSTERS"])
+    specs = {}
+    for name, cluster, conf in (("a", "lab", "/etc/slurm/slurm.conf"), ("b", "labb", "/etc/slurm-b/slurm.conf")):
+        specs[name] = tmp_path / f"{name}.json"
+        specs[name].write_text(json.dumps({"cluster_name": cluster, "fileroot": "/x", "slurm_conf": conf}))
+        assert run_cli("clusters", "add", name, str(specs[name]), env=env).returncode == 0
+    dirs = []
+    for job, cluster in (("48001", "lab"), ("48002", "labb")):
+        d = tmp_path / "root" / "me" / "exp" / job
+        d.mkdir(parents=True)
+        (d / "spec.json").write_text(json.dumps({"cluster_name": cluster}))
+        dirs.append(JobPaths(d))
+
+    def runner(argv, timeout_s):  # type: ignore[no-untyped-def]
+        if "SLURM_CONF=/etc/slurm-b/slurm.conf" in argv:
+            return Completed(1, "", "squeue: error: Unable to contact slurm controller (connect failure)")
+        if "squeue" in argv:
+            return Completed(0, "48001|RUNNING|node1|None|2026-12-05T10:00:00|lab|10\n", "")
+        return Completed(0, "", "")
+
+    monkeypatch.setattr(cluster_states, "slurm_client", lambda spec: SlurmClient(runner, slurm_conf=spec.slurm_conf))
+    states, cluster_of, silent = cluster_states.states_by_cluster(dirs, SlurmClient(runner))
+    assert cluster_of == {"48001": "a", "48002": "b"}
+    assert states["48001"].state == "RUNNING" and states["48002"].state == "UNKNOWN"
+    assert (
+        len(silent) == 1 and silent[0].startswith("cluster b: does not answer (") and "Unable to contact" in silent[0]
+    )

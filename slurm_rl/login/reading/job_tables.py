@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import replace
@@ -19,7 +20,8 @@ from ...core.exits import oom_line
 from ...core.paths import JobPaths
 from ...core.progress import stall_line
 from ...slurm import JobRecord, SlurmClient
-from .lookup import job_states, status_targets
+from .cluster_states import states_by_cluster
+from .lookup import status_targets
 from .summary import JobSummary, summarize, with_place, with_record
 
 
@@ -28,21 +30,27 @@ def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
     it, else the job dir's exit), when submitted, job dir; a header; 80 columns fit. `status
     JOB` has the elapsed time and memory of a finished job."""
     dirs = list(dirs)
-    states = job_states(dirs, client)  # two SLURM calls for the whole list
+    states, cluster_of, silent = states_by_cluster(dirs, client)  # two SLURM calls per cluster
+    for line in silent:
+        print(line, file=sys.stderr, flush=True)
     rows: list[tuple[str, ...]] = []
     for p in dirs:
         summary = summarize(p, states[p.job_id])
         state = replace(summary, state=summary.state.split()[0]).shown_state
         when = time.strftime("%m-%d %H:%M", time.localtime(p.manifest.stat().st_mtime))
         ago = short_age(summary.progress.age()) if summary.progress and state.startswith("RUNNING") else ""
-        rows.append((p.job_id, p.name_dir.name, state, when, ago, str(p.job_dir)))
+        rows.append((cluster_of.get(p.job_id, "") or "-", p.job_id, p.name_dir.name, state, when, ago, str(p.job_dir)))
     # ids, states and times stay whole (`slurm-rl list | grep ID` must find the id): the name and
     # the job dir give way, and only where even they cannot, the lines grow past the terminal;
-    # "progress" (a running job's last progress, its age) only when a job has some
-    heads = ["job", "name", "state", "submitted", "progress", "job dir"]
-    if not any(r[4] for r in rows):
+    # "cluster" only with a clusters file; "progress" (a running job's last progress, its age)
+    # only when a job has some
+    heads = ["cluster", "job", "name", "state", "submitted", "progress", "job dir"]
+    if not any(r[5] for r in rows):
         heads.remove("progress")
-        rows = [r[:4] + r[5:] for r in rows]
+        rows = [r[:5] + r[6:] for r in rows]
+    if not cluster_of:
+        heads.remove("cluster")
+        rows = [r[1:] for r in rows]
     console = Console()
     whole = sum(max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(heads) if h not in ("name", "job dir"))
     fixed = whole + (len(heads) - 1) * 2  # the gaps between the columns
