@@ -131,8 +131,10 @@ def test_list_asks_every_cluster_at_once_and_a_silent_one_is_one_line(
             return Completed(0, "48001|RUNNING|node1|None|2026-12-05T10:00:00|lab|10\n", "")
         return Completed(0, "", "")
 
-    monkeypatch.setattr(cluster_states, "slurm_client", lambda spec: SlurmClient(runner, slurm_conf=spec.slurm_conf))
-    states, cluster_of, silent = cluster_states.states_by_cluster(dirs, SlurmClient(runner))
+    def client_for(spec):  # type: ignore[no-untyped-def]
+        return SlurmClient(runner, slurm_conf=spec.slurm_conf)
+
+    states, cluster_of, silent = cluster_states.states_by_cluster(dirs, SlurmClient(runner), client_for)
     assert cluster_of == {"48001": "a", "48002": "b"}
     assert states["48001"].state == "RUNNING" and states["48002"].state == "UNKNOWN"
     assert (

@@ -165,7 +165,9 @@ def test_list_keeps_ids_and_times_whole_at_80_columns(monkeypatch, capsys) -> No
         job_dir = f"/shared/home/someone/slurm_rl/a-very-long-experiment-name-that-goes-on/{job}"
         dirs.append(SimpleNamespace(job_id=job, name_dir=name, job_dir=job_dir, manifest=manifest))
     state = SimpleNamespace(state="COMPLETED", shown_state="COMPLETED", progress=None)
-    monkeypatch.setattr(job_tables, "states_by_cluster", lambda dirs, client: ({p.job_id: None for p in dirs}, {}, []))
+    monkeypatch.setattr(
+        job_tables, "states_by_cluster", lambda dirs, client, client_for: ({p.job_id: None for p in dirs}, {}, [])
+    )
     monkeypatch.setattr(job_tables, "summarize", lambda p, s: state)
     monkeypatch.setattr(job_tables, "replace", lambda summary, **kw: summary)
     monkeypatch.setenv("COLUMNS", "80")

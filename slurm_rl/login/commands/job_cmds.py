@@ -13,7 +13,7 @@ import click
 from ...core.errors import UsageError
 from ...core.paths import JobPaths
 from .common import stopped_following
-from .job_command import Session, job_command
+from .job_command import Session, job_command, slurm_client
 
 
 def still_running(job_id: int | str) -> typing.NoReturn:
@@ -49,7 +49,7 @@ def list_jobs(session: Session, last: int, every: bool) -> None:
 
     dirs = all_job_dirs(session.user, session.spec)
     shown = dirs if every else dirs[:last]
-    print_list(shown, session.client)
+    print_list(shown, session.client, slurm_client)  # with a clusters file: each cluster's own client
     if len(dirs) > len(shown):
         click.echo(f"({len(dirs) - len(shown)} older job(s) not shown: `slurm-rl list --all` or `-n N`)", err=True)
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from ...config.clusters import cluster_spec, load_clusters
+from ...config.spec import ClusterSpec
 from ...core.errors import SlurmRlError
 from ...core.paths import JobPaths
 from ...slurm import JobState, SlurmClient
-from ..commands.job_command import slurm_client
 from .lookup import job_states
 
 ASK_TIMEOUT_S = 10.0  # per cluster; they are asked side by side
@@ -28,12 +29,13 @@ def job_cluster_name(paths: JobPaths) -> str:
 
 
 def states_by_cluster(
-    dirs: list[JobPaths], client: SlurmClient
+    dirs: list[JobPaths], client: SlurmClient, client_for: Callable[[ClusterSpec], SlurmClient] | None = None
 ) -> tuple[dict[str, JobState], dict[str, str], list[str]]:
     """(states by job id, each job's cluster name ({} without a clusters file), one line per
-    cluster that did not answer)."""
+    cluster that did not answer); ``client_for``: a cluster's SLURM client (the commands' one
+    maker, login/commands/job_command.py's slurm_client)."""
     named = load_clusters()
-    if not named:
+    if not named or client_for is None:
         return job_states(dirs, client), {}, []
     by_name: dict[str, str] = {}
     clients: dict[str, SlurmClient] = {}
@@ -43,7 +45,7 @@ def states_by_cluster(
         except SlurmRlError:
             continue  # its own command says why (`slurm-rl clusters`)
         by_name.setdefault(spec.cluster_name, name)
-        clients[name] = slurm_client(spec)
+        clients[name] = client_for(spec)
         clients[name].timeout_s = ASK_TIMEOUT_S
     cluster_of = {p.job_id: by_name.get(job_cluster_name(p), "") for p in dirs}
     groups: dict[str, list[JobPaths]] = defaultdict(list)

@@ -8,7 +8,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from rich.console import Console
@@ -25,12 +25,14 @@ from .lookup import status_targets
 from .summary import JobSummary, summarize, with_place, with_record
 
 
-def print_list(dirs: Iterable[JobPaths], client: SlurmClient) -> None:
+def print_list(
+    dirs: Iterable[JobPaths], client: SlurmClient, client_for: Callable[[ClusterSpec], SlurmClient] | None = None
+) -> None:
     """`slurm-rl list`: id, name, state (squeue's, else SLURM's accounting where the site keeps
     it, else the job dir's exit), when submitted, job dir; a header; 80 columns fit. `status
     JOB` has the elapsed time and memory of a finished job."""
     dirs = list(dirs)
-    states, cluster_of, silent = states_by_cluster(dirs, client)  # two SLURM calls per cluster
+    states, cluster_of, silent = states_by_cluster(dirs, client, client_for)  # two SLURM calls per cluster
     for line in silent:
         print(line, file=sys.stderr, flush=True)
     rows: list[tuple[str, ...]] = []
