@@ -140,3 +140,31 @@ def test_list_asks_every_cluster_at_once_and_a_silent_one_is_one_line(
     assert (
         len(silent) == 1 and silent[0].startswith("cluster b: does not answer (") and "Unable to contact" in silent[0]
     )
+
+
+def test_a_job_id_names_its_cluster_and_a_bare_id_two_clusters_share_is_refused(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    index = tmp_path / "jobs.jsonl"
+    env = {**env, "SLURM_RL_INDEX": str(index)}
+    lines = []
+    for name, cluster in (("a", "lab"), ("b", "labb")):
+        spec = tmp_path / f"{name}.json"
+        spec.write_text(json.dumps({"cluster_name": cluster, "fileroot": str(tmp_path / name)}))
+        assert run_cli("clusters", "add", name, str(spec), env=env).returncode == 0
+        for job in ("48001", f"4900{len(lines)}"):
+            d = tmp_path / name / "me" / "exp" / job
+            (d / "logs").mkdir(parents=True)
+            (d / "manifest.json").write_text("{}")
+            (d / "logs" / "driver.log").write_text(f"the driver of {job} on {name}\n")
+            lines.append(json.dumps({"job_id": job, "job_dir": str(d), "cluster": cluster, "submitted": len(lines)}))
+    index.write_text("\n".join(lines) + "\n")
+    shared = one_line_exit_2(run_cli("logs", "48001", env=env))
+    assert "clusters a, b each have a job 48001; say which: `a:48001` or `b:48001`" in shared, shared
+    for name in ("a", "b"):
+        said = run_cli("logs", f"{name}:48001", env=env)
+        assert said.returncode == 0 and said.stdout == f"the driver of 48001 on {name}\n", said.stderr
+        assert run_cli("logs", "48001", "--cluster", name, env=env).stdout == said.stdout  # --cluster says it too
+    alone = run_cli("logs", "49002", env=env)  # only b has it: found there
+    assert alone.returncode == 0 and alone.stdout == "the driver of 49002 on b\n", alone.stderr
+    assert "no cluster 'c'; the clusters are a, b" in one_line_exit_2(run_cli("logs", "c:48001", env=env))

@@ -110,6 +110,37 @@ class Session:
     def client(self) -> SlurmClient:  # a spec named (--spec, --cluster, $CLUSTER_SPEC_PATH) may say how
         return slurm_client(self.spec if resolve_spec_path(self.spec_flag) else None)
 
+    def pin_job(self, text: str) -> str:
+        """A job argument's cluster, where a clusters file names several: ``CLUSTER:JOBID`` says
+        it; a bare id only one named cluster has is that one's; one that several have is refused,
+        the ways to say which named. The session then has that cluster's spec and SLURM client.
+        Returns the id without its cluster."""
+        from ...config.clusters import cluster_entry, cluster_spec, known, load_clusters
+        from ..reading import index
+
+        named = load_clusters()
+        name, sep, bare = text.partition(":")
+        if not named or (not sep and self.spec_flag):  # no clusters, or a spec (--spec, --cluster) says which
+            return text
+        if sep:
+            if name not in named:
+                raise UsageError(f"job {text}: no cluster {name!r}; {known(named)}")
+            self.use_cluster(cluster_entry(name).spec)
+            return bare
+        on = index.clusters_of(text)
+        names = sorted(n for n in named if cluster_spec(n).cluster_name in on)
+        if len(names) > 1:
+            ways = " or ".join(f"`{n}:{text}`" for n in names)
+            raise UsageError(f"job {text}: clusters {', '.join(names)} each have a job {text}; say which: {ways}")
+        if names:
+            self.use_cluster(cluster_entry(names[0]).spec)
+        return text
+
+    def use_cluster(self, spec_path: str) -> None:
+        self.spec_flag = spec_path
+        for made in ("spec", "client"):  # made again for that cluster when next used
+            self.__dict__.pop(made, None)
+
     def job(self, text: str) -> tuple[JobId, JobPaths]:
         """A job by what the user typed (a SLURM id, ARRAYID_TASK, a local run's id), and its dir."""
         from ..reading.lookup import resolve_job
@@ -145,6 +176,8 @@ def job_command(
         @functools.wraps(f)
         def callback(spec_flag: str | None, **params: Any) -> Any:
             session = Session(spec_flag, bool(params.get("as_json")) if json_help else False)
+            if job and isinstance(params.get(argument), str):  # CLUSTER:JOBID, or the one cluster with it
+                params[argument] = session.pin_job(params[argument])
             return f(session, **params)
 
         own = list(getattr(f, "__click_params__", []))  # the command's own, as click attached them

@@ -49,16 +49,29 @@ def record(job_id: int | str, paths: JobPaths, cluster: str) -> None:
 
 
 def _latest() -> dict[str, dict[str, object]]:
-    """The index's last line for each job id (a resubmit's line replaces the first)."""
+    """The index's last line for each job id (a resubmit's line replaces the first); of two
+    clusters' jobs of one id, the newest (``lookup`` and ``clusters_of`` see both)."""
+    return {job: items[0] for job, items in _by_id().items()}
+
+
+def _by_id() -> dict[str, list[dict[str, object]]]:
+    """Each job id's last line per cluster, newest first."""
+    out: dict[str, list[dict[str, object]]] = {}
+    for (job, _), item in _latest_per_cluster().items():
+        out.setdefault(job, []).append(item)
+    return {job: _newest_first(items) for job, items in out.items()}
+
+
+def _latest_per_cluster() -> dict[tuple[str, str], dict[str, object]]:
     try:
         lines = index_path().read_text().splitlines()
     except OSError:
         return {}
-    seen: dict[str, dict[str, object]] = {}
+    seen: dict[tuple[str, str], dict[str, object]] = {}
     for line in lines:
         try:
             item = json.loads(line)
-            seen[str(item["job_id"])] = item
+            seen[(str(item["job_id"]), str(item.get("cluster") or ""))] = item
         except (ValueError, KeyError, TypeError):
             continue
     return seen
@@ -73,8 +86,8 @@ def _newest_first(items: list[dict[str, object]]) -> list[dict[str, object]]:
 
 
 def entries() -> list[dict[str, object]]:
-    """Every indexed job whose job dir still exists, newest first, one entry per job id."""
-    return _newest_first([e for e in _latest().values() if _alive(e)])
+    """Every indexed job whose job dir still exists, newest first, one entry per job id and cluster."""
+    return _newest_first([e for e in _latest_per_cluster().values() if _alive(e)])
 
 
 def with_prefix(prefix: str) -> list[dict[str, object]]:
@@ -84,7 +97,14 @@ def with_prefix(prefix: str) -> list[dict[str, object]]:
     return _newest_first([e for k, e in _latest().items() if k.startswith(prefix) and _alive(e)])
 
 
-def lookup(job_id: int | str) -> JobPaths | None:
-    """The job dir of ``job_id`` if the index has it and it still holds a manifest."""
-    item = _latest().get(str(job_id))
-    return JobPaths(Path(str(item["job_dir"]))) if item is not None and _alive(item) else None
+def lookup(job_id: int | str, cluster: str | None = None) -> JobPaths | None:
+    """The job dir of ``job_id`` if the index has it and it still holds a manifest; of several
+    clusters' jobs of that id, ``cluster``'s (a spec's cluster_name), else the newest."""
+    alive = [e for e in _by_id().get(str(job_id), []) if _alive(e)]
+    item = next((e for e in alive if e.get("cluster") == cluster), alive[0] if alive else None)
+    return JobPaths(Path(str(item["job_dir"]))) if item is not None else None
+
+
+def clusters_of(job_id: int | str) -> list[str]:
+    """The clusters (specs' cluster_name) whose job of this id still has its job dir."""
+    return sorted({str(e.get("cluster") or "") for e in _by_id().get(str(job_id), []) if _alive(e)})

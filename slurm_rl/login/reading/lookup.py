@@ -21,7 +21,7 @@ def find_job_dir(
 ) -> JobPaths:
     """A job's dir from its id alone: the per-user index, else SLURM's record of the job's
     output path (<job dir>/logs/batch.log), else the spec's fileroot. No --spec needed."""
-    found = index.lookup(job_id)
+    found = index.lookup(job_id, spec.cluster_name if spec is not None else None)
     sweep = find_sweep(job_id, user, spec) if found is None and isinstance(job_id, int) else None
     if sweep is not None:  # a sweep's array id: its tasks are the jobs (status, sweep-summary and teardown take it)
         tasks = sweep.task_ids
