@@ -12,7 +12,7 @@ from .._version import __version__
 from ..config.spec import load_spec, resolve_spec_path
 from ..core.paths import current_user
 from .commands import cluster_cmds, image_cmds, job_cmds, member_cmds, result_cmds, stack_cmds, sweep_cmds
-from .commands.common import CONTEXT, Main, job_options, resolve_submission
+from .commands.common import CONTEXT, Main, job_options, resolve_chosen, resolve_submission
 from .commands.job_command import RemoteCommand, slurm_client
 
 
@@ -97,8 +97,12 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
     from .submission.render import render_job
     from .submission.submit import submit as do_submit
 
-    s, opts = resolve_submission(kw)
-    client = slurm_client(s)
+    chosen = None  # --cluster auto: the cluster SLURM would start it on first
+    if click.get_current_context().meta.get("cluster_choice"):
+        s, opts, client, chosen = resolve_chosen(kw)
+    else:
+        s, opts = resolve_submission(kw)
+        client = slurm_client(s)
     if dry_run:  # what submit would stage, resolved as submit resolves it
         job = render_job(preview_plan(s, opts, client))
         if not as_json:
@@ -106,7 +110,7 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
             return
         manifest = json.loads(job.manifest.to_json())  # for scripts: the script and the manifest
         said = {"script": job.script, "manifest": manifest, "nodes": opts.total_nodes, "submitted": False}
-        click.echo(json.dumps(said))
+        click.echo(json.dumps({**said, **({"cluster": chosen} if chosen else {})}))
         return
     if opts.chain > 1:
         from .commands.chain_cmds import submit_and_follow_chain
@@ -115,14 +119,15 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
         return
     res = do_submit(s, opts, client, release=not hold)
     try:  # from here on the job exists: Ctrl-C stops following it, never the job
-        _after_submit(res, opts, client, wait, as_json)
+        _after_submit(res, opts, client, wait, as_json, chosen)
     except KeyboardInterrupt:
         from .commands.job_cmds import still_running
 
         still_running(res.job_id)
 
 
-def _after_submit(res: Any, opts: Any, client: Any, wait: bool, as_json: bool) -> None:
+def _after_submit(res: Any, opts: Any, client: Any, wait: bool, as_json: bool, cluster: str | None = None) -> None:
+    named = {"cluster": cluster} if cluster else {}  # --cluster auto's choice
     if as_json and not wait:
         click.echo(
             json.dumps(
@@ -131,6 +136,7 @@ def _after_submit(res: Any, opts: Any, client: Any, wait: bool, as_json: bool) -
                     "job_dir": str(res.paths.job_dir),
                     "nodes": opts.total_nodes,
                     "state": client.job_state(res.job_id).state,
+                    **named,
                 }
             )
         )
@@ -150,7 +156,9 @@ def _after_submit(res: Any, opts: Any, client: Any, wait: bool, as_json: bool) -
         summary = wait_for_job(res.paths, res.job_id, client, quiet=as_json)
         redraw_after_end(res.paths)
         if as_json:  # slurm_calls: every SLURM command this submit ran, the wait included
-            click.echo(json.dumps({**summary.as_dict(), "nodes": opts.total_nodes, "slurm_calls": client.calls}))
+            click.echo(
+                json.dumps({**summary.as_dict(), "nodes": opts.total_nodes, "slurm_calls": client.calls, **named})
+            )
         sys.exit(summary.exit_code if summary.exit_code is not None else 1)
 
 

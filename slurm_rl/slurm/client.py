@@ -76,6 +76,15 @@ class SlurmClient(PartitionQueries):
             raise SlurmCommandError(argv, 0, out, "", hint="could not read a job id from sbatch's output")
         return int(m.group(1))
 
+    def estimated_start(self, script: str) -> str:
+        """When SLURM would start ``script`` now (``sbatch --test-only``: nothing is submitted), ISO
+        local time; a script SLURM would refuse is SlurmCommandError with its reason."""
+        res = self.run(["sbatch", "--test-only", script], hint="what this cluster would refuse")
+        m = re.search(r"to start at (\S+)", res.stderr + res.stdout)
+        if not m:
+            raise SlurmCommandError(["sbatch", "--test-only", script], 0, res.stdout, res.stderr, hint="no start time")
+        return m.group(1)
+
     def release(self, job_id: int | str) -> None:
         self.run(["scontrol", "release", str(job_id)])
 

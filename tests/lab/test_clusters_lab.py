@@ -47,3 +47,33 @@ def test_a_named_cluster_answers_runs_the_job_and_a_silent_one_is_one_line(lab: 
     assert row.split()[:2] == ["a", str(job["job_id"])] and "COMPLETED" in row, row
     print(f"clusters over one answering and one silent cluster: {took:.1f} s")
     assert_no_leftovers(lab, job["job_id"])
+
+
+def test_cluster_auto_goes_where_slurm_would_start_it_and_says_why(lab: list[str], tmp_path: Path) -> None:
+    env = {"SLURM_RL_CLUSTERS": str(tmp_path / "clusters.json")}
+    base = json.loads(lab_spec(tmp_path).read_text())
+    specs = {  # one too small for the job, one that can run it, one that does not answer
+        "small": {**base, "partition": "labcpu"},  # node1 alone
+        "whole": base,
+        "gone": {**base, "slurm_conf": "/nonexistent/slurm.conf"},
+    }
+    for name, data in specs.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+        assert run_cli("clusters", "add", name, str(tmp_path / f"{name}.json"), env=env).returncode == 0
+    hello = str(REPO / "examples" / "hello.py")
+    t0 = time.monotonic()
+    dry = run_cli("submit", "--cluster", "auto", hello, "-N", "2", "--dry-run", "--json", env=env, timeout=120)
+    took = time.monotonic() - t0
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    shown = json.loads(dry.stdout)
+    assert shown["cluster"] == "whole" and shown["submitted"] is False, shown
+    said = next(line for line in dry.stderr.splitlines() if "--cluster auto:" in line)
+    assert said.startswith("slurm-rl: --cluster auto: whole (cluster whole: starts now; "), said
+    assert "cluster small: cannot run it: " in said and "labcpu" in said, said
+    assert "cluster gone: cannot run it: " in said, said
+    res = run_cli("submit", "--cluster", "auto", hello, "-N", "2", "--wait", "--json", env=env, timeout=180)
+    assert res.returncode == 0, res.stderr[-2000:]
+    job = json.loads([line for line in res.stdout.splitlines() if line.startswith("{")][-1])
+    assert job["cluster"] == "whole" and job["state"] == "COMPLETED", job
+    print(f"--cluster auto over three clusters (one silent), its choice: {took:.1f} s")
+    assert_no_leftovers(lab, job["job_id"])

@@ -9,7 +9,7 @@ import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +20,9 @@ from ...core.paths import current_user
 from ..submission.flags import flag_fields
 from ..submission.resolve import resolve_options
 from .job_command import CONTEXT, spec_option
+
+if TYPE_CHECKING:
+    from ...slurm import SlurmClient
 
 __all__ = ["CONTEXT", "spec_option"]  # the commands' shared pieces, owned by session.py
 
@@ -137,6 +140,24 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
 def resolve_submission(kw: dict[str, Any]) -> tuple[ClusterSpec, JobOptions]:
     spec, experiment, args = _split_positionals(kw.pop("args"), kw.pop("spec_flag"))
     return spec, resolve_options(spec, experiment, experiment_args=args, user=current_user(), **kw)
+
+
+def resolve_chosen(kw: dict[str, Any]) -> tuple[ClusterSpec, JobOptions, SlurmClient, str]:
+    """--cluster auto: the job's options resolved against every named cluster's spec, each asked
+    in parallel (login/submission/choose.py); the choice, and why, said on stderr."""
+    from ..submission.choose import choice_said, choose_cluster
+    from .job_command import slurm_client
+
+    args, _ = list(kw.pop("args")), kw.pop("spec_flag")
+    experiment, exp_args = (args[0], tuple(args[1:])) if args else (None, ())
+
+    def resolve(spec: ClusterSpec) -> JobOptions:
+        return resolve_options(spec, experiment, experiment_args=exp_args, user=current_user(), **dict(kw))
+
+    chosen, lines = choose_cluster(resolve, slurm_client)
+    click.echo(f"slurm-rl: {choice_said(chosen, lines)}", err=True)
+    assert chosen.spec is not None and chosen.opts is not None and chosen.client is not None
+    return chosen.spec, chosen.opts, chosen.client, chosen.name
 
 
 class Main(click.Group):

@@ -30,7 +30,11 @@ if TYPE_CHECKING:
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 SPEC_HELP = f"Cluster spec (default: ${SPEC_ENV_VAR})."
 LOCAL = "local"  # --login local: run here even if the spec names a login node
-CLUSTER_HELP = "A cluster of `slurm-rl clusters` (its spec and login host), instead of --spec."
+CLUSTER_HELP = (
+    "A cluster of `slurm-rl clusters` (its spec and login host), instead of --spec; submit: 'auto' for the one "
+    "SLURM would start it on first."
+)
+CHOOSING = ("auto", "first")
 LOGIN_HELP = (
     'Run on this login node over ssh (default: $SLURM_RL_LOGIN, else the spec\'s "login" where no '
     f"SLURM is installed here; '{LOCAL}': here)."
@@ -61,8 +65,16 @@ class RemoteCommand(click.Command):
     def invoke(self, ctx: click.Context) -> Any:
         flag = ctx.params.pop("login", None)
         cluster = ctx.params.pop("cluster", None)
-        if cluster:  # the clusters file's spec (and login host) for it, as if --spec (and --login) said them
+        if cluster in CHOOSING:  # the command chooses among the clusters itself (submit)
+            if self.name not in ("submit",):
+                raise UsageError(f"--cluster {cluster}: only submit chooses a cluster; name one here")
+            if cluster == "first":
+                raise UsageError("--cluster first: not yet; use --cluster auto (the cluster SLURM starts it first on)")
+            named_cluster(cluster, ctx.params, load=False)
+            ctx.meta["cluster_choice"] = cluster
+        elif cluster:  # the clusters file's spec (and login host) for it, as if --spec (and --login) said them
             entry = named_cluster(cluster, ctx.params)
+            assert entry is not None
             ctx.params["spec_flag"] = entry.spec
             flag = entry.login if flag is None and entry.login else flag
         forwarder = ctx.find_object(Forwarder)
@@ -77,7 +89,7 @@ class RemoteCommand(click.Command):
         sys.exit(forwarder.forward(name, self, ctx.params, target))
 
 
-def named_cluster(name: str, params: dict[str, Any]) -> Cluster:
+def named_cluster(name: str, params: dict[str, Any], load: bool = True) -> Cluster | None:
     """A --cluster's entry, its spec loaded (a broken one names the cluster); a spec named as
     well is one line."""
     from ...config.clusters import cluster_entry, cluster_spec
@@ -85,6 +97,8 @@ def named_cluster(name: str, params: dict[str, Any]) -> Cluster:
     given = params.get("spec_flag") or next(iter(a for a in params.get("args") or () if a.endswith(".json")), None)
     if given:
         raise UsageError(f"--cluster {name} and the spec {given}: give one (the cluster names its spec)")
+    if not load:
+        return None
     entry = cluster_entry(name)
     cluster_spec(name)
     return entry

@@ -1,0 +1,92 @@
+"""`submit --cluster auto`: the one submission asked of every named cluster at once, in parallel,
+each with its own spec (the job's options resolved against it, its plan and preflight: a
+partition it lacks, too few GPUs per node, an account or QOS it does not have, a runtime it
+lacks are refusals, one line each) and SLURM's own estimate of the start (``sbatch --test-only``
+of the very script submit would stage); the earliest start wins and the choice is said in words."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+
+from ...config.clusters import Cluster, cluster_spec, known, load_clusters
+from ...config.spec import ClusterSpec
+from ...core.errors import SlurmRlError, UsageError
+from ...core.options import JobOptions
+from ...slurm import SlurmClient
+from ...slurm.runner import client_installed
+from .plan import resolve_plan
+from .preflight import preflight
+from .render import render_job
+
+ASK_TIMEOUT_S = 15.0  # per cluster, asked side by side
+
+
+@dataclass(frozen=True)
+class Offer:
+    name: str
+    start: float | None = None  # SLURM's estimate (epoch); None: refused
+    why: str = ""  # the refusal, one line
+    spec: ClusterSpec | None = None
+    opts: JobOptions | None = None
+    client: SlurmClient | None = None
+
+    def words(self, now: float) -> str:
+        if self.start is None:
+            return f"cluster {self.name}: cannot run it: {self.why}"
+        left = self.start - now
+        if left <= 60:
+            return f"cluster {self.name}: starts now"
+        hours, minutes = divmod(int(left // 60), 60)
+        return f"cluster {self.name}: starts in ~{f'{hours} h {minutes} min' if hours else f'{minutes} min'}"
+
+
+def ask(
+    name: str,
+    entry: Cluster,
+    resolve: Callable[[ClusterSpec], JobOptions],
+    client_for: Callable[[ClusterSpec], SlurmClient],
+) -> Offer:
+    """One cluster's answer: refused in one line, or SLURM's estimated start of the job there."""
+    if entry.login and not client_installed():
+        return Offer(name, why=f"reached through {entry.login}; --cluster auto asks only clusters reached from here")
+    try:
+        spec = cluster_spec(name)
+        opts = resolve(spec)
+        client = client_for(spec)
+        client.timeout_s = ASK_TIMEOUT_S
+        plan = resolve_plan(spec, opts, client)
+        preflight(plan, client)
+        with tempfile.NamedTemporaryFile("w", suffix=".sh", prefix="srl-test-only-") as script:
+            script.write(render_job(plan).script)
+            script.flush()
+            start = datetime.fromisoformat(client.estimated_start(script.name)).timestamp()
+    except SlurmRlError as exc:
+        return Offer(name, why=" ".join(str(exc).removeprefix("slurm-rl: error: ").split())[:300])
+    return Offer(name, start, "", spec, opts, client)
+
+
+def choose_cluster(
+    resolve: Callable[[ClusterSpec], JobOptions], client_for: Callable[[ClusterSpec], SlurmClient]
+) -> tuple[Offer, list[str]]:
+    """Every named cluster asked in parallel; the one whose start SLURM estimates first (ties:
+    the clusters file's order) and one line per cluster saying why."""
+    named = load_clusters()
+    if not named:
+        raise UsageError(f"--cluster auto: no clusters to choose from; {known(named)}")
+    with ThreadPoolExecutor(max_workers=min(16, len(named))) as pool:
+        offers = list(pool.map(lambda item: ask(item[0], item[1], resolve, client_for), sorted(named.items())))
+    now = time.time()
+    able = sorted((o for o in offers if o.start is not None), key=lambda o: o.start or 0.0)
+    lines = [o.words(now) for o in sorted(offers, key=lambda o: (o.start is None, o.start or 0.0))]
+    if not able:
+        raise UsageError("--cluster auto: no cluster can run this job: " + "; ".join(lines))
+    return able[0], lines
+
+
+def choice_said(chosen: Offer, lines: list[str]) -> str:
+    return f"--cluster auto: {chosen.name} (" + "; ".join(lines) + ")"
