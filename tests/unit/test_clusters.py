@@ -168,3 +168,10 @@ def test_a_job_id_names_its_cluster_and_a_bare_id_two_clusters_share_is_refused(
     alone = run_cli("logs", "49002", env=env)  # only b has it: found there
     assert alone.returncode == 0 and alone.stdout == "the driver of 49002 on b\n", alone.stderr
     assert "no cluster 'c'; the clusters are a, b" in one_line_exit_2(run_cli("logs", "c:48001", env=env))
+
+
+def test_auto_is_submits_alone_and_needs_clusters(env: dict[str, str]) -> None:
+    assert "only submit chooses a cluster" in one_line_exit_2(run_cli("status", "1", "--cluster", "auto", env=env))
+    assert "--cluster first: not yet" in one_line_exit_2(run_cli("submit", "--cluster", "first", EXP, env=env))
+    none = one_line_exit_2(run_cli("submit", "--cluster", "auto", EXP, "--dry-run", env=env))
+    assert "--cluster auto: no clusters to choose from; there are none in" in none, none
