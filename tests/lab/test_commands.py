@@ -82,8 +82,14 @@ def test_a_pending_job_says_why_when_slurm_expects_it_and_how_many_go_first(lab:
     data = start("hold.py", nodes=1, extra=("--sbatch-arg=--begin=now+1hour",))
     jid = str(data["job_id"])
     try:
-        said = wait_for(lambda: json.loads(run_cli("status", jid, "--json").stdout).get("waits_for"), 30)
-        assert said == "its start time (--begin) (BeginTime)", said
+        said = {"waits_for": ""}  # "SLURM's scheduler" until it has looked at the job (reason None)
+
+        def reason_given() -> bool:
+            said.update(json.loads(run_cli("status", jid, "--json").stdout))
+            return said["waits_for"] not in ("", "SLURM's scheduler")
+
+        wait_for(reason_given, 60, poll_s=1)
+        assert said["waits_for"] == "its start time (--begin) (BeginTime)", said
         row = json.loads(run_cli("status", jid, "--json").stdout)
         assert row["state"] == "PENDING" and row["expected_start"] and row["partition"], row
         assert isinstance(row["jobs_ahead"], int) and row["jobs_ahead"] >= 0, row  # (the other stream's, if any)

@@ -54,7 +54,6 @@ def test_a_failed_head_node_ends_the_job_even_one_that_heals(lab: list[str]) -> 
         print(f"head {head} failed: the job ended {took:.1f} s later ({status['state']})")
         # SLURM keeps a --no-kill job running without its batch host: a surviving node cancels it
         assert status["state"] in ("FAILED", "NODE_FAIL", "CANCELLED"), status
-        assert status["exit_reason"].startswith(f"{head} lost"), status
         assert f"the head node {head} was lost" in status["exit_reason"], status
         assert (status["cause"]["kind"], status["cause"]["node"]) == ("node_lost", head), status
         assert not (job_dir(job) / "members" / "1.request").exists()  # no replacement asked for

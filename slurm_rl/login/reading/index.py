@@ -15,6 +15,8 @@ from pathlib import Path
 from ...core.job_env import INDEX_ENV, Settings  # noqa: F401 - importable here as before
 from ...core.paths import JobPaths
 
+_LINE = "_line"  # where in the file an entry's line was: the index's own order
+
 
 def index_path(home: Path | None = None) -> Path:
     """The job index of whoever has HOME (default: this process's user) in this environment."""
@@ -68,10 +70,10 @@ def _latest_per_cluster() -> dict[tuple[str, str], dict[str, object]]:
     except OSError:
         return {}
     seen: dict[tuple[str, str], dict[str, object]] = {}
-    for line in lines:
+    for number, line in enumerate(lines):
         try:
             item = json.loads(line)
-            seen[(str(item["job_id"]), str(item.get("cluster") or ""))] = item
+            seen[(str(item["job_id"]), str(item.get("cluster") or ""))] = {**item, _LINE: number}
         except (ValueError, KeyError, TypeError):
             continue
     return seen
@@ -82,7 +84,9 @@ def _alive(item: dict[str, object]) -> bool:
 
 
 def _newest_first(items: list[dict[str, object]]) -> list[dict[str, object]]:
-    return sorted(items, key=lambda e: float(str(e.get("submitted") or 0)), reverse=True)
+    """The order lines were appended in, last first: two submits within a clock tick, or from
+    login nodes whose clocks differ, keep the order the file has."""
+    return sorted(items, key=lambda e: int(str(e[_LINE])), reverse=True)
 
 
 def entries() -> list[dict[str, object]]:
@@ -100,8 +104,9 @@ def with_prefix(prefix: str) -> list[dict[str, object]]:
 def lookup(job_id: int | str, cluster: str | None = None) -> JobPaths | None:
     """The job dir of ``job_id`` if the index has it and it still holds a manifest; of several
     clusters' jobs of that id, ``cluster``'s (a spec's cluster_name), else the newest."""
-    alive = [e for e in _by_id().get(str(job_id), []) if _alive(e)]
-    item = next((e for e in alive if e.get("cluster") == cluster), alive[0] if alive else None)
+    items = _by_id().get(str(job_id), [])
+    ordered = [e for e in items if e.get("cluster") == cluster] + [e for e in items if e.get("cluster") != cluster]
+    item = next((e for e in ordered if _alive(e)), None)  # one job dir looked at when it is there
     return JobPaths(Path(str(item["job_dir"]))) if item is not None else None
 
 
