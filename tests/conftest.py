@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
     their marks whatever their file names: the lab tests that need ``four_nodes`` first (the lab
     switches to 4 nodes once and is not switched back between them), then those marked
     ``lab_last`` (they restart the lab as it then is), then the rest that must be alone, the
-    shared ones, and ``lab-b`` last. A run without ``lab-b`` (``pytest -m smoke_versions``) runs
+    shared ones, and ``lab-tail`` last. A run without ``lab-tail`` (``pytest -m smoke_versions``) runs
     the 4-node tests and then ``lab_last`` at its end instead (``lab_order_alone``): the lab
     then never switches back.
 
@@ -39,7 +39,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
     ``-n 3`` makes two lab streams, tests/lab/sharing.py), beside everything else, one after
     another (a local Ray is found by ``address="auto"``: two at once on one host would meet).
     The lab tests mostly wait on SLURM's clocks, so the machine has room for the second stream;
-    the tail (``lab-b``, one xdist group per module: tests/lab/sharing.py) is queued after both
+    the tail (``lab-tail``, one xdist group per module: tests/lab/sharing.py) is queued after both
     streams, and each worker takes its modules one at a time as it nears its own stream's end."""
     for item in items:
         if "tests/lab/" in str(item.path).replace("\\", "/"):
@@ -54,7 +54,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
 
 
 def lab_order(item: pytest.Item) -> tuple[bool, ...]:
-    """Sort key (False sorts first) of a run with a tail (lab-b): the lab tests that need 4 nodes,
+    """Sort key (False sorts first) of a run with a tail (lab-tail): the lab tests that need 4 nodes,
     then lab_last, then the others that must be alone (and the local tests), then the shared ones,
     then the tail. So nothing that must be alone is left in the lab stream when the tail starts
     (near the end of the local stream): it runs beside the lab stream's shared tests to the end.

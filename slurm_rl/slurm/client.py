@@ -138,14 +138,25 @@ class SlurmClient(PartitionQueries):
         higher priority), anyone's; None where SLURM does not say."""
         if state.state != "PENDING" or not state.partition or state.priority is None:
             return None
-        argv = ["squeue", "-h", "-t", "PENDING", "-p", state.partition.split(",")[0], "-o", "%i|%Q"]
-        res = self.run(argv, check=False)
+        rows = self._pending(state.partition)
+        if rows is None:
+            return None
+        mine = str(state.job_id).partition("_")[0]
+        others = [(jid, prio) for jid, prio in rows if re.split(r"[_+]", jid)[0] != mine]
+        return sum(1 for _, prio in others if prio > state.priority)
+
+    def jobs_waiting(self, partition: str | None) -> int | None:
+        """How many jobs, anyone's, wait in a partition (None: the cluster's default) right now."""
+        rows = self._pending(partition)
+        return None if rows is None else len(rows)
+
+    def _pending(self, partition: str | None) -> list[tuple[str, int]] | None:
+        where = ["-p", partition.split(",")[0]] if partition else []
+        res = self.run(["squeue", "-h", "-t", "PENDING", *where, "-o", "%i|%Q"], check=False)
         if res.returncode != 0:
             return None
         rows = [line.split("|") for line in res.stdout.splitlines() if line.count("|") == 1]
-        mine = str(state.job_id).partition("_")[0]
-        others = [(jid, int(prio)) for jid, prio in rows if prio.isdigit() and re.split(r"[_+]", jid)[0] != mine]
-        return sum(1 for _, prio in others if prio > state.priority)
+        return [(jid, int(prio)) for jid, prio in rows if prio.isdigit()]
 
     def accounting_table(self, job_ids: Sequence[int | str]) -> dict[int | str, JobState]:
         """The states of many jobs from SLURM's accounting, in one sacct call ({} where the site

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..core.errors import SlurmCommandError, UsageError
 
@@ -42,6 +43,8 @@ def with_slurm_conf(runner: Runner, slurm_conf: str) -> Runner:
     ``SLURM_CONF`` (the spec's ``slurm_conf``); a command env(1) cannot find is the same one line."""
 
     def run(argv: Sequence[str], timeout_s: float) -> Completed:
+        if runner is subprocess_runner and not Path(slurm_conf).is_file():  # SLURM retries for ~10 s
+            raise SlurmCommandError(argv, 1, "", "", hint=f"its SLURM config {slurm_conf} is not on this machine")
         res = runner(["env", f"SLURM_CONF={slurm_conf}", *argv], timeout_s)
         if res.returncode == 127 and not res.stdout and "No such file" in res.stderr:
             subprocess_runner(list(argv), timeout_s)  # its UsageError, as without SLURM_CONF

@@ -53,7 +53,7 @@ def lab4(lab: list[str]) -> list[str]:
     """The lab with 4 nodes (a spare node for healing; on 23.11+, blocks of two for --segment).
     Brought up once and kept while the next tests need it: a test that asks for it is marked
     ``four_nodes``, and tests/conftest.py runs those one after another (first in the lab stream;
-    last, before ``lab_last``, in a run without lab-b), so the lab switches once. The first other
+    last, before ``lab_last``, in a run without lab-tail), so the lab switches once. The first other
     lab test after them but ``lab_last`` (which restarts the lab as it finds it) brings the lab
     back as the suite had it, and so does the session's end unless SLURM_LAB_KEEP_4 is set (the
     caller replaces the lab next)."""

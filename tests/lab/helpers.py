@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -64,10 +65,16 @@ def tagged_json(text: str, tag: str) -> Any:
     return obj
 
 
+def lab_exec(node: str) -> list[str]:
+    """`slurm-lab exec NODE`, of whichever lab has NODE (a lab beside the first: bnode1, ...)."""
+    named = re.fullmatch(r"([b-e])node\d+", node)
+    return [str(LAB), *(("--name", named.group(1)) if named else ()), "exec", node]
+
+
 def node_processes(node: str) -> list[str]:
     """Command lines of every process on a lab node except the baseline ones."""
     out = subprocess.run(
-        [str(LAB), "exec", node, "--", "ps", "-eo", "pid=,comm=,args="],
+        [*lab_exec(node), "--", "ps", "-eo", "pid=,comm=,args="],
         capture_output=True,
         text=True,
         timeout=30,
@@ -87,9 +94,7 @@ def job_leftovers(nodes: list[str], job_id: int) -> dict[str, list[str]]:
     for node in nodes:
         out = subprocess.run(
             [
-                str(LAB),
-                "exec",
-                node,
+                *lab_exec(node),
                 "--",
                 "sh",
                 "-c",

@@ -2,11 +2,11 @@
 
 The README's command runs the lab tests in one stream (pytest-xdist group ``lab``, beside the
 unit tests' ``local``) but for the shared tests marked ``lab_waits`` and those of TAIL_MODULES
-(the tail, ``lab-b``, one group per module): each worker takes those module by module once
+(the tail, ``lab-tail``, one group per module): each worker takes those module by module once
 its own stream is near its end, and they run beside the lab stream's shared tests in the run's
 tail (``stream`` below). With
 ``SLURM_RL_LAB_STREAMS=2`` and ``-n 3`` the shared tests of SECOND_STREAM_MODULES run in
-``lab-b`` too, from the start: jobs of two tests side by side on the nodes, as on a shared
+``lab-tail`` too, from the start: jobs of two tests side by side on the nodes, as on a shared
 cluster. That mode found two product bugs (two heads starting together on one node took one GCS
 port; teardown of an ended job asked a full node for a step), but on two cores it gained no time
 (the tests then compete for the CPUs with the local stream: 1812 s against 1780 s for the one
@@ -48,7 +48,7 @@ import pytest
 SHARED_MARK = "lab_shared"
 WAITS_MARK = "lab_waits"
 STREAMS_ENV = "SLURM_RL_LAB_STREAMS"
-SECOND_STREAM = "lab-b"
+SECOND_STREAM = "lab-tail"
 # Shared tests of these modules run in the second stream; the rest of the lab tests in the first
 # (with every exclusive one and every container test, so that the Pyxis image is made and the lab
 # switched by one process). Chosen so the two streams' shared work is about even (the durations
@@ -69,9 +69,9 @@ SECOND_STREAM_MODULES = frozenset(
 )
 
 
-# Shared tests of these modules run in lab-b in every mode, beside the lab_waits ones: CI's tail
+# Shared tests of these modules run in lab-tail in every mode, beside the lab_waits ones: CI's tail
 # (after the local stream) then holds two streams' worth of shared work, split about evenly
-# (ci88: the lab stream's shared tests 730 s, lab-b's 532 s; laptop and rollouts, 88 s, moved
+# (ci88: the lab stream's shared tests 730 s, lab-tail's 532 s; laptop and rollouts, 88 s, moved
 # here. ci90: the lab stream's worker busy 1482 s, the other's 1347 s; commands, 62 s, moved
 # here). None of them uses containers or GPUs, so the lab stream alone makes the Pyxis image and
 # no test of the tail waits for the lab stream's GPU jobs.
@@ -95,10 +95,10 @@ def is_shared(item: pytest.Item) -> bool:
 def stream(item: pytest.Item) -> str:
     """The xdist group of a lab test: ``lab``, but a tail group for a shared test marked lab_waits
     (its time is SLURM's clocks) or of TAIL_MODULES, and with SLURM_RL_LAB_STREAMS=2 for the
-    shared tests of SECOND_STREAM_MODULES (there one group, ``lab-b``, the second stream from the
+    shared tests of SECOND_STREAM_MODULES (there one group, ``lab-tail``, the second stream from the
     start).
 
-    Under ``-n 2`` the tail is one group per module (``lab-b.test_faults``), queued after ``local``
+    Under ``-n 2`` the tail is one group per module (``lab-tail.test_faults``), queued after ``local``
     and ``lab``: pytest-xdist hands the next one to whichever worker is near the end of what it
     holds, so both workers take modules until the tail is done, and they end within about one
     module of each other. (As one group, the whole tail went to the worker that asked first: when

@@ -127,7 +127,7 @@ setup_accounting() {
   fi
   start_mariadb
   start_slurmdbd
-  create_associations slurmlab
+  create_associations "$CLUSTER_NAME"
 }
 
 stop_accounting() {
@@ -136,5 +136,5 @@ stop_accounting() {
   # ones no pid file names any more (an `up` racing a `down`, or killed before the daemon wrote
   # it): the lab's, by the command line the lab starts them with
   pkill -KILL -f "^(/usr/sbin/)?mariadbd .*--datadir=$STATE/mariadb/" 2>/dev/null || true
-  pkill -KILL -f '^slurmdbd$' 2>/dev/null || true
+  kill_own_daemons slurmdbd
 }

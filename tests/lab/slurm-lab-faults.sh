@@ -11,21 +11,21 @@ FILLER=.slurm-lab-full  # the file that fills a broken node's /tmp
 FABRIC_SLOW_RATE=${SLURM_LAB_FABRIC_SLOW_RATE:-2mbit}
 
 node_tmp_mount() {  # K: node K's /tmp on a filesystem of its own (kept while the lab is up)
-  local k=$1 dir=$STATE/nodes/node$1/tmp img=$LOCAL_DISK/node$1-tmp.img
+  local k=$1 dir=$STATE/nodes/$NODE$1/tmp img=$LOCAL_DISK/$NODE$1-tmp.img
   mkdir -p "$dir"
   mountpoint -q "$dir" && return 0
   if ! { truncate -s "${NODE_TMP_GB}G" "$img" && mkfs.ext4 -q -F -m 0 "$img" && mount -o loop,discard "$img" "$dir"; }; then
     rm -f "$img"
-    log "warning: node$k's /tmp is a directory of the nodes' shared disk (no loop device): \`break node$k disk\` cannot work"
+    log "warning: $NODE$k's /tmp is a directory of the nodes' shared disk (no loop device): \`break $NODE$k disk\` cannot work"
   fi
 }
 
 node_tmp_unmount_all() {  # before the nodes' shared disk goes
   local dir
-  for dir in "$STATE"/nodes/node*/tmp; do
+  for dir in "$STATE"/nodes/"$NODE"*/tmp; do
     if mountpoint -q "$dir" 2>/dev/null; then umount "$dir" 2>/dev/null || umount -l "$dir"; fi
   done
-  rm -f "$LOCAL_DISK"/node*-tmp.img
+  rm -f "$LOCAL_DISK"/"$NODE"*-tmp.img
 }
 
 in_node() {  # NODE CMD...: CMD in NODE's namespaces (its /proc is its PID namespace's)
@@ -41,7 +41,7 @@ torch_init() {  # where the lab's Python has torch's __init__.py (the venv the n
 
 cmd_break() {
   local node=${1:-} kind=${2:-} dir free init
-  [[ $node =~ ^node([0-9]+)$ ]] && [ -d "$STATE/nodes/$node" ] || die "break NODE KIND: NODE is a lab node (node1, node2, ...), got '$node'"
+  [[ $node =~ ^$NODE([0-9]+)$ ]] && [ -d "$STATE/nodes/$node" ] || die "break NODE KIND: NODE is a lab node (${NODE}1, ${NODE}2, ...), got '$node'"
   mkdir -p "$STATE/run/broken"
   case $kind in
     disk)
@@ -76,7 +76,7 @@ cmd_break() {
 
 cmd_mend() {
   local node=${1:-} kind init
-  [[ $node =~ ^node[0-9]+$ ]] && [ -d "$STATE/nodes/$node" ] || die "mend NODE: NODE is a lab node (node1, node2, ...), got '$node'"
+  [[ $node =~ ^$NODE[0-9]+$ ]] && [ -d "$STATE/nodes/$node" ] || die "mend NODE: NODE is a lab node (${NODE}1, ${NODE}2, ...), got '$node'"
   [ -f "$STATE/run/broken/$node" ] || { log "$node: nothing broken"; return 0; }
   for kind in $(sort -u "$STATE/run/broken/$node"); do
     case $kind in

@@ -21,7 +21,7 @@ DEFAULT_SLURM=26.05
 # trace a node's process with
 ROOTFS_APT="slurmctld slurmd slurm-client slurmdbd munge iproute2 procps util-linux libffi8 libnsl2
   libslurm-dev jq squashfs-tools zstd pigz libbsd0 gawk tini strace bsdextrautils squashfuse"
-ROOTFS_BINDS="/root /home /tmp /var/tmp $STATE $CACHE /run/munge /etc/slurm"
+ROOTFS_BINDS="/root /home /tmp /var/tmp $STATE $CACHE /run/munge /etc/slurm${LAB_NAME:+ $CONF_DIR}"
 # bump when build_rootfs makes a different tree from the same suite and packages
 ROOTFS_REV=1
 SLURM_WRAPPED="sbatch srun salloc squeue scancel scontrol sacct sacctmgr sinfo sstat sprio sshare sdiag sreport strigger sattach sbcast"
@@ -100,14 +100,19 @@ rootfs_bind_paths() {
 mount_rootfs() {
   local r=$1 p
   unmount_rootfs
-  unmount_under "$r"  # what a lab left whose state was wiped (its list of mounts gone with it)
-  mkdir -p /run/munge /etc/slurm
+  # what a lab left whose state was wiped (its list of mounts gone with it); a lab beside the
+  # first has just mounted its own fresh overlay at $r
+  [ -n "$LAB_NAME" ] || unmount_under "$r"
+  mkdir -p /run/munge /etc/slurm "$CONF_DIR"
   : >"$STATE/run/rootfs-mounts"
   # the shared paths first: $CACHE holds the rootfs itself, and a recursive bind made after
   # proc, sys and dev would copy those mounts too
   while read -r p; do
     mkdir -p "$r$p"; mount --rbind "$p" "$r$p"; mount --make-rslave "$r$p"; echo "$r$p" >>"$STATE/run/rootfs-mounts"
   done < <(rootfs_bind_paths)
+  # another lab's root (its binds, /proc, its local disk) came along with $CACHE's recursive
+  # bind: not this lab's nodes' to see, and it would keep that lab's loop devices busy
+  for p in "$CACHE"/rootfs-* "$CACHE"/lab-*-root; do unmount_under "$r$p"; done
   # enroot as the host built it (slurm-lab-pyxis.sh), at the same paths: Pyxis runs it
   for p in /usr/local/lib/enroot /usr/local/etc/enroot /usr/local/share/enroot /usr/local/bin/enroot*; do
     [ -e "$p" ] || continue
@@ -130,6 +135,31 @@ rootfs_sync_etc() {
   for p in hosts passwd group; do cp -f "/etc/$p" "$r/etc/$p"; done
 }
 
+# The root a lab's nodes use: the rootfs itself for the first lab; for a lab beside it, an
+# overlay of its own over the rootfs (each lab mounts its shared paths, /proc and its config into
+# its nodes' root, and the first lab's `up` unmounts whatever is under the rootfs).
+lab_rootfs() {
+  local base=$1 own=$CACHE/lab-$LAB_NAME-root rw=$STATE/rootfs-rw
+  if [ -z "$LAB_NAME" ]; then echo "$base"; return 0; fi
+  drop_lab_rootfs
+  mkdir -p "$own" "$rw"
+  mount -t tmpfs -o size=256m,mode=0755 slurm-lab-rw "$rw"; mkdir -p "$rw/upper" "$rw/work"
+  mount -t overlay slurm-lab-root -o "lowerdir=$base,upperdir=$rw/upper,workdir=$rw/work" "$own" \
+    || die "cannot mount an overlay of $base for lab $LAB_NAME (see dmesg)"
+  echo "$own"
+}
+
+drop_lab_rootfs() {
+  [ -n "$LAB_NAME" ] || return 0
+  local own=$CACHE/lab-$LAB_NAME-root
+  unmount_under "$own"
+  while mountpoint -q "$own"; do umount "$own" 2>/dev/null || umount -l "$own" || break; done
+  while mountpoint -q "$STATE/rootfs-rw"; do umount -l "$STATE/rootfs-rw" || break; done
+  # the mount point, and whatever a failed mount let binds create in it (never through a mount)
+  grep -q " $own[/ ]" /proc/mounts || rm -rf --one-file-system "$own"
+  return 0
+}
+
 unmount_rootfs() {
   local f=$STATE/run/rootfs-mounts p
   [ -f "$f" ] || return 0
@@ -142,14 +172,19 @@ unmount_rootfs() {
 # is root's), in the caller's directory and environment. It finds its plugins through slurm.conf's
 # PluginDir, a path under the rootfs that also resolves inside it ($CACHE is bound in).
 install_wrappers() {
-  local r=$1 c lib=$1/usr/lib/x86_64-linux-gnu
-  remove_wrappers
+  local r=$1 c f lib=$1/usr/lib/x86_64-linux-gnu
+  for f in /usr/local/bin/*; do  # another version's, or a command this one lacks
+    c=${f##*/}
+    [ -f "$f" ] && grep -q "^$WRAP_MARK" "$f" 2>/dev/null && { [ -x "$r/usr/bin/$c" ] || rm -f "$f"; }
+  done
   for c in $SLURM_WRAPPED; do
     [ -x "$r/usr/bin/$c" ] || continue
+    # each replaced in one rename: a lab beside this one, its jobs and tests, run these commands
     printf '#!/bin/sh\n%s: SLURM %s from %s\n[ -f %s ] && exec /usr/bin/%s "$@"\nexec %s --library-path %s %s "$@"\n' \
       "$WRAP_MARK" "$(cat "$r$ROOTFS_MARK")" "$r" "$ROOTFS_MARK" "$c" "$lib/ld-linux-x86-64.so.2" \
-      "$lib/slurm-wlm:$lib" "$r/usr/bin/$c" >"/usr/local/bin/$c"
-    chmod 755 "/usr/local/bin/$c"
+      "$lib/slurm-wlm:$lib" "$r/usr/bin/$c" >"/usr/local/bin/.$c.slurm-lab"
+    chmod 755 "/usr/local/bin/.$c.slurm-lab"
+    mv -f "/usr/local/bin/.$c.slurm-lab" "/usr/local/bin/$c"
   done
 }
 

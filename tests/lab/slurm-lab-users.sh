@@ -97,7 +97,7 @@ restore_machine() {
 
 # Associations of USER in every lab account (when slurmdbd runs).
 user_associations() {
-  local user=$1 cluster=slurmlab
+  local user=$1 cluster=$CLUSTER_NAME
   [ "$(cat "$STATE/run/accounting" 2>/dev/null)" = 1 ] || return 0
   sacctmgr -i add user "$user" Account="${LAB_ACCOUNTS// /,}" DefaultAccount=lab Cluster="$cluster" >/dev/null 2>&1 || true
   sacctmgr -i modify user "$user" set QOS=normal,high,small,short DefaultQOS=normal >/dev/null 2>&1 || true
@@ -160,6 +160,16 @@ forget_user_files() {
 }
 
 # `down`: the users the lab created, their homes, and the modes it changed.
+# A lab going down beside another hands it what it made and opened (the users are the machine's:
+# the last lab down removes them and puts the machine back).
+hand_over_users() {
+  local to=$1
+  [ ! -f "$USERS_MADE" ] || cat "$USERS_MADE" >>"$to/users-made"
+  [ ! -f "$USERS_ADDED" ] || cat "$USERS_ADDED" >>"$to/users-added"
+  [ ! -f "$OPENED" ] || cat "$OPENED" >>"$to/opened-paths"
+  rm -f "$USERS_MADE" "$USERS_ADDED" "$OPENED"
+}
+
 remove_users() {
   local user
   restore_machine

@@ -150,7 +150,7 @@ SMALL = (
 )
 
 
-@pytest.mark.lab_shared  # its own jobs only (no lab-b test asks for GPUs or labgpu's nodes)
+@pytest.mark.lab_shared  # its own jobs only (no lab-tail test asks for GPUs or labgpu's nodes)
 def test_a_job_of_parts_is_requeued_whole_and_chained(lab: list[str], tmp_path: Path) -> None:
     """--requeue and --chain with parts: each attempt, each job of the chain, is the whole
     heterogeneous job again (its service up again before the driver)."""

@@ -105,6 +105,14 @@ def test_a_clusters_own_slurm_config_goes_with_every_command_it_runs() -> None:
     assert SlurmClient(runner).job_state(48000).partition == "lab" and calls[1][0] == "squeue"
 
 
+def test_a_cluster_whose_slurm_config_is_not_here_answers_at_once(tmp_path: Path) -> None:
+    from slurm_rl.core.errors import SlurmCommandError
+
+    gone = tmp_path / "etc-slurm-b" / "slurm.conf"  # an unmounted site, a lab brought down
+    with pytest.raises(SlurmCommandError, match=f"its SLURM config {gone} is not on this machine"):
+        SlurmClient(slurm_conf=str(gone)).my_queue(check=True)
+
+
 def test_list_asks_every_cluster_at_once_and_a_silent_one_is_one_line(
     env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -71,7 +71,7 @@ class Item:
 
 def test_with_a_tail_group_4_nodes_then_the_restart_then_alone_then_shared_then_the_tail() -> None:
     items = [Item("last", "lab_last"), Item("a"), Item("four", "four_nodes"), Item("b", "lab_shared"), Item("c")]
-    items[3:3] = [Item("w", "lab_shared", "lab_waits", group="lab-b.test_w"), Item("local", group="local")]
+    items[3:3] = [Item("w", "lab_shared", "lab_waits", group="lab-tail.test_w"), Item("local", group="local")]
     items.sort(key=lab_order)  # type: ignore[arg-type]
     assert [i.name for i in items] == ["four", "last", "a", "local", "c", "b", "w"]
 
@@ -88,13 +88,13 @@ def test_the_tail_holds_shared_tests_that_wait_or_are_of_its_modules_never_one_t
     monkeypatch.delenv(STREAMS_ENV, raising=False)
     tail_module = sorted(TAIL_MODULES)[0]
     waits, tail = Item("w", "lab_shared", "lab_waits"), Item("t", "lab_shared", module=tail_module)
-    assert stream(waits) == "lab-b.test_x"  # type: ignore[arg-type]
-    assert stream(tail) == f"lab-b.{tail_module.removesuffix('.py')}"  # type: ignore[arg-type]
+    assert stream(waits) == "lab-tail.test_x"  # type: ignore[arg-type]
+    assert stream(tail) == f"lab-tail.{tail_module.removesuffix('.py')}"  # type: ignore[arg-type]
     assert all(in_tail(stream(i)) for i in (waits, tail))  # type: ignore[arg-type]
     assert stream(Item("alone", "lab_waits")) == "lab"  # type: ignore[arg-type]
     assert stream(Item("alone", module=tail_module)) == "lab"  # type: ignore[arg-type]
     assert stream(Item("shared", "lab_shared")) == "lab"  # type: ignore[arg-type]
-    assert not in_tail("lab") and not in_tail("local") and not in_tail("lab-bx")
+    assert not in_tail("lab") and not in_tail("local") and not in_tail("lab-tailx")
 
 
 def test_the_tail_is_one_group_per_module_so_both_workers_share_it_but_one_stream_with_two_lab_streams(
@@ -107,8 +107,8 @@ def test_the_tail_is_one_group_per_module_so_both_workers_share_it_but_one_strea
     groups = {stream(Item(m, "lab_shared", module=m)) for m in modules}  # type: ignore[arg-type]
     assert len(groups) == 2 and all(map(in_tail, groups))
     monkeypatch.setenv(STREAMS_ENV, "2")
-    assert {stream(Item(m, "lab_shared", module=m)) for m in modules} == {"lab-b"}  # type: ignore[arg-type]
-    assert in_tail("lab-b")
+    assert {stream(Item(m, "lab_shared", module=m)) for m in modules} == {"lab-tail"}  # type: ignore[arg-type]
+    assert in_tail("lab-tail")
 
 
 def test_a_shared_tests_job_may_not_oversubscribe_an_exclusive_ones_may() -> None:

@@ -409,6 +409,28 @@ def test_a_pending_jobs_place_is_slurms_estimate_and_the_jobs_of_higher_priority
     assert queue_place(unplanned, None, now) == "" and client.jobs_ahead(JobState(4801, "RUNNING")) is None
 
 
+def test_auto_says_how_many_jobs_wait_where_the_job_would_not_start_now() -> None:
+    """`--cluster auto`'s line for a cluster that would not start the job at once: SLURM's
+    estimate and the jobs waiting in its partition (anyone's: the job has no priority yet)."""
+    from slurm_rl.login.submission.choose import Offer
+
+    queue = "4790|900\n4801|1000\n4803_[1-4]|2000\n"
+    runner = FakeRunner({"squeue -h -t": Completed(0, queue, "")})
+    client = SlurmClient(runner)
+    assert client.jobs_waiting("gpu") == 3 and runner.calls[-1][-4:] == ["-p", "gpu", "-o", "%i|%Q"]
+    assert client.jobs_waiting(None) == 3 and "-p" not in runner.calls[-1]
+    now = 1_000_000.0
+    later = Offer("a", now + 2 * 3600 + 300, waiting=3)
+    assert later.words(now) == "cluster a: starts in ~2 h 5 min, 3 jobs waiting there"
+    assert Offer("a", now + 600, waiting=1).words(now) == "cluster a: starts in ~10 min, 1 job waiting there"
+    assert Offer("b", now + 30).words(now) == "cluster b: starts now"
+    assert Offer("a", now + 900, waiting=0).words(now) == "cluster a: starts in ~15 min"
+    held = Offer("a", now + 365 * 86400, waiting=2)  # SLURM's estimate behind jobs without an end
+    assert held.words(now) == "cluster a: no start in sight (what runs there sets no end), 2 jobs waiting there"
+    failing = SlurmClient(FakeRunner({"squeue -h -t": Completed(1, "", "slurm_load_jobs error")}))
+    assert failing.jobs_waiting("gpu") is None
+
+
 def test_into_a_heterogeneous_job_every_srun_names_its_component() -> None:
     """SLURM starts nothing for an `srun --jobid` into a het job without --het-group ("No
     directives to start application on any available hetjob components", seen on the lab when

@@ -34,6 +34,7 @@ class Offer:
     spec: ClusterSpec | None = None
     opts: JobOptions | None = None
     client: SlurmClient | None = None
+    waiting: int | None = None  # the jobs pending in its partition now (None: unknown)
 
     def words(self, now: float) -> str:
         if self.start is None:
@@ -41,8 +42,11 @@ class Offer:
         left = self.start - now
         if left <= 60:
             return f"cluster {self.name}: starts now"
+        queue = f", {self.waiting} job{'' if self.waiting == 1 else 's'} waiting there" if self.waiting else ""
+        if left > 7 * 86400:  # SLURM's answer when what holds the nodes has no time limit
+            return f"cluster {self.name}: no start in sight (what runs there sets no end){queue}"
         hours, minutes = divmod(int(left // 60), 60)
-        return f"cluster {self.name}: starts in ~{f'{hours} h {minutes} min' if hours else f'{minutes} min'}"
+        return f"cluster {self.name}: starts in ~{f'{hours} h {minutes} min' if hours else f'{minutes} min'}{queue}"
 
 
 def ask(
@@ -65,9 +69,10 @@ def ask(
             script.write(render_job(plan).script)
             script.flush()
             start = datetime.fromisoformat(client.estimated_start(script.name)).timestamp()
+        waiting = client.jobs_waiting(opts.partition or spec.partition) if start > time.time() + 60 else None
     except SlurmRlError as exc:
         return Offer(name, why=" ".join(str(exc).removeprefix("slurm-rl: error: ").split())[:300])
-    return Offer(name, start, "", spec, opts, client)
+    return Offer(name, start, "", spec, opts, client, waiting)
 
 
 def choose_cluster(

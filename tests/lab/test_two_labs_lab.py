@@ -1,0 +1,122 @@
+"""Two clusters side by side (issue 80): the lab and lab b (`slurm-lab --name b up`: its own
+nodes, network, slurmctld, slurmdbd, config and job ids, the same users and accounts), both in
+one clusters file, each reached from this machine through its own slurm.conf. A job submitted
+to each runs on its own lab; a bare id finds the right one; `list` shows both, with the
+cluster; with the lab full, `--cluster auto` goes to lab b and says why; with lab b down, `list`
+says so in one line and still shows the lab's jobs. Lab b comes up for this module only."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LAB, REPO, run_cli
+from tests.lab.helpers import STATE, assert_no_leftovers, lab_spec, wait_for
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]
+
+B_NODES = ["bnode1", "bnode2"]
+B_SPEC = REPO / "cluster_specs" / "lab-b.json"
+B_CONF = json.loads(B_SPEC.read_text())["slurm_conf"]
+
+
+def lab_b_cmd(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(LAB), "--name", "b", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def lab_b(lab: list[str]) -> Iterator[list[str]]:
+    """Lab b, two nodes of two CPUs, on the SLURM the lab runs; down again after the module."""
+    version = (STATE / "run" / "slurm").read_text().strip()
+    t0 = time.monotonic()
+    res = lab_b_cmd("up", "--nodes", "2", "--cpus", "2", "--slurm", version)
+    assert res.returncode == 0, res.stderr[-3000:]
+    print(f"lab b up in {time.monotonic() - t0:.1f} s")
+    try:
+        yield B_NODES
+    finally:
+        down = lab_b_cmd("down", timeout=300)
+        assert down.returncode == 0, down.stderr[-2000:]
+
+
+def job_of(res: subprocess.CompletedProcess[str]) -> dict:
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads([line for line in res.stdout.splitlines() if line.startswith("{")][-1])
+
+
+def status_of(job_id: int, env: dict[str, str]) -> dict:
+    res = run_cli("status", str(job_id), "--json", env=env)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.splitlines()[-1])
+
+
+def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it_starts(
+    lab: list[str], lab_b: list[str], tmp_path: Path
+) -> None:
+    env = {"SLURM_RL_CLUSTERS": str(tmp_path / "clusters.json")}
+    for name, spec in (("a", lab_spec(tmp_path, slurm_conf="/etc/slurm/slurm.conf")), ("b", B_SPEC)):
+        assert run_cli("clusters", "add", name, str(spec), env=env).returncode == 0
+    shown = run_cli("clusters", env=env, timeout=60)
+    lines = dict(line.split(": ", 1) for line in shown.stdout.splitlines())
+    assert lines["a"].startswith("SLURM ") and lines["b"].startswith("SLURM "), shown.stdout
+    hello = str(REPO / "examples" / "hello.py")
+    ja = job_of(run_cli("submit", "--cluster", "a", hello, "-N", "1", "--wait", "--json", env=env, timeout=240))
+    jb = job_of(run_cli("submit", "--cluster", "b", hello, "-N", "2", "--wait", "--json", env=env, timeout=240))
+    assert ja["job_id"] < 51_000_000 <= 55_000_000 <= jb["job_id"], (ja["job_id"], jb["job_id"])
+    # by their bare ids, each found on its own lab, its nodes its lab's
+    sa, sb = status_of(ja["job_id"], env), status_of(jb["job_id"], env)
+    assert sa["state"] == sb["state"] == "COMPLETED", (sa, sb)
+    logs = run_cli("logs", str(jb["job_id"]), env=env)
+    assert logs.returncode == 0 and {"bnode1", "bnode2"} <= set(logs.stdout.replace("\n", " ").split()), logs.stdout
+    listed = run_cli("list", env=env).stdout.splitlines()
+    rows = {line.split()[1]: line.split()[0] for line in listed[1:] if len(line.split()) > 1}
+    assert rows.get(str(ja["job_id"])) == "a" and rows.get(str(jb["job_id"])) == "b", listed
+    # the lab full (a job holding every node): auto goes to b, and says why
+    # an hour's limit, so SLURM's estimate for a is about an hour away (not a year: no limit)
+    every_node = ("--exclusive", "-N", str(len(lab)), "-p", "lab", "-t", "60", "-o", "/dev/null")
+    hold = subprocess.run(
+        ["sbatch", "--parsable", *every_node, "--wrap", "sleep 600"],
+        capture_output=True, text=True, timeout=30, env={**os.environ, "SLURM_CONF": "/etc/slurm/slurm.conf"},
+    )  # fmt: skip
+    assert hold.returncode == 0, hold.stderr
+    held = hold.stdout.strip().split(";")[0]
+    try:
+        assert wait_for(lambda: _squeue_state(held) == "RUNNING", 60), _squeue_state(held)
+        t0 = time.monotonic()
+        res = run_cli("submit", "--cluster", "auto", hello, "-N", "1", "--wait", "--json", env=env, timeout=240)
+        job = job_of(res)
+        said = next(line for line in res.stderr.splitlines() if "--cluster auto:" in line)
+        print(f"--cluster auto over two labs, the first full: {time.monotonic() - t0:.1f} s to its end; {said}")
+        assert job["cluster"] == "b" and job["state"] == "COMPLETED", job
+        assert said.startswith("slurm-rl: --cluster auto: b (cluster b: starts now; cluster a: starts in ~"), said
+    finally:
+        subprocess.run(["scancel", held], timeout=30, env={**os.environ, "SLURM_CONF": "/etc/slurm/slurm.conf"})
+    assert_no_leftovers(lab_b, jb["job_id"])
+    assert_no_leftovers(lab, ja["job_id"])
+    # lab b down: list says it in one line and shows the lab's jobs within its own time
+    down = lab_b_cmd("down", timeout=300)
+    assert down.returncode == 0, down.stderr[-2000:]
+    t0 = time.monotonic()
+    res = run_cli("list", env=env, timeout=60)
+    took = time.monotonic() - t0
+    print(f"list over two clusters, one down: {took:.1f} s")
+    assert res.returncode == 0, res.stderr
+    assert any(line.split()[:2] == ["a", str(ja["job_id"])] for line in res.stdout.splitlines()), res.stdout
+    assert [line for line in res.stderr.splitlines() if "cluster b" in line] == [
+        next(line for line in res.stderr.splitlines() if "cluster b: does not answer (" in line)
+    ], res.stderr
+    assert took < 20, f"a silent cluster is bounded: {took:.1f} s"
+
+
+def _squeue_state(job_id: str) -> str:
+    out = subprocess.run(
+        ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=30,
+        env={**os.environ, "SLURM_CONF": "/etc/slurm/slurm.conf"},
+    )  # fmt: skip
+    return out.stdout.strip()
