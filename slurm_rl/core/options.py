@@ -220,6 +220,7 @@ class JobOptions(DerivedOptions, BaseModel):
         "(judges, sandboxes), each with its own nodes, partition and GPUs, in one heterogeneous job.",
     )
     parts: dict[str, Part] = Field(default_factory=dict)  # --parts' file, read once at submit
+    start_gate_s: int = 0  # --cluster first: the batch script waits this long for the go (login/submission/first.py)
 
     # ---- what sites require, spelled as sbatch spells it (the spec may set site defaults); sbatch:
     # an #SBATCH line of the job's own (the first component) or of its nodes' (the workers'), directives.py

@@ -137,6 +137,11 @@ class JobPaths:
         return self.job_dir / "bad_nodes"
 
     @property
+    def start_go(self) -> Path:
+        """--cluster first's go: the submitter chose this job; its batch script may start."""
+        return self.job_dir / "start_go"
+
+    @property
     def exit_cause(self) -> Path:
         """The cause the node that saw the end recorded (core/causes.py's line)."""
         return self.job_dir / "exit_cause"

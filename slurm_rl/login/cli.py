@@ -10,9 +10,10 @@ import click
 
 from .._version import __version__
 from ..config.spec import load_spec, resolve_spec_path
+from ..core.errors import UsageError
 from ..core.paths import current_user
 from .commands import cluster_cmds, image_cmds, job_cmds, member_cmds, result_cmds, stack_cmds, sweep_cmds
-from .commands.common import CONTEXT, Main, job_options, resolve_chosen, resolve_submission
+from .commands.common import CONTEXT, Main, job_options, resolve_able, resolve_chosen, resolve_submission
 from .commands.job_command import RemoteCommand, slurm_client
 
 
@@ -98,11 +99,16 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
     from .submission.submit import submit as do_submit
 
     chosen = None  # --cluster auto: the cluster SLURM would start it on first
-    if click.get_current_context().meta.get("cluster_choice"):
+    choice = click.get_current_context().meta.get("cluster_choice")
+    if choice == "first":  # every cluster that can run it; the first to start is kept
+        _submit_first(resolve_able(kw), dry_run, wait, as_json, hold)
+        return
+    if choice:
         s, opts, client, chosen = resolve_chosen(kw)
     else:
         s, opts = resolve_submission(kw)
         client = slurm_client(s)
+        chosen = click.get_current_context().meta.get("cluster")  # --cluster NAME
     if dry_run:  # what submit would stage, resolved as submit resolves it
         job = render_job(preview_plan(s, opts, client))
         if not as_json:
@@ -126,6 +132,30 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
         still_running(res.job_id)
 
 
+def _submit_first(able: Any, dry_run: bool, wait: bool, as_json: bool, hold: bool) -> None:
+    from .submission.first import GATE_S, submit_first
+    from .submission.plan import preview_plan
+    from .submission.render import render_job
+
+    lead = able[0]
+    if hold or lead.opts.chain > 1:
+        raise UsageError(f"--cluster first: {'--hold' if hold else '--chain'} is not for a race; name a cluster")
+    if dry_run:  # the gated script of the earliest estimate; nothing submitted anywhere
+        gated = lead.opts.model_copy(update={"start_gate_s": GATE_S})
+        job = render_job(preview_plan(lead.spec, gated, lead.client))
+        names = [o.name for o in able]
+        said = {"script": job.script, "cluster": lead.name, "clusters": names, "submitted": False}
+        click.echo(json.dumps(said)) if as_json else click.echo(job.script, nl=False)
+        return
+    offer, res = submit_first(able, lambda line: click.echo(f"slurm-rl: {line}", err=True))
+    try:
+        _after_submit(res, offer.opts, offer.client, wait, as_json, offer.name)
+    except KeyboardInterrupt:
+        from .commands.job_cmds import still_running
+
+        still_running(res.job_id)
+
+
 def _after_submit(res: Any, opts: Any, client: Any, wait: bool, as_json: bool, cluster: str | None = None) -> None:
     named = {"cluster": cluster} if cluster else {}  # --cluster auto's choice
     if as_json and not wait:
@@ -142,12 +172,13 @@ def _after_submit(res: Any, opts: Any, client: Any, wait: bool, as_json: bool, c
         )
         return
     if not as_json:
+        job = f"{cluster}:{res.job_id}" if cluster else res.job_id  # a chosen cluster: the id says which
         click.echo(
-            f"Submitted job {res.job_id} ({opts.total_nodes} node{'s' * (opts.total_nodes > 1)})\n"
+            f"Submitted job {job} ({opts.total_nodes} node{'s' * (opts.total_nodes > 1)})\n"
             f"  job dir: {res.paths.job_dir}\n"
-            f"  status:  slurm-rl status {res.job_id}\n"
-            f"  logs:    slurm-rl logs {res.job_id} -f\n"
-            f"  stop:    slurm-rl teardown {res.job_id}"
+            f"  status:  slurm-rl status {job}\n"
+            f"  logs:    slurm-rl logs {job} -f\n"
+            f"  stop:    slurm-rl teardown {job}"
         )
     if wait:
         from .reading.job_wait import wait_for_job

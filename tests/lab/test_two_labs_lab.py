@@ -2,8 +2,10 @@
 nodes, network, slurmctld, slurmdbd, config and job ids, the same users and accounts), both in
 one clusters file, each reached from this machine through its own slurm.conf. A job submitted
 to each runs on its own lab; a bare id finds the right one; `list` shows both, with the
-cluster; with the lab full, `--cluster auto` goes to lab b and says why; with lab b down, `list`
-says so in one line and still shows the lab's jobs. Lab b comes up for this module only."""
+cluster; with the lab full, `--cluster auto` goes to lab b and says why, and a GPU job goes to
+the lab (b has none); `--cluster first` with both free runs one job and cancels the other at its
+start gate (no step, no job dir, nothing on its nodes); with lab b down, `list` says so in one
+line and still shows the lab's jobs. Lab b comes up for this module only."""
 
 from __future__ import annotations
 
@@ -60,7 +62,8 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
     lab: list[str], lab_b: list[str], tmp_path: Path
 ) -> None:
     env = {"SLURM_RL_CLUSTERS": str(tmp_path / "clusters.json")}
-    for name, spec in (("a", lab_spec(tmp_path, slurm_conf="/etc/slurm/slurm.conf")), ("b", B_SPEC)):
+    spec_a = lab_spec(tmp_path, slurm_conf="/etc/slurm/slurm.conf")
+    for name, spec in (("a", spec_a), ("b", B_SPEC)):
         assert run_cli("clusters", "add", name, str(spec), env=env).returncode == 0
     shown = run_cli("clusters", env=env, timeout=60)
     lines = dict(line.split(": ", 1) for line in shown.stdout.splitlines())
@@ -69,6 +72,7 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
     ja = job_of(run_cli("submit", "--cluster", "a", hello, "-N", "1", "--wait", "--json", env=env, timeout=240))
     jb = job_of(run_cli("submit", "--cluster", "b", hello, "-N", "2", "--wait", "--json", env=env, timeout=240))
     assert ja["job_id"] < 51_000_000 <= 55_000_000 <= jb["job_id"], (ja["job_id"], jb["job_id"])
+    assert ja["cluster"] == "a" and jb["cluster"] == "b", (ja, jb)  # --json names the cluster it was given
     # by their bare ids, each found on its own lab, its nodes its lab's
     sa, sb = status_of(ja["job_id"], env), status_of(jb["job_id"], env)
     assert sa["state"] == sb["state"] == "COMPLETED", (sa, sb)
@@ -99,6 +103,32 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
         subprocess.run(["scancel", held], timeout=30, env={**os.environ, "SLURM_CONF": "/etc/slurm/slurm.conf"})
     assert_no_leftovers(lab_b, jb["job_id"])
     assert_no_leftovers(lab, ja["job_id"])
+    # a GPU job: lab b has no GPUs, so it goes to the lab, and b's refusal says why
+    gpu = run_cli("submit", "--cluster", "auto", hello, "-N", "1", "-p", "labgpu", "--gpus-per-node", "1",
+                  "--dry-run", "--json", env=env, timeout=120)  # fmt: skip
+    assert job_of(gpu)["cluster"] == "a", gpu.stderr
+    assert "cluster b: cannot run it: " in gpu.stderr and "GPU" in gpu.stderr.split("cluster b: cannot run it: ")[1]
+    # --cluster first, both labs free: one job runs, the other is cancelled at its start gate
+    t0 = time.monotonic()
+    raced = run_cli("submit", "--cluster", "first", hello, "-N", "1", "--wait", "--json", env=env, timeout=240)
+    kept = job_of(raced)
+    print(f"--cluster first over two free labs: {time.monotonic() - t0:.1f} s to the kept job's end")
+    assert kept["state"] == "COMPLETED" and kept["cluster"] in ("a", "b"), raced.stderr
+    sent = next(line for line in raced.stderr.splitlines() if "--cluster first: submitted " in line)
+    ids = dict(label.split(":") for label in sent.split("submitted ")[1].split(";")[0].split(", "))
+    assert sorted(ids) == ["a", "b"] and ids[kept["cluster"]] == str(kept["job_id"]), sent
+    loser = "b" if kept["cluster"] == "a" else "a"
+    conf = {"a": "/etc/slurm/slurm.conf", "b": B_CONF}[loser]
+    gone = subprocess.run(["sacct", "-n", "-X", "-j", ids[loser], "-o", "state"], capture_output=True, text=True,
+                          timeout=30, env={**os.environ, "SLURM_CONF": conf})  # fmt: skip
+    assert gone.stdout.split() and gone.stdout.split()[0].startswith("CANCELLED"), gone.stdout
+    steps = subprocess.run(["sacct", "-n", "-j", ids[loser], "-o", "jobid"], capture_output=True, text=True,
+                           timeout=30, env={**os.environ, "SLURM_CONF": conf})  # fmt: skip
+    assert not [s for s in steps.stdout.split() if s.endswith(".0")], f"the cancelled one ran a step: {steps.stdout}"
+    assert f"{loser}:{ids[loser]}" in raced.stderr.split("--cluster first: cancelled ")[1].splitlines()[0]
+    roots = {json.loads(Path(spec).read_text())["fileroot"] for spec in (spec_a, B_SPEC)}
+    assert not [d for root in roots for d in Path(root).glob(f"*/*/{ids[loser]}")], "the cancelled job's dir is gone"
+    assert_no_leftovers(lab_b if loser == "b" else lab, int(ids[loser]))
     # lab b down: list says it in one line and shows the lab's jobs within its own time
     down = lab_b_cmd("down", timeout=300)
     assert down.returncode == 0, down.stderr[-2000:]

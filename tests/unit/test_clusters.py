@@ -179,7 +179,11 @@ def test_a_job_id_names_its_cluster_and_a_bare_id_two_clusters_share_is_refused(
 
 
 def test_auto_is_submits_alone_and_needs_clusters(env: dict[str, str]) -> None:
-    assert "only submit chooses a cluster" in one_line_exit_2(run_cli("status", "1", "--cluster", "auto", env=env))
-    assert "--cluster first: not yet" in one_line_exit_2(run_cli("submit", "--cluster", "first", EXP, env=env))
+    assert "submit and sweep choose a cluster" in one_line_exit_2(run_cli("status", "1", "--cluster", "auto", env=env))
+    assert "only submit races a cluster" in one_line_exit_2(run_cli("sweep", "--cluster", "first", EXP, env=env))
+    swept = one_line_exit_2(run_cli("sweep", "--cluster", "auto", EXP, "--dry-run", env=env))
+    assert "--cluster auto: no clusters to choose from" in swept, swept
+    first = one_line_exit_2(run_cli("submit", "--cluster", "first", EXP, "--dry-run", env=env))
+    assert "--cluster first: no clusters to choose from; there are none in" in first, first
     none = one_line_exit_2(run_cli("submit", "--cluster", "auto", EXP, "--dry-run", env=env))
     assert "--cluster auto: no clusters to choose from; there are none in" in none, none

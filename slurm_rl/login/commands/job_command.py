@@ -32,9 +32,10 @@ SPEC_HELP = f"Cluster spec (default: ${SPEC_ENV_VAR})."
 LOCAL = "local"  # --login local: run here even if the spec names a login node
 CLUSTER_HELP = (
     "A cluster of `slurm-rl clusters` (its spec and login host), instead of --spec; submit: 'auto' for the one "
-    "SLURM would start it on first."
+    "SLURM would start it on first, 'first' to submit to every cluster that can run it and keep the first to start."
 )
 CHOOSING = ("auto", "first")
+CHOOSERS = {"auto": ("submit", "sweep"), "first": ("submit",)}  # the commands that choose for themselves
 LOGIN_HELP = (
     'Run on this login node over ssh (default: $SLURM_RL_LOGIN, else the spec\'s "login" where no '
     f"SLURM is installed here; '{LOCAL}': here)."
@@ -66,16 +67,16 @@ class RemoteCommand(click.Command):
         flag = ctx.params.pop("login", None)
         cluster = ctx.params.pop("cluster", None)
         if cluster in CHOOSING:  # the command chooses among the clusters itself (submit)
-            if self.name not in ("submit",):
-                raise UsageError(f"--cluster {cluster}: only submit chooses a cluster; name one here")
-            if cluster == "first":
-                raise UsageError("--cluster first: not yet; use --cluster auto (the cluster SLURM starts it first on)")
+            if self.name not in CHOOSERS.get(cluster, ()):
+                which = "submit and sweep choose" if cluster == "auto" else "only submit races"
+                raise UsageError(f"--cluster {cluster}: {which} a cluster; name one here")
             named_cluster(cluster, ctx.params, load=False)
             ctx.meta["cluster_choice"] = cluster
         elif cluster:  # the clusters file's spec (and login host) for it, as if --spec (and --login) said them
             entry = named_cluster(cluster, ctx.params)
             assert entry is not None
             ctx.params["spec_flag"] = entry.spec
+            ctx.meta["cluster"] = cluster  # submit prints the id with it (CLUSTER:JOBID)
             flag = entry.login if flag is None and entry.login else flag
         forwarder = ctx.find_object(Forwarder)
         name = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else self.name or ""

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ...core.errors import UsageError
-from .common import CONTEXT, job_options, resolve_submission, stopped_following
+from .common import CONTEXT, job_options, resolve_chosen, resolve_submission, stopped_following
 from .job_command import RemoteCommand, Session, job_command, slurm_client
 
 
@@ -43,8 +43,13 @@ def sweep(
     from ..submission.resolve import changed
     from ..sweep import array_spec, point_text_args, submit_sweep, sweep_points
 
-    s, opts = resolve_submission(kw)
-    client = slurm_client(s)
+    cluster = click.get_current_context().meta.get("cluster")
+    if click.get_current_context().meta.get("cluster_choice"):  # --cluster auto: where task 0 starts first
+        s, opts, client, cluster = resolve_chosen(kw)
+    else:
+        s, opts = resolve_submission(kw)
+        client = slurm_client(s)
+    named = {"cluster": cluster} if cluster else {}
     if opts.interactive:
         raise UsageError("sweep: give an experiment (each task runs it with its own arguments)")
     points = sweep_points(opts.experiment_args, grid)
@@ -57,6 +62,7 @@ def sweep(
                         "array": opts.array,
                         "tasks": [{"args": list(p.args), "point": p.values} for p in points],
                         "submitted": False,
+                        **named,
                     }
                 )
             )
@@ -67,7 +73,9 @@ def sweep(
         return
     done = submit_sweep(s, opts, points, client, max_concurrent=max_concurrent, release=not hold)
     if as_json and not wait:
-        click.echo(json.dumps({"array_id": done.array_id, "sweep_dir": str(done.sweep_dir), "tasks": done.tasks}))
+        click.echo(
+            json.dumps({"array_id": done.array_id, "sweep_dir": str(done.sweep_dir), "tasks": done.tasks, **named})
+        )
         return
     if not as_json:
         click.echo(
@@ -90,7 +98,7 @@ def sweep(
             )
         failed = failure_lines(done, views)
         if as_json:
-            click.echo(json.dumps({"array_id": done.array_id, "tasks": [v.summary.as_dict() for v in views]}))
+            click.echo(json.dumps({"array_id": done.array_id, "tasks": [v.summary.as_dict() for v in views], **named}))
         else:
             click.echo(f"sweep {done.array_id}: {len(views) - len(failed)} of {len(views)} task(s) succeeded")
             for line in failed:

@@ -54,10 +54,11 @@ def ask(
     entry: Cluster,
     resolve: Callable[[ClusterSpec], JobOptions],
     client_for: Callable[[ClusterSpec], SlurmClient],
+    how: str = "auto",
 ) -> Offer:
     """One cluster's answer: refused in one line, or SLURM's estimated start of the job there."""
     if entry.login and not client_installed():
-        return Offer(name, why=f"reached through {entry.login}; --cluster auto asks only clusters reached from here")
+        return Offer(name, why=f"reached through {entry.login}; --cluster {how} asks only clusters reached from here")
     try:
         spec = cluster_spec(name)
         opts = resolve(spec)
@@ -75,21 +76,29 @@ def ask(
     return Offer(name, start, "", spec, opts, client, waiting)
 
 
-def choose_cluster(
-    resolve: Callable[[ClusterSpec], JobOptions], client_for: Callable[[ClusterSpec], SlurmClient]
-) -> tuple[Offer, list[str]]:
-    """Every named cluster asked in parallel; the one whose start SLURM estimates first (ties:
-    the clusters file's order) and one line per cluster saying why."""
+def ask_all(
+    resolve: Callable[[ClusterSpec], JobOptions], client_for: Callable[[ClusterSpec], SlurmClient], how: str = "auto"
+) -> tuple[list[Offer], list[str]]:
+    """Every named cluster asked in parallel: the ones that can run the job, earliest estimated
+    start first (ties: the clusters file's order), and one line per cluster saying why."""
     named = load_clusters()
     if not named:
-        raise UsageError(f"--cluster auto: no clusters to choose from; {known(named)}")
+        raise UsageError(f"--cluster {how}: no clusters to choose from; {known(named)}")
     with ThreadPoolExecutor(max_workers=min(16, len(named))) as pool:
-        offers = list(pool.map(lambda item: ask(item[0], item[1], resolve, client_for), sorted(named.items())))
+        offers = list(pool.map(lambda item: ask(item[0], item[1], resolve, client_for, how), sorted(named.items())))
     now = time.time()
     able = sorted((o for o in offers if o.start is not None), key=lambda o: o.start or 0.0)
     lines = [o.words(now) for o in sorted(offers, key=lambda o: (o.start is None, o.start or 0.0))]
     if not able:
-        raise UsageError("--cluster auto: no cluster can run this job: " + "; ".join(lines))
+        raise UsageError(f"--cluster {how}: no cluster can run this job: " + "; ".join(lines))
+    return able, lines
+
+
+def choose_cluster(
+    resolve: Callable[[ClusterSpec], JobOptions], client_for: Callable[[ClusterSpec], SlurmClient]
+) -> tuple[Offer, list[str]]:
+    """--cluster auto: the cluster whose start SLURM estimates first, and why."""
+    able, lines = ask_all(resolve, client_for)
     return able[0], lines
 
 

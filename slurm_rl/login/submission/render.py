@@ -138,6 +138,7 @@ def finalize_files() -> dict[str, str]:
         "member_log": paths.member_log(""),
         "services_stop": paths.services_stop,
         "cleanup_script": paths.cleanup_script,
+        "start_go": paths.start_go,
     }
     return {name: shlex.quote(str(p.relative_to(paths.job_dir))) for name, p in files.items()}
 
@@ -205,6 +206,7 @@ def render_job(plan: JobPlan) -> RenderedJob:
         started_markers=shlex.quote(f"{MARKERS_DIR}/") + '"${SLURM_RESTART_COUNT:-0}"-*.started',
         total_nodes=sum(het_components) if opts.parts else opts.total_nodes,  # every task's bootstrap
         heal=opts.heal,
+        start_gate_s=opts.start_gate_s,
         member=False,
     )
     env = _env()
