@@ -201,3 +201,37 @@ def test_images_goes_to_the_login_node_as_the_same_subcommand() -> None:
         again = dict(ctx.params)
     again.pop("login")
     assert again == params and again["keys"] == ("k1", "k2")
+
+
+def test_a_cluster_choice_is_made_here_and_a_login_only_cluster_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from slurm_rl.login.submission import choose
+
+    spec = tmp_path / "s.json"  # the laptop's default spec names a login node: auto must not go there
+    spec.write_text(json.dumps({"cluster_name": "c", "fileroot": str(tmp_path / "root"), "login": "me@cluster"}))
+    exp = tmp_path / "exp.py"
+    exp.write_text("print('hi')\n")
+    clusters = tmp_path / "clusters.json"
+    monkeypatch.setenv("SLURM_RL_CLUSTERS", str(clusters))
+    monkeypatch.setenv("CLUSTER_SPEC_PATH", str(spec))
+    monkeypatch.delenv("SLURM_RL_LOGIN", raising=False)
+    for module in (laptop_cli, choose):
+        monkeypatch.setattr(module, "client_installed", lambda: False)  # a laptop: no sbatch
+    forwarded: list[str] = []
+
+    class Forwarder(laptop_cli.LoginForwarder):
+        def forward(self, name, command, params, target):  # type: ignore[no-untyped-def]
+            forwarded.append(f"{name} {params.get('cluster')} -> {target}")
+            return 0
+
+    runner = CliRunner()
+    assert runner.invoke(cli, ["clusters", "add", "a", str(spec), "--login", "me@cluster"]).exit_code == 0
+    res = runner.invoke(cli, ["submit", "--cluster", "auto", str(exp), "--dry-run"], obj=Forwarder())
+    assert res.exit_code == 2 and not forwarded, (res.output, forwarded)
+    assert "--cluster auto: no cluster can run this job: cluster a: not asked: reached through me@cluster" in res.output
+    # --login HOST: that login node chooses, among its own clusters (the choice goes with the command)
+    res = runner.invoke(cli, ["submit", "--cluster", "first", str(exp), "--login", "other"], obj=Forwarder())
+    assert res.exit_code == 0 and forwarded == ["submit first -> other"], (res.output, forwarded)

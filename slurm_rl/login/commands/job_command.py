@@ -80,6 +80,9 @@ class RemoteCommand(click.Command):
             flag = entry.login if flag is None and entry.login else flag
         forwarder = ctx.find_object(Forwarder)
         name = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else self.name or ""
+        choice = ctx.meta.get("cluster_choice")
+        if choice and flag in (None, "", LOCAL):
+            return super().invoke(ctx)  # it chooses here, never in the default spec's login's place
         if forwarder is None:
             if flag not in (None, "", LOCAL):
                 raise UsageError(f"--login {flag}: this entry point runs commands here only; use `slurm-rl`")
@@ -87,7 +90,8 @@ class RemoteCommand(click.Command):
         target = forwarder.target(name, flag, ctx.params)
         if target is None:
             return super().invoke(ctx)
-        sys.exit(forwarder.forward(name, self, ctx.params, target))
+        chooses = {"cluster": choice} if choice else {}  # --login HOST: HOST chooses among its clusters
+        sys.exit(forwarder.forward(name, self, {**ctx.params, **chooses}, target))
 
 
 def named_cluster(name: str, params: dict[str, Any], load: bool = True) -> Cluster | None:

@@ -35,10 +35,11 @@ class Offer:
     opts: JobOptions | None = None
     client: SlurmClient | None = None
     waiting: int | None = None  # the jobs pending in its partition now (None: unknown)
+    unasked: bool = False  # not asked at all (reached only through its login node)
 
     def words(self, now: float) -> str:
         if self.start is None:
-            return f"cluster {self.name}: cannot run it: {self.why}"
+            return f"cluster {self.name}: {'not asked' if self.unasked else 'cannot run it'}: {self.why}"
         left = self.start - now
         if left <= 60:
             return f"cluster {self.name}: starts now"
@@ -58,7 +59,8 @@ def ask(
 ) -> Offer:
     """One cluster's answer: refused in one line, or SLURM's estimated start of the job there."""
     if entry.login and not client_installed():
-        return Offer(name, why=f"reached through {entry.login}; --cluster {how} asks only clusters reached from here")
+        why = f"reached through {entry.login}; --cluster {how} asks only clusters whose SLURM is reached from here"
+        return Offer(name, why=why, unasked=True)
     try:
         spec = cluster_spec(name)
         opts = resolve(spec)
