@@ -13,7 +13,7 @@ from ..core.job_env import Settings
 from ..login.cli import cli
 from ..login.commands.job_command import LOCAL, Forwarder
 from ..slurm.runner import client_installed
-from .forward import forward, spec_path_of
+from .forward import capture, forward, spec_path_of
 
 
 def login_target(name: str, flag: str | None, params: dict[str, Any]) -> str | None:
@@ -44,6 +44,9 @@ class LoginForwarder(Forwarder):
 
     def forward(self, name: str, command: click.Command, params: dict[str, Any], target: str) -> int:
         return forward(name, command, params, target)
+
+    def capture(self, name: str, command: click.Command, params: dict[str, Any], target: str) -> tuple[int, str, str]:
+        return capture(name, command, params, target)
 
 
 def main() -> None:

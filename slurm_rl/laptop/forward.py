@@ -100,8 +100,9 @@ def _job_uploads(params: dict[str, Any], remote: Remote, spec: ClusterSpec | Non
     return {**params, "args": tuple(filter(None, [remote.spec, *args])), "spec_flag": None}, up
 
 
-def forward(name: str, command: click.Command, params: dict[str, Any], target: str) -> int:
-    """Run ``slurm-rl NAME PARAMS`` on the login node ``target``; its exit code."""
+def _prepared(name: str, params: dict[str, Any], target: str) -> tuple[Remote, dict[str, Any], str]:
+    """The probed login node, the parameters as it must see them (uploaded code, its spec), and
+    the upload dir ("" where nothing went)."""
     remote, spec = open_remote(name, params, target)
     up = ""
     if name in JOB_COMMANDS:
@@ -110,6 +111,19 @@ def forward(name: str, command: click.Command, params: dict[str, Any], target: s
         params = {**params, "spec_flag": remote.spec or None}
     elif "spec_path" in params:
         params = {**params, "spec_path": remote.spec or None}
+    return remote, params, up
+
+
+def _remote_argv(remote: Remote, name: str, command: click.Command, params: dict[str, Any], up: str) -> list[str]:
+    argv = remote.slurm_rl([*name.split(), *to_argv(command, params)])  # "images list": a group's
+    if up:  # the uploaded code goes once the command ends (a job runs from its job dir's copy)
+        argv = ["sh", "-c", 'trap \'rm -rf "$0"\' EXIT HUP INT TERM; "$@"', up, *argv]
+    return argv
+
+
+def forward(name: str, command: click.Command, params: dict[str, Any], target: str) -> int:
+    """Run ``slurm-rl NAME PARAMS`` on the login node ``target``; its exit code."""
+    remote, params, up = _prepared(name, params, target)
     if name == "fetch":
         return _fetch(remote, params)
     if name == "dashboard":
@@ -118,13 +132,19 @@ def forward(name: str, command: click.Command, params: dict[str, Any], target: s
         argv = [name, *to_argv(command, {**params, "as_json": True, "stdin_bound": True})]
         run = tunnel.forward_tensorboard if params.get("tensorboard") else tunnel.forward_dashboard
         return run(remote, argv, str(params["job"]))
-    argv = remote.slurm_rl([*name.split(), *to_argv(command, params)])  # "images list": a group's
-    if up:  # the uploaded code goes once the command ends (a job runs from its job dir's copy)
-        argv = ["sh", "-c", 'trap \'rm -rf "$0"\' EXIT HUP INT TERM; "$@"', up, *argv]
+    argv = _remote_argv(remote, name, command, params, up)
     # a terminal there too where one is here and the command is interactive or follows a job:
     # Ctrl-C then reaches the command on the login node instead of cutting the connection
     live = (name == "attach" and not params.get("command")) or params.get("follow") or params.get("wait")
     return remote.login.stream(argv, tty=bool(live) and sys.stdin.isatty() and sys.stdout.isatty())
+
+
+def capture(name: str, command: click.Command, params: dict[str, Any], target: str) -> tuple[int, str, str]:
+    """``slurm-rl NAME PARAMS`` on the login node ``target``, its exit code, stdout and stderr
+    captured (a cluster asked through its login node: --cluster auto)."""
+    remote, params, up = _prepared(name, params, target)
+    res = remote.login.run(_remote_argv(remote, name, command, params, up))
+    return res.returncode, res.stdout.decode(errors="replace"), res.stderr.decode(errors="replace")
 
 
 def _fetch(remote: Remote, params: dict[str, Any]) -> int:

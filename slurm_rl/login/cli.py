@@ -10,10 +10,10 @@ import click
 
 from .._version import __version__
 from ..config.spec import load_spec, resolve_spec_path
-from ..core.errors import UsageError
 from ..core.paths import current_user
 from .commands import cluster_cmds, image_cmds, job_cmds, member_cmds, result_cmds, stack_cmds, sweep_cmds
-from .commands.common import CONTEXT, Main, job_options, resolve_able, resolve_chosen, resolve_submission
+from .commands.cluster_choice import forward_to_chosen, resolve_able, resolve_chosen, submit_first_cmd
+from .commands.common import CONTEXT, Main, job_options, resolve_submission
 from .commands.job_command import RemoteCommand, slurm_client
 
 
@@ -87,7 +87,8 @@ def render(**kw: Any) -> None:
 @click.option("--wait", is_flag=True, help="Follow the job until it ends; exit with the driver's exit code.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (job_id, job_dir, nodes, state).")
 @click.option("--hold", is_flag=True, help="Submit held; start it later with `scontrol release JOBID`.")
-def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> None:
+@click.option("--estimate", is_flag=True, hidden=True, help="SLURM's estimated start as JSON; submit nothing.")
+def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, estimate: bool, **kw: Any) -> None:
     """Submit EXPERIMENT as one SLURM job running one Ray cluster over --nodes nodes.
 
     \b
@@ -101,10 +102,21 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
     chosen = None  # --cluster auto: the cluster SLURM would start it on first
     choice = click.get_current_context().meta.get("cluster_choice")
     if choice == "first":  # every cluster that can run it; the first to start is kept
-        _submit_first(resolve_able(kw), dry_run, wait, as_json, hold)
+        submit_first_cmd(resolve_able(kw), dry_run, wait, as_json, hold, _after_submit)
         return
     if choice:
-        s, opts, client, chosen = resolve_chosen(kw)
+        offer = resolve_chosen(kw)
+        if offer.login:  # a cluster reached through its login node (a laptop's): the submit goes there
+            forward_to_chosen(offer)
+        assert offer.spec is not None and offer.opts is not None and offer.client is not None
+        s, opts, client, chosen = offer.spec, offer.opts, offer.client, offer.name
+    elif estimate:  # a laptop's --cluster auto asking this cluster (login/commands/common.py)
+        from .submission.choose import estimate as estimated
+
+        s, opts = resolve_submission(kw)
+        start, waiting = estimated(s, opts, slurm_client(s))
+        click.echo(json.dumps({"start": start, "waiting": waiting}))
+        return
     else:
         s, opts = resolve_submission(kw)
         client = slurm_client(s)
@@ -126,30 +138,6 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, **kw: Any) -> N
     res = do_submit(s, opts, client, release=not hold)
     try:  # from here on the job exists: Ctrl-C stops following it, never the job
         _after_submit(res, opts, client, wait, as_json, chosen)
-    except KeyboardInterrupt:
-        from .commands.job_cmds import still_running
-
-        still_running(res.job_id)
-
-
-def _submit_first(able: Any, dry_run: bool, wait: bool, as_json: bool, hold: bool) -> None:
-    from .submission.first import GATE_S, submit_first
-    from .submission.plan import preview_plan
-    from .submission.render import render_job
-
-    lead = able[0]
-    if hold or lead.opts.chain > 1:
-        raise UsageError(f"--cluster first: {'--hold' if hold else '--chain'} is not for a race; name a cluster")
-    if dry_run:  # the gated script of the earliest estimate; nothing submitted anywhere
-        gated = lead.opts.model_copy(update={"start_gate_s": GATE_S})
-        job = render_job(preview_plan(lead.spec, gated, lead.client))
-        names = [o.name for o in able]
-        said = {"script": job.script, "cluster": lead.name, "clusters": names, "submitted": False}
-        click.echo(json.dumps(said)) if as_json else click.echo(job.script, nl=False)
-        return
-    offer, res = submit_first(able, lambda line: click.echo(f"slurm-rl: {line}", err=True))
-    try:
-        _after_submit(res, offer.opts, offer.client, wait, as_json, offer.name)
     except KeyboardInterrupt:
         from .commands.job_cmds import still_running
 

@@ -2,7 +2,8 @@
 nodes, network, slurmctld, slurmdbd, config and job ids, the same users and accounts), both in
 one clusters file, each reached from this machine through its own slurm.conf. A job submitted
 to each runs on its own lab; a bare id finds the right one; `list` shows both, with the
-cluster; with the lab full, `--cluster auto` goes to lab b and says why, and a GPU job goes to
+cluster; with the lab full, `--cluster auto` goes to lab b and says why (from a laptop too, each
+cluster asked through the login node), and a GPU job goes to
 the lab (b has none); `--cluster first` with both free runs one job and cancels the other at its
 start gate (no step, no job dir, nothing on its nodes); with lab b down, `list` says so in one
 line and still shows the lab's jobs. Lab b comes up for this module only."""
@@ -20,6 +21,7 @@ import pytest
 
 from tests.conftest import LAB, REPO, run_cli
 from tests.lab.helpers import STATE, assert_no_leftovers, lab_spec, wait_for
+from tests.lab.laptop import Laptop
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]
 
@@ -99,6 +101,24 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
         print(f"--cluster auto over two labs, the first full: {time.monotonic() - t0:.1f} s to its end; {said}")
         assert job["cluster"] == "b" and job["state"] == "COMPLETED", job
         assert said.startswith("slurm-rl: --cluster auto: b (cluster b: starts now; cluster a: starts in ~"), said
+        # the same from a laptop (no SLURM there): each cluster asked through its login node
+        laptop = Laptop(tmp_path / "laptop")
+        try:
+            for name, fields in (("a", {}), ("b", json.loads(B_SPEC.read_text()))):
+                added = laptop.run("clusters", "add", name, str(laptop.write_spec(f"{name}.json", **fields)),
+                                   "--login", "login")  # fmt: skip
+                assert added.returncode == 0, added.stderr
+            exp = laptop.home / "hello.py"  # the laptop's own code: it goes along with the submit
+            exp.write_text((REPO / "examples" / "hello.py").read_text())
+            t0 = time.monotonic()
+            far = laptop.run("submit", "--cluster", "auto", str(exp), "-N", "1", "--wait", "--json", timeout=300)
+            job = job_of(far)
+            said = next(line for line in far.stderr.splitlines() if "--cluster auto:" in line)
+            print(f"--cluster auto from a laptop, through the login node: {time.monotonic() - t0:.1f} s; {said}")
+            assert said.startswith("slurm-rl: --cluster auto: b (cluster b: starts now; cluster a: starts in ~"), said
+            assert job["state"] == "COMPLETED" and job["job_id"] >= 55_000_000, job
+        finally:
+            laptop.close()
     finally:
         subprocess.run(["scancel", held], timeout=30, env={**os.environ, "SLURM_CONF": "/etc/slurm/slurm.conf"})
     assert_no_leftovers(lab_b, jb["job_id"])

@@ -203,7 +203,7 @@ def test_images_goes_to_the_login_node_as_the_same_subcommand() -> None:
     assert again == params and again["keys"] == ("k1", "k2")
 
 
-def test_a_cluster_choice_is_made_here_and_a_login_only_cluster_is_refused_in_one_line(
+def test_a_cluster_choice_is_made_here_never_on_the_default_specs_login_node(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from click.testing import CliRunner
@@ -228,10 +228,60 @@ def test_a_cluster_choice_is_made_here_and_a_login_only_cluster_is_refused_in_on
             return 0
 
     runner = CliRunner()
-    assert runner.invoke(cli, ["clusters", "add", "a", str(spec), "--login", "me@cluster"]).exit_code == 0
+    assert runner.invoke(cli, ["clusters", "add", "a", str(spec), "--login", "me@nowhere.invalid"]).exit_code == 0
     res = runner.invoke(cli, ["submit", "--cluster", "auto", str(exp), "--dry-run"], obj=Forwarder())
-    assert res.exit_code == 2 and not forwarded, (res.output, forwarded)
-    assert "--cluster auto: no cluster can run this job: cluster a: not asked: reached through me@cluster" in res.output
+    assert res.exit_code == 2 and not forwarded, (res.output, forwarded)  # asked there, never sent to the default
+    assert "no cluster can run this job: cluster a: cannot run it: login node me@nowhere.invalid is unreachable" in (
+        res.output
+    )
+    first = runner.invoke(cli, ["submit", "--cluster", "first", str(exp), "--dry-run"], obj=Forwarder())
+    assert "cluster a: not asked: reached through me@nowhere.invalid; --cluster first asks only" in first.output
     # --login HOST: that login node chooses, among its own clusters (the choice goes with the command)
     res = runner.invoke(cli, ["submit", "--cluster", "first", str(exp), "--login", "other"], obj=Forwarder())
     assert res.exit_code == 0 and forwarded == ["submit first -> other"], (res.output, forwarded)
+
+
+def test_auto_asks_a_cluster_through_its_login_node_and_the_submit_goes_to_the_chosen_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from click.testing import CliRunner
+
+    from slurm_rl.login.submission import choose
+
+    exp = tmp_path / "exp.py"
+    exp.write_text("print('hi')\n")
+    monkeypatch.setenv("SLURM_RL_CLUSTERS", str(tmp_path / "clusters.json"))
+    monkeypatch.delenv("CLUSTER_SPEC_PATH", raising=False)
+    monkeypatch.delenv("SLURM_RL_LOGIN", raising=False)
+    for module in (laptop_cli, choose):
+        monkeypatch.setattr(module, "client_installed", lambda: False)  # a laptop: no sbatch
+    now = time.time()
+    answers = {"me@a": (0, json.dumps({"start": now + 3 * 3600, "waiting": 4}), ""),
+               "me@b": (0, json.dumps({"start": now, "waiting": None}), ""),
+               "me@c": (2, "", "slurm-rl: error: --partition gpu: no such partition on cluster c\n")}  # fmt: skip
+    asked: list[list[str]] = []
+    forwarded: list[tuple[str, str, str]] = []
+
+    class Forwarder(laptop_cli.LoginForwarder):
+        def capture(self, name, command, params, target):  # type: ignore[no-untyped-def]
+            asked.append(to_argv(command, params))
+            return answers[target]
+
+        def forward(self, name, command, params, target):  # type: ignore[no-untyped-def]
+            forwarded.append((name, params["spec_flag"], target))
+            return 0
+
+    runner = CliRunner()
+    for name in "abc":
+        spec = tmp_path / f"{name}.json"
+        spec.write_text(json.dumps({"cluster_name": name, "fileroot": str(tmp_path / name)}))
+        assert runner.invoke(cli, ["clusters", "add", name, str(spec), "--login", f"me@{name}"]).exit_code == 0
+    res = runner.invoke(cli, ["submit", "--cluster", "auto", str(exp), "-N", "2", "--wait"], obj=Forwarder())
+    assert res.exit_code == 0, res.output
+    assert forwarded == [("submit", str(tmp_path / "b.json"), "me@b")]  # the submit, as typed, to b's login
+    assert all("--estimate" in argv and "--wait" not in argv and "2" in argv for argv in asked), asked
+    said = next(line for line in res.output.splitlines() if "--cluster auto:" in line)
+    assert said.startswith("slurm-rl: --cluster auto: b (cluster b: starts now; cluster a: starts in ~2 h 59 min"), said
+    assert "4 jobs waiting there; cluster c: cannot run it: --partition gpu: no such partition on cluster c)" in said

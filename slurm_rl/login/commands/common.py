@@ -9,7 +9,7 @@ import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -20,10 +20,6 @@ from ...core.paths import current_user
 from ..submission.flags import flag_fields
 from ..submission.resolve import resolve_options
 from .job_command import CONTEXT, spec_option
-
-if TYPE_CHECKING:
-    from ...slurm import SlurmClient
-    from ..submission.choose import Offer
 
 __all__ = ["CONTEXT", "spec_option"]  # the commands' shared pieces, owned by session.py
 
@@ -141,40 +137,6 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
 def resolve_submission(kw: dict[str, Any]) -> tuple[ClusterSpec, JobOptions]:
     spec, experiment, args = _split_positionals(kw.pop("args"), kw.pop("spec_flag"))
     return spec, resolve_options(spec, experiment, experiment_args=args, user=current_user(), **kw)
-
-
-def _per_cluster(kw: dict[str, Any]) -> Callable[[ClusterSpec], JobOptions]:
-    """The job's options, resolved against whichever cluster's spec is asked."""
-    args, _ = list(kw.pop("args")), kw.pop("spec_flag")
-    experiment, exp_args = (args[0], tuple(args[1:])) if args else (None, ())
-
-    def resolve(spec: ClusterSpec) -> JobOptions:
-        return resolve_options(spec, experiment, experiment_args=exp_args, user=current_user(), **dict(kw))
-
-    return resolve
-
-
-def resolve_chosen(kw: dict[str, Any]) -> tuple[ClusterSpec, JobOptions, SlurmClient, str]:
-    """--cluster auto: the job's options resolved against every named cluster's spec, each asked
-    in parallel (login/submission/choose.py); the choice, and why, said on stderr."""
-    from ..submission.choose import choice_said, choose_cluster
-    from .job_command import slurm_client
-
-    chosen, lines = choose_cluster(_per_cluster(kw), slurm_client)
-    click.echo(f"slurm-rl: {choice_said(chosen, lines)}", err=True)
-    assert chosen.spec is not None and chosen.opts is not None and chosen.client is not None
-    return chosen.spec, chosen.opts, chosen.client, chosen.name
-
-
-def resolve_able(kw: dict[str, Any]) -> list[Offer]:
-    """--cluster first: every named cluster that can run the job (asked as auto asks), earliest
-    estimate first; each cluster's answer said on stderr."""
-    from ..submission.choose import ask_all
-    from .job_command import slurm_client
-
-    able, lines = ask_all(_per_cluster(kw), slurm_client, "first")
-    click.echo(f"slurm-rl: --cluster first: {', '.join(o.name for o in able)} (" + "; ".join(lines) + ")", err=True)
-    return able
 
 
 class Main(click.Group):

@@ -52,6 +52,10 @@ class Forwarder:
     def forward(self, name: str, command: click.Command, params: dict[str, Any], target: str) -> int:
         raise NotImplementedError
 
+    def capture(self, name: str, command: click.Command, params: dict[str, Any], target: str) -> tuple[int, str, str]:
+        """The command run there, its exit code, stdout and stderr captured."""
+        raise NotImplementedError
+
 
 class RemoteCommand(click.Command):
     """A command that may run on a login node: it has --login, and the entry point's forwarder

@@ -36,6 +36,7 @@ class Offer:
     client: SlurmClient | None = None
     waiting: int | None = None  # the jobs pending in its partition now (None: unknown)
     unasked: bool = False  # not asked at all (reached only through its login node)
+    login: str = ""  # asked through this login node: the job is submitted there
 
     def words(self, now: float) -> str:
         if self.start is None:
@@ -50,36 +51,53 @@ class Offer:
         return f"cluster {self.name}: starts in ~{f'{hours} h {minutes} min' if hours else f'{minutes} min'}{queue}"
 
 
+def estimate(spec: ClusterSpec, opts: JobOptions, client: SlurmClient) -> tuple[float, int | None]:
+    """SLURM's estimated start of the job on this cluster (epoch) and, when that is not now, the
+    jobs waiting in its partition; a cluster that cannot run it raises, in one line."""
+    plan = resolve_plan(spec, opts, client)
+    preflight(plan, client)
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", prefix="srl-test-only-") as script:
+        script.write(render_job(plan).script)
+        script.flush()
+        start = datetime.fromisoformat(client.estimated_start(script.name)).timestamp()
+    return start, client.jobs_waiting(opts.partition or spec.partition) if start > time.time() + 60 else None
+
+
+# a cluster asked through its login node (a laptop's): its estimate, as `submit --estimate` there says it
+ThroughLogin = Callable[[str, Cluster], tuple[float, int | None]]
+
+
 def ask(
     name: str,
     entry: Cluster,
     resolve: Callable[[ClusterSpec], JobOptions],
     client_for: Callable[[ClusterSpec], SlurmClient],
     how: str = "auto",
+    through_login: ThroughLogin | None = None,
 ) -> Offer:
     """One cluster's answer: refused in one line, or SLURM's estimated start of the job there."""
-    if entry.login and not client_installed():
-        why = f"reached through {entry.login}; --cluster {how} asks only clusters whose SLURM is reached from here"
-        return Offer(name, why=why, unasked=True)
     try:
+        if entry.login and not client_installed():
+            if through_login is None or how != "auto":
+                why = f"reached through {entry.login}; --cluster {how} asks only clusters whose SLURM answers here"
+                return Offer(name, why=why, unasked=True)
+            start, waiting = through_login(name, entry)
+            return Offer(name, start, waiting=waiting, login=entry.login)
         spec = cluster_spec(name)
         opts = resolve(spec)
         client = client_for(spec)
         client.timeout_s = ASK_TIMEOUT_S
-        plan = resolve_plan(spec, opts, client)
-        preflight(plan, client)
-        with tempfile.NamedTemporaryFile("w", suffix=".sh", prefix="srl-test-only-") as script:
-            script.write(render_job(plan).script)
-            script.flush()
-            start = datetime.fromisoformat(client.estimated_start(script.name)).timestamp()
-        waiting = client.jobs_waiting(opts.partition or spec.partition) if start > time.time() + 60 else None
+        start, waiting = estimate(spec, opts, client)
     except SlurmRlError as exc:
         return Offer(name, why=" ".join(str(exc).removeprefix("slurm-rl: error: ").split())[:300])
     return Offer(name, start, "", spec, opts, client, waiting)
 
 
 def ask_all(
-    resolve: Callable[[ClusterSpec], JobOptions], client_for: Callable[[ClusterSpec], SlurmClient], how: str = "auto"
+    resolve: Callable[[ClusterSpec], JobOptions],
+    client_for: Callable[[ClusterSpec], SlurmClient],
+    how: str = "auto",
+    through_login: ThroughLogin | None = None,
 ) -> tuple[list[Offer], list[str]]:
     """Every named cluster asked in parallel: the ones that can run the job, earliest estimated
     start first (ties: the clusters file's order), and one line per cluster saying why."""
@@ -87,7 +105,9 @@ def ask_all(
     if not named:
         raise UsageError(f"--cluster {how}: no clusters to choose from; {known(named)}")
     with ThreadPoolExecutor(max_workers=min(16, len(named))) as pool:
-        offers = list(pool.map(lambda item: ask(item[0], item[1], resolve, client_for, how), sorted(named.items())))
+        offers = list(
+            pool.map(lambda item: ask(item[0], item[1], resolve, client_for, how, through_login), sorted(named.items()))
+        )
     now = time.time()
     able = sorted((o for o in offers if o.start is not None), key=lambda o: o.start or 0.0)
     lines = [o.words(now) for o in sorted(offers, key=lambda o: (o.start is None, o.start or 0.0))]
@@ -97,10 +117,12 @@ def ask_all(
 
 
 def choose_cluster(
-    resolve: Callable[[ClusterSpec], JobOptions], client_for: Callable[[ClusterSpec], SlurmClient]
+    resolve: Callable[[ClusterSpec], JobOptions],
+    client_for: Callable[[ClusterSpec], SlurmClient],
+    through_login: ThroughLogin | None = None,
 ) -> tuple[Offer, list[str]]:
     """--cluster auto: the cluster whose start SLURM estimates first, and why."""
-    able, lines = ask_all(resolve, client_for)
+    able, lines = ask_all(resolve, client_for, "auto", through_login)
     return able[0], lines
 
 

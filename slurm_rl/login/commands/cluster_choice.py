@@ -1,0 +1,119 @@
+"""How submit and sweep choose among the named clusters (--cluster auto|first): the job's options
+resolved against each cluster's spec and each cluster asked at once (login/submission/choose.py),
+one reached only through its login node asked there (a laptop's: `submit --estimate` over the
+entry point's forwarder), and the race of --cluster first (login/submission/first.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from ...config.spec import ClusterSpec
+from ...core.errors import UsageError
+from ...core.options import JobOptions
+from ...core.paths import current_user
+from ..submission.choose import Offer
+from ..submission.resolve import resolve_options
+
+
+def _per_cluster(kw: dict[str, Any]) -> Callable[[ClusterSpec], JobOptions]:
+    """The job's options, resolved against whichever cluster's spec is asked."""
+    args, _ = list(kw.pop("args")), kw.pop("spec_flag")
+    experiment, exp_args = (args[0], tuple(args[1:])) if args else (None, ())
+
+    def resolve(spec: ClusterSpec) -> JobOptions:
+        return resolve_options(spec, experiment, experiment_args=exp_args, user=current_user(), **dict(kw))
+
+    return resolve
+
+
+def resolve_chosen(kw: dict[str, Any]) -> Offer:
+    """--cluster auto: the job's options resolved against every named cluster's spec, each asked
+    in parallel (login/submission/choose.py), a cluster reached only through its login node
+    asked there (`submit --estimate`); the choice, and why, said on stderr."""
+    from ..submission.choose import choice_said, choose_cluster
+    from .job_command import slurm_client
+
+    chosen, lines = choose_cluster(_per_cluster(kw), slurm_client, _through_login(click.get_current_context()))
+    click.echo(f"slurm-rl: {choice_said(chosen, lines)}", err=True)
+    return chosen
+
+
+def _through_login(ctx: click.Context) -> Callable[[str, Any], tuple[float, int | None]] | None:
+    """How a laptop asks a cluster through its login node: the command as typed, its spec the
+    cluster's, run there with --estimate (the code it names goes along, as for a submit)."""
+    from .job_command import Forwarder
+
+    forwarder = ctx.find_object(Forwarder)
+    root = ctx.find_root().command
+    if forwarder is None or not isinstance(root, click.Group) or "submit" not in root.commands:
+        return None
+    command, params = root.commands["submit"], dict(ctx.params)  # a sweep asks as its task 0 would
+
+    def asked(name: str, entry: Any) -> tuple[float, int | None]:
+        typed = {**params, "spec_flag": entry.spec, "estimate": True, "dry_run": False, "wait": False}
+        rc, out, err = forwarder.capture("submit", command, typed, entry.login)
+        said = [ln for ln in err.splitlines() if ln.strip()]
+        if rc != 0 or not out.strip():
+            raise UsageError((said[-1] if said else f"exit {rc}").removeprefix("slurm-rl: error: "))
+        answer = json.loads(out.strip().splitlines()[-1])
+        return float(answer["start"]), answer.get("waiting")
+
+    return asked
+
+
+def forward_to_chosen(chosen: Offer) -> None:
+    """The command as typed, run on the chosen cluster's login node with that cluster's spec."""
+    from .job_command import Forwarder
+
+    ctx = click.get_current_context()
+    forwarder = ctx.find_object(Forwarder)
+    assert forwarder is not None and chosen.login
+    from ...config.clusters import cluster_entry
+
+    typed = {**ctx.params, "spec_flag": cluster_entry(chosen.name).spec}
+    sys.exit(forwarder.forward(ctx.command.name or "submit", ctx.command, typed, chosen.login))
+
+
+def resolve_able(kw: dict[str, Any]) -> list[Offer]:
+    """--cluster first: every named cluster that can run the job (asked as auto asks), earliest
+    estimate first; each cluster's answer said on stderr."""
+    from ..submission.choose import ask_all
+    from .job_command import slurm_client
+
+    able, lines = ask_all(_per_cluster(kw), slurm_client, "first")
+    click.echo(f"slurm-rl: --cluster first: {', '.join(o.name for o in able)} (" + "; ".join(lines) + ")", err=True)
+    return able
+
+
+def submit_first_cmd(
+    able: list[Offer], dry_run: bool, wait: bool, as_json: bool, hold: bool, after: Callable[..., None]
+) -> None:
+    """--cluster first, as `submit` takes it: the race (login/submission/first.py), then what
+    submit does after any submission (``after``)."""
+    from ..submission.first import GATE_S, submit_first
+    from ..submission.plan import preview_plan
+    from ..submission.render import render_job
+
+    lead = able[0]
+    assert lead.spec is not None and lead.opts is not None and lead.client is not None  # first: none via a login
+    if hold or lead.opts.chain > 1:
+        raise UsageError(f"--cluster first: {'--hold' if hold else '--chain'} is not for a race; name a cluster")
+    if dry_run:  # the gated script of the earliest estimate; nothing submitted anywhere
+        gated = lead.opts.model_copy(update={"start_gate_s": GATE_S})
+        job = render_job(preview_plan(lead.spec, gated, lead.client))
+        names = [o.name for o in able]
+        said = {"script": job.script, "cluster": lead.name, "clusters": names, "submitted": False}
+        click.echo(json.dumps(said)) if as_json else click.echo(job.script, nl=False)
+        return
+    offer, res = submit_first(able, lambda line: click.echo(f"slurm-rl: {line}", err=True))
+    try:
+        after(res, offer.opts, offer.client, wait, as_json, offer.name)
+    except KeyboardInterrupt:
+        from .job_cmds import still_running
+
+        still_running(res.job_id)
