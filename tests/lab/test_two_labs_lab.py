@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LAB, REPO, run_cli
-from tests.lab.helpers import STATE, assert_no_leftovers, lab_spec, wait_for
+from tests.lab.helpers import SPEC_PYXIS, STATE, assert_no_leftovers, lab_spec, pyxis_missing, wait_for
 from tests.lab.laptop import Laptop
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]
@@ -162,6 +162,10 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
         next(line for line in res.stderr.splitlines() if "cluster b: does not answer (" in line)
     ], res.stderr
     assert took < 20, f"a silent cluster is bounded: {took:.1f} s"
+    # the lab runs as before lab b came and went: its containers too (their config is the machine's)
+    if not pyxis_missing():
+        boxed = run_cli("submit", SPEC_PYXIS, hello, "-N", "1", "--wait", "--json", timeout=300)
+        assert job_of(boxed)["state"] == "COMPLETED", boxed.stderr[-2000:]
 
 
 def _squeue_state(job_id: str) -> str:
