@@ -12,7 +12,7 @@ from .._version import __version__
 from ..config.spec import load_spec, resolve_spec_path
 from ..core.paths import current_user
 from .commands import cluster_cmds, image_cmds, job_cmds, member_cmds, result_cmds, stack_cmds, sweep_cmds
-from .commands.cluster_choice import forward_to_chosen, resolve_able, resolve_chosen, submit_first_cmd
+from .commands.cluster_choice import resolve_able, resolve_chosen, submit_first_cmd
 from .commands.common import CONTEXT, Main, job_options, resolve_submission
 from .commands.job_command import RemoteCommand, slurm_client
 
@@ -99,18 +99,14 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, estimate: bool,
     from .submission.render import render_job
     from .submission.submit import submit as do_submit
 
-    chosen = None  # --cluster auto: the cluster SLURM would start it on first
+    chosen = None  # the cluster named or chosen (--cluster NAME|auto): the id is printed with it
     choice = click.get_current_context().meta.get("cluster_choice")
     if choice == "first":  # every cluster that can run it; the first to start is kept
         submit_first_cmd(resolve_able(kw), dry_run, wait, as_json, hold, _after_submit)
         return
-    if choice:
-        offer = resolve_chosen(kw)
-        if offer.login:  # a cluster reached through its login node (a laptop's): the submit goes there
-            forward_to_chosen(offer)
-        assert offer.spec is not None and offer.opts is not None and offer.client is not None
-        s, opts, client, chosen = offer.spec, offer.opts, offer.client, offer.name
-    elif estimate:  # a laptop's --cluster auto asking this cluster (login/commands/common.py)
+    if choice:  # (one reached through its login node: the submit goes there, and this exits)
+        s, opts, client, chosen = resolve_chosen(kw)
+    elif estimate:  # a laptop's --cluster auto asking this cluster (login/commands/cluster_choice.py)
         from .submission.choose import estimate as estimated
 
         s, opts = resolve_submission(kw)

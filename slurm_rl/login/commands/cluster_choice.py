@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import sys
+import typing
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +19,9 @@ from ...core.options import JobOptions
 from ...core.paths import current_user
 from ..submission.choose import Offer
 from ..submission.resolve import resolve_options
+
+if TYPE_CHECKING:
+    from ...slurm import SlurmClient
 
 
 def _per_cluster(kw: dict[str, Any]) -> Callable[[ClusterSpec], JobOptions]:
@@ -31,16 +35,20 @@ def _per_cluster(kw: dict[str, Any]) -> Callable[[ClusterSpec], JobOptions]:
     return resolve
 
 
-def resolve_chosen(kw: dict[str, Any]) -> Offer:
+def resolve_chosen(kw: dict[str, Any]) -> tuple[ClusterSpec, JobOptions, SlurmClient, str]:
     """--cluster auto: the job's options resolved against every named cluster's spec, each asked
     in parallel (login/submission/choose.py), a cluster reached only through its login node
-    asked there (`submit --estimate`); the choice, and why, said on stderr."""
+    asked there (`submit --estimate`); the choice, and why, said on stderr. A cluster chosen
+    through its login node gets the command as typed there, and this process exits with it."""
     from ..submission.choose import choice_said, choose_cluster
     from .job_command import slurm_client
 
     chosen, lines = choose_cluster(_per_cluster(kw), slurm_client, _through_login(click.get_current_context()))
     click.echo(f"slurm-rl: {choice_said(chosen, lines)}", err=True)
-    return chosen
+    if chosen.login:
+        _forward_to_chosen(chosen)
+    assert chosen.spec is not None and chosen.opts is not None and chosen.client is not None
+    return chosen.spec, chosen.opts, chosen.client, chosen.name
 
 
 def _through_login(ctx: click.Context) -> Callable[[str, Any], tuple[float, int | None]] | None:
@@ -66,15 +74,14 @@ def _through_login(ctx: click.Context) -> Callable[[str, Any], tuple[float, int 
     return asked
 
 
-def forward_to_chosen(chosen: Offer) -> None:
+def _forward_to_chosen(chosen: Offer) -> typing.NoReturn:
     """The command as typed, run on the chosen cluster's login node with that cluster's spec."""
+    from ...config.clusters import cluster_entry
     from .job_command import Forwarder
 
     ctx = click.get_current_context()
     forwarder = ctx.find_object(Forwarder)
     assert forwarder is not None and chosen.login
-    from ...config.clusters import cluster_entry
-
     typed = {**ctx.params, "spec_flag": cluster_entry(chosen.name).spec}
     sys.exit(forwarder.forward(ctx.command.name or "submit", ctx.command, typed, chosen.login))
 

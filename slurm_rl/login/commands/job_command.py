@@ -34,8 +34,8 @@ CLUSTER_HELP = (
     "A cluster of `slurm-rl clusters` (its spec and login host), instead of --spec; submit: 'auto' for the one "
     "SLURM would start it on first, 'first' to submit to every cluster that can run it and keep the first to start."
 )
-CHOOSING = ("auto", "first")
 CHOOSERS = {"auto": ("submit", "sweep"), "first": ("submit",)}  # the commands that choose for themselves
+CHOOSING = tuple(CHOOSERS)
 LOGIN_HELP = (
     'Run on this login node over ssh (default: $SLURM_RL_LOGIN, else the spec\'s "login" where no '
     f"SLURM is installed here; '{LOCAL}': here)."

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ...core.errors import UsageError
-from .cluster_choice import forward_to_chosen, resolve_chosen
+from .cluster_choice import resolve_chosen
 from .common import CONTEXT, job_options, resolve_submission, stopped_following
 from .job_command import RemoteCommand, Session, job_command, slurm_client
 
@@ -46,11 +46,7 @@ def sweep(
 
     cluster = click.get_current_context().meta.get("cluster")
     if click.get_current_context().meta.get("cluster_choice"):  # --cluster auto: where task 0 starts first
-        offer = resolve_chosen(kw)
-        if offer.login:  # reached through its login node: the sweep goes there
-            forward_to_chosen(offer)
-        assert offer.spec is not None and offer.opts is not None and offer.client is not None
-        s, opts, client, cluster = offer.spec, offer.opts, offer.client, offer.name
+        s, opts, client, cluster = resolve_chosen(kw)
     else:
         s, opts = resolve_submission(kw)
         client = slurm_client(s)
