@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -32,6 +31,7 @@ from .board import Board
 from .memory import MemoryLimit, node_memory_limit
 from .network import AddressProblem, NodeAddress, choose_address, ipv4_addresses
 from .node_topology import topology_resources
+from .spawn_gate import SpawnGate
 
 POLL_S = 0.05
 
@@ -77,6 +77,7 @@ class NodeContext:
     memory_limit: MemoryLimit | None = None  # what SLURM gave the job here (Ray's sizes, OOM reports)
     board: Board | None = None  # the job's signals in the head's GCS, once this node's Ray is up
     service_urls: dict[str, str] = field(default_factory=dict)  # node 0 of a job of parts: each service's URL
+    spawns: SpawnGate = field(default_factory=SpawnGate)  # every start of the role thread; cleanup closes it
     _ports: RayPorts | None = None
     _address: NodeAddress | None = None
 
@@ -231,8 +232,11 @@ class NodeContext:
         for attempt in (1, 2):
             self.say("ray start " + " ".join(argv))
             try:
-                start_in_process(argv, dashboard=self.manifest.wants_dashboard)
+                with self.spawns.starting("Ray"):
+                    start_in_process(argv, dashboard=self.manifest.wants_dashboard)
                 return
+            except Stopped:  # cleanup began before this start: not a failure of Ray's
+                raise
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - click raises SystemExit on bad arguments
                 why = raylet_fatal(self.ray_session_logs)
                 failure = f"`ray start` failed: {exc!r}" + (f"; its raylet: {why}" if why else "")
@@ -280,14 +284,6 @@ def process_role(cmdline: list[str], name: str) -> str:
         if base.endswith(".py"):
             return "worker" if base == "default_worker.py" else base[:-3]
     return name.removeprefix("ray::")
-
-
-def port_open(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 def describe_error(exc: BaseException) -> str:

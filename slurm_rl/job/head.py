@@ -233,14 +233,15 @@ def run_driver(ctx: NodeContext, address: str) -> int:
     with open(ctx.paths.driver_log, "ab") as out:
         # SLURM delivers step signals to every process of the step (proctrack), the driver
         # included; SIGUSR2 arrives ignored (inherited from us) unless on_preempt hooks it
-        ctx.driver = subprocess.Popen(
-            argv,
-            cwd=workdir,
-            env=driver_env(ctx, address, dict(os.environ)),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+        with ctx.spawns.starting("the driver"):  # cleanup stops it, or it never starts
+            ctx.driver = subprocess.Popen(
+                argv,
+                cwd=workdir,
+                env=driver_env(ctx, address, dict(os.environ)),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
         if ctx.stop_requested.is_set():
             ctx.driver.terminate()
         if JobEnvironment.current().component_nodes():  # a het job's step did not forward it (warning_relay.py)

@@ -13,12 +13,15 @@ import psutil
 from ..core.procs import stop_job_processes, stop_processes
 from . import ray_threads
 from .context import NodeContext
+from .spawn_gate import CLOSE_WAIT_S
 
 
 def clean_node(ctx: NodeContext) -> None:
     """Stop exactly this job's processes on this node (the driver first: terminate, then kill),
     copy Ray's logs to the job dir, remove the node-local temp dir, and say what was done."""
     t0 = time.monotonic()
+    if not ctx.spawns.close():  # a start in flight (`ray start`, the driver) ends first: nothing starts after
+        ctx.say(f"cleanup: a start still running after {CLOSE_WAIT_S:.0f} s; stopping what is there")
     try:  # what we started, and orphans re-parented to us (we are their subreaper)
         children = psutil.Process().children(recursive=True)
     except psutil.Error:

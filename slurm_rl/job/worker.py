@@ -6,13 +6,14 @@ the stop flag in the job dir is read only when the GCS stops answering (node 0 e
 
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import dataclass
 
 from ..core.events import read_json
 from ..core.paths import JobPaths
 from .board import Board, BoardUnreachable
-from .context import NodeContext, port_open
+from .context import NodeContext
 
 HEAD_LOST_AFTER_S = 2.0
 STAY_POLL_S = 0.25  # a GCS read each: a stop reaches this node within this (+ ~1 ms)
@@ -125,3 +126,11 @@ def end_orphaned_job(ctx: NodeContext) -> None:
     ctx.stop_flag.touch()  # the others stop as after a driver's end, not as cancelled
     cancelled, why = cancel_job(ctx.job_id)
     ctx.event("orphaned_job", cancelled=cancelled, why=why)
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False

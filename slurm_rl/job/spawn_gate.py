@@ -1,0 +1,48 @@
+"""One gate between a node's role thread starting processes and the node's cleanup.
+
+The role thread (head.py, worker.py) starts Ray's daemons and the driver while the node's main
+loop (node_lifecycle.py) may already have decided to stop: a required service failed, another
+node failed, a signal came. Cleanup kills what it finds; a `ray start` still running in the role
+thread would start the GCS a moment later, and nothing would be left to stop it (seen in CI: a
+service that failed in 1 s, the head's `ray start` mid-way, a `gcs_server` left on the node after
+the job). So every start holds the gate, cleanup closes it first and waits for a start in
+flight to finish, and no start begins once it is closed."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+# How long cleanup waits for a start in flight: a head's `ray start` under load takes seconds;
+# a worker's blocks only when the head it was told is up went away meanwhile. Well inside
+# SLURM's KillWait (30 s by default), which comes after a cancel's SIGTERM.
+CLOSE_WAIT_S = 20.0
+
+
+class SpawnGate:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @contextlib.contextmanager
+    def starting(self, what: str) -> Iterator[None]:
+        """Held while WHAT starts processes; Stopped at once when cleanup has begun."""
+        from .context import Stopped  # context.py holds the gate
+
+        with self._lock:
+            if self._closed:
+                raise Stopped(f"not starting {what}: the node is cleaning up")
+            yield
+
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> bool:
+        """No start after this; False when one in flight did not end within WAIT_S."""
+        got = self._lock.acquire(timeout=wait_s)
+        self._closed = True
+        if got:
+            self._lock.release()
+        return got
