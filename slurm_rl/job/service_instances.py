@@ -116,7 +116,7 @@ class ServiceRunner:
             script = run_script(argv, self.additions(inst), cwd or "", log_path, drop)
             inst.proc = RemoteProcess(base, inst.launches, script)
         else:
-            with open(log_path, "ab") as log:
+            with open(log_path, "ab") as log, self.ctx.spawns.starting(f"service {self.name}"):  # spawn_gate.py
                 inst.proc = subprocess.Popen(
                     argv,
                     cwd=cwd,
