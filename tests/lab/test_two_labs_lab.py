@@ -61,7 +61,7 @@ def status_of(job_id: int, env: dict[str, str]) -> dict:
 
 
 def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it_starts(
-    lab: list[str], lab_b: list[str], tmp_path: Path
+    lab: list[str], lab_b: list[str], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     env = {"SLURM_RL_CLUSTERS": str(tmp_path / "clusters.json")}
     spec_a = lab_spec(tmp_path, slurm_conf="/etc/slurm/slurm.conf")
@@ -103,22 +103,28 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
         assert said.startswith("slurm-rl: --cluster auto: b (cluster b: starts now; cluster a: starts in ~"), said
         # the same from a laptop (no SLURM there): each cluster asked through its login node
         laptop = Laptop(tmp_path / "laptop")
-        try:
-            for name, fields in (("a", {}), ("b", json.loads(B_SPEC.read_text()))):
-                added = laptop.run("clusters", "add", name, str(laptop.write_spec(f"{name}.json", **fields)),
-                                   "--login", "login")  # fmt: skip
-                assert added.returncode == 0, added.stderr
-            exp = laptop.home / "hello.py"  # the laptop's own code: it goes along with the submit
-            exp.write_text((REPO / "examples" / "hello.py").read_text())
-            t0 = time.monotonic()
-            far = laptop.run("submit", "--cluster", "auto", str(exp), "-N", "1", "--wait", "--json", timeout=300)
-            job = job_of(far)
-            said = next(line for line in far.stderr.splitlines() if "--cluster auto:" in line)
-            print(f"--cluster auto from a laptop, through the login node: {time.monotonic() - t0:.1f} s; {said}")
-            assert said.startswith("slurm-rl: --cluster auto: b (cluster b: starts now; cluster a: starts in ~"), said
-            assert job["state"] == "COMPLETED" and job["job_id"] >= 55_000_000, job
-        finally:
-            laptop.close()
+        request.addfinalizer(laptop.close)
+        for name, fields in (("a", {}), ("b", json.loads(B_SPEC.read_text()))):
+            added = laptop.run("clusters", "add", name, str(laptop.write_spec(f"{name}.json", **fields)),
+                               "--login", "login")  # fmt: skip
+            assert added.returncode == 0, added.stderr
+        exp = laptop.home / "hello.py"  # the laptop's own code: it goes along with the submit
+        exp.write_text((REPO / "examples" / "hello.py").read_text())
+        t0 = time.monotonic()
+        far = laptop.run("submit", "--cluster", "auto", str(exp), "-N", "1", "--wait", "--json", timeout=300)
+        job = job_of(far)
+        said = next(line for line in far.stderr.splitlines() if "--cluster auto:" in line)
+        print(f"--cluster auto from a laptop, through the login node: {time.monotonic() - t0:.1f} s; {said}")
+        assert said.startswith("slurm-rl: --cluster auto: b (cluster b: starts now; cluster a: starts in ~"), said
+        assert job["state"] == "COMPLETED" and job["job_id"] >= 55_000_000, job
+        # list from the laptop: each cluster's jobs from its login node, with the cluster
+        t0 = time.monotonic()
+        mine = laptop.run("list", timeout=120)
+        print(f"list from a laptop over two clusters, each through the login node: {time.monotonic() - t0:.1f} s")
+        assert mine.returncode == 0, mine.stderr
+        seen = {tuple(line.split()[:2]) for line in mine.stdout.splitlines()[1:]}
+        assert mine.stdout.split()[0] == "cluster" and ("b", str(job["job_id"])) in seen, mine.stdout
+        assert ("a", str(ja["job_id"])) in seen, mine.stdout
     finally:
         subprocess.run(["scancel", held], timeout=30, env={**os.environ, "SLURM_CONF": "/etc/slurm/slurm.conf"})
     assert_no_leftovers(lab_b, jb["job_id"])
@@ -162,6 +168,11 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
         next(line for line in res.stderr.splitlines() if "cluster b: does not answer (" in line)
     ], res.stderr
     assert took < 20, f"a silent cluster is bounded: {took:.1f} s"
+    far = laptop.run("list", timeout=120)  # the same from the laptop, through the login node
+    assert far.returncode == 0 and any(ln.split()[:1] == ["a"] for ln in far.stdout.splitlines()), far.stdout
+    assert [ln for ln in far.stderr.splitlines() if "cluster b" in ln] == [
+        next(ln for ln in far.stderr.splitlines() if ln.startswith("cluster b: does not answer"))
+    ], far.stderr
     # the lab runs as before lab b came and went: its containers too (their config is the machine's)
     if not pyxis_missing():
         boxed = run_cli("submit", SPEC_PYXIS, hello, "-N", "1", "--wait", "--json", timeout=300)

@@ -421,8 +421,9 @@ def test_a_read_only_home_gets_matplotlib_a_cache_dir_in_the_job(tmp_path, monke
     assert node.config_dir_env({"HOME": str(home)}, "/tmp/srl-1") == {"MPLCONFIGDIR": "/tmp/srl-1/matplotlib"}
 
 
-BURST_CHILD = """
-import io, signal, sys
+# A node's bootstrap in a process of its own (argv[1]: its dir; the node log is node.log there)
+NODE_CHILD = """
+import io, signal, subprocess, sys, time
 from pathlib import Path
 import slurm_rl.job.node_lifecycle as lifecycle
 from slurm_rl.core.paths import JobPaths
@@ -431,16 +432,27 @@ from tests.unit.test_job_roles import MANIFEST
 
 paths = JobPaths(Path(sys.argv[1]) / "77")
 paths.markers.mkdir(parents=True)
-env = {"SLURM_JOB_ID": "77", "SLURM_NODEID": "1", "SLURMD_NODENAME": "node2", "SLURM_JOB_NODELIST": "node[1-3]"}
+env = {"SLURM_JOB_ID": "77", "SLURM_NODEID": "_R_", "SLURMD_NODENAME": "_N_", "SLURM_JOB_NODELIST": "node[1-3]"}
 log = open(Path(sys.argv[1]) / "node.log", "a", buffering=1)
 ctx = NodeContext.from_environ(env, paths, MANIFEST, log)
+"""
+
+
+def node_child(rank: int, body: str) -> str:
+    return NODE_CHILD.replace("_R_", str(rank)).replace("_N_", f"node{rank + 1}") + body
+
+
+BURST_CHILD = node_child(
+    1,
+    """
 lifecycle.Lifecycle.run_role = lambda self: self.ctx.wait_until(lambda: False, 120, "the stop")  # a worker's stay
 life = lifecycle.Lifecycle(ctx)
 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCONT):
     signal.signal(sig, life.signals.handler)
 print("running", flush=True)
 print("exit", life.run(), flush=True)
-"""
+""",
+)
 
 
 def test_a_burst_of_signals_never_wedges_the_node_bootstrap(tmp_path: Path) -> None:

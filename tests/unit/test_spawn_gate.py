@@ -13,25 +13,15 @@ import pytest
 
 from slurm_rl.job.context import Stopped
 from slurm_rl.job.spawn_gate import SpawnGate
+from tests.unit.test_job_roles import node_child
 
 REPO = Path(__file__).resolve().parents[2]
 
 # The shape CI met (a required service failed in 1 s while the head's `ray start` was mid-way):
 # the main loop stops the node while the role thread is still starting a daemon of its own.
-LATE_START_CHILD = """
-import io, sys, subprocess, time
-from pathlib import Path
-import slurm_rl.job.node_lifecycle as lifecycle
-from slurm_rl.core.paths import JobPaths
-from slurm_rl.job.context import NodeContext
-from tests.unit.test_job_roles import MANIFEST
-
-paths = JobPaths(Path(sys.argv[1]) / "77")
-paths.markers.mkdir(parents=True)
-env = {"SLURM_JOB_ID": "77", "SLURM_NODEID": "0", "SLURMD_NODENAME": "node1", "SLURM_JOB_NODELIST": "node[1-3]"}
-log = open(Path(sys.argv[1]) / "node.log", "a", buffering=1)
-ctx = NodeContext.from_environ(env, paths, MANIFEST, log)
-
+LATE_START_CHILD = node_child(
+    0,
+    """
 def slow_start(self):
     with self.ctx.spawns.starting("Ray"):  # as ctx.ray_start: the GCS comes up a moment later
         print("starting", flush=True)
@@ -47,7 +37,8 @@ lifecycle.Lifecycle.run_role = slow_start
 life = lifecycle.Lifecycle(ctx)
 print("exit", life.run(), flush=True)
 time.sleep(2.5)  # the process lives on a little after its cleanup (node.main's last writes)
-"""
+""",
+)
 
 
 def test_a_start_in_flight_when_the_node_stops_leaves_no_process(tmp_path: Path) -> None:

@@ -38,20 +38,40 @@ def status(session: Session, job: str | None, as_json: bool) -> None:
 LIST_LAST = 50
 
 
-@job_command("list", job=None)
+@job_command("list", job=None, json_help="One JSON object per job (and its cluster_name), newest first.")
 @click.option("-n", "--last", default=LIST_LAST, show_default=True, type=click.IntRange(min=1), help="Newest N jobs.")
 @click.option("--all", "every", is_flag=True, help="Every job of yours (a long history takes a while).")
-def list_jobs(session: Session, last: int, every: bool) -> None:
+@click.option("--this-cluster", "only_spec", is_flag=True, hidden=True)  # a laptop asking one login node
+def list_jobs(session: Session, last: int, every: bool, as_json: bool, only_spec: bool) -> None:
     """Your jobs and local runs, of every spec, newest first: id, name, state, when, job dir. The
-    newest 50 unless -n or --all says otherwise; a line on stderr says how many older ones exist."""
-    from ..reading.job_tables import print_list
+    newest 50 unless -n or --all says otherwise; a line on stderr says how many older ones exist.
+    With a clusters file, every cluster's, asked in parallel; one reached only through its login
+    node (a laptop's) is asked there."""
+    from ..reading.cluster_states import job_cluster_name
+    from ..reading.job_tables import list_rows, render_list
     from ..reading.lookup import all_job_dirs
+    from .list_remote import login_only, through_logins
 
-    dirs = all_job_dirs(session.user, session.spec)
+    remote = {} if session.spec_flag else login_only()  # a laptop's: asked on their login nodes
+    far = {cluster for _, cluster in remote.values()}
+    dirs = [p for p in all_job_dirs(session.user, session.spec) if not far or job_cluster_name(p) not in far]
+    if only_spec:  # the jobs of the spec's cluster only (the laptop names the cluster)
+        dirs = [p for p in dirs if job_cluster_name(p) == session.spec.cluster_name]
     shown = dirs if every else dirs[:last]
-    print_list(shown, session.client, slurm_client)  # with a clusters file: each cluster's own client
-    if len(dirs) > len(shown):
-        click.echo(f"({len(dirs) - len(shown)} older job(s) not shown: `slurm-rl list --all` or `-n N`)", err=True)
+    rows, silent = list_rows(shown, session.client, slurm_client)  # with a clusters file: each cluster's own client
+    older = len(dirs) - len(shown)
+    if remote:
+        rows, more, older = through_logins(rows, remote, {"last": last, "every": every}, older)
+        silent += more
+    for line in silent:
+        click.echo(line, err=True)
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row))
+    else:
+        render_list(rows)
+    if older > 0:
+        click.echo(f"({older} older job(s) not shown: `slurm-rl list --all` or `-n N`)", err=True)
 
 
 @job_command()

@@ -36,6 +36,7 @@ CLUSTER_HELP = (
 )
 CHOOSERS = {"auto": ("submit", "sweep"), "first": ("submit",)}  # the commands that choose for themselves
 CHOOSING = tuple(CHOOSERS)
+SPANNING = ("list",)  # with a clusters file: of every cluster, asked from here, never one login node's
 LOGIN_HELP = (
     'Run on this login node over ssh (default: $SLURM_RL_LOGIN, else the spec\'s "login" where no '
     f"SLURM is installed here; '{LOCAL}': here)."
@@ -87,6 +88,8 @@ class RemoteCommand(click.Command):
         choice = ctx.meta.get("cluster_choice")
         if choice and flag in (None, "", LOCAL):
             return super().invoke(ctx)  # it chooses here, never in the default spec's login's place
+        if name in SPANNING and flag is None and not cluster and not ctx.params.get("spec_flag") and _named():
+            return super().invoke(ctx)  # every named cluster's, each asked where it answers (list_remote.py)
         if forwarder is None:
             if flag not in (None, "", LOCAL):
                 raise UsageError(f"--login {flag}: this entry point runs commands here only; use `slurm-rl`")
@@ -96,6 +99,12 @@ class RemoteCommand(click.Command):
             return super().invoke(ctx)
         chooses = {"cluster": choice} if choice else {}  # --login HOST: HOST chooses among its clusters
         sys.exit(forwarder.forward(name, self, {**ctx.params, **chooses}, target))
+
+
+def _named() -> bool:
+    from ...config.clusters import load_clusters
+
+    return bool(load_clusters())
 
 
 def named_cluster(name: str, params: dict[str, Any], load: bool = True) -> Cluster | None:

@@ -20,9 +20,39 @@ from ...core.exits import oom_line
 from ...core.paths import JobPaths
 from ...core.progress import stall_line
 from ...slurm import JobRecord, SlurmClient
-from .cluster_states import states_by_cluster
+from .cluster_states import job_cluster_name, states_by_cluster
 from .lookup import status_targets
 from .summary import JobSummary, summarize, with_place, with_record
+
+
+def list_rows(
+    dirs: Iterable[JobPaths], client: SlurmClient, client_for: Callable[[ClusterSpec], SlurmClient] | None = None
+) -> tuple[list[dict[str, str]], list[str]]:
+    """`slurm-rl list`'s rows (cluster, job, name, state, submitted, progress, job dir; and the
+    job's cluster_name and submit time ``t``, by which a laptop merges clusters' lists), newest
+    first as given, and one line per cluster that did not answer."""
+    dirs = list(dirs)
+    states, cluster_of, silent = states_by_cluster(dirs, client, client_for)  # two SLURM calls per cluster
+    rows: list[dict[str, str]] = []
+    for p in dirs:
+        summary = summarize(p, states[p.job_id])
+        state = replace(summary, state=summary.state.split()[0]).shown_state
+        t = p.manifest.stat().st_mtime
+        ago = short_age(summary.progress.age()) if summary.progress and state.startswith("RUNNING") else ""
+        rows.append(
+            {
+                "cluster": cluster_of.get(p.job_id, "") or ("-" if cluster_of else ""),
+                "job": p.job_id,
+                "name": p.name_dir.name,
+                "state": state,
+                "submitted": time.strftime("%m-%d %H:%M", time.localtime(t)),
+                "progress": ago,
+                "job dir": str(p.job_dir),
+                "cluster_name": job_cluster_name(p),
+                "t": f"{t:.3f}",
+            }
+        )
+    return rows, silent
 
 
 def print_list(
@@ -31,43 +61,39 @@ def print_list(
     """`slurm-rl list`: id, name, state (squeue's, else SLURM's accounting where the site keeps
     it, else the job dir's exit), when submitted, job dir; a header; 80 columns fit. `status
     JOB` has the elapsed time and memory of a finished job."""
-    dirs = list(dirs)
-    states, cluster_of, silent = states_by_cluster(dirs, client, client_for)  # two SLURM calls per cluster
+    rows, silent = list_rows(dirs, client, client_for)
     for line in silent:
         print(line, file=sys.stderr, flush=True)
-    rows: list[tuple[str, ...]] = []
-    for p in dirs:
-        summary = summarize(p, states[p.job_id])
-        state = replace(summary, state=summary.state.split()[0]).shown_state
-        when = time.strftime("%m-%d %H:%M", time.localtime(p.manifest.stat().st_mtime))
-        ago = short_age(summary.progress.age()) if summary.progress and state.startswith("RUNNING") else ""
-        rows.append((cluster_of.get(p.job_id, "") or "-", p.job_id, p.name_dir.name, state, when, ago, str(p.job_dir)))
+    render_list(rows)
+
+
+def render_list(rows: list[dict[str, str]]) -> None:
+    """The table of ``list_rows``' rows (of one cluster or merged from several)."""
     # ids, states and times stay whole (`slurm-rl list | grep ID` must find the id): the name and
     # the job dir give way, and only where even they cannot, the lines grow past the terminal;
     # "cluster" only with a clusters file; "progress" (a running job's last progress, its age)
     # only when a job has some
     heads = ["cluster", "job", "name", "state", "submitted", "progress", "job dir"]
-    if not any(r[5] for r in rows):
+    if not any(r["progress"] for r in rows):
         heads.remove("progress")
-        rows = [r[:5] + r[6:] for r in rows]
-    if not cluster_of:
+    if not any(r["cluster"] for r in rows):
         heads.remove("cluster")
-        rows = [r[1:] for r in rows]
+    cells = [[r[h] or ("-" if h == "cluster" else "") for h in heads] for r in rows]
     console = Console()
-    whole = sum(max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(heads) if h not in ("name", "job dir"))
+    whole = sum(max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(heads) if h not in ("name", "job dir"))
     fixed = whole + (len(heads) - 1) * 2  # the gaps between the columns
     name_width = max(6, min(16, console.width - fixed - 12))
     if fixed + name_width + 12 > console.width:
         console = Console(width=fixed + name_width + 12)
     table = Table(box=None, pad_edge=False)
-    for head in heads:
+    for i, head in enumerate(heads):
         if head == "name":
             table.add_column(head, overflow="ellipsis", max_width=name_width, no_wrap=True)
         elif head == "job dir":
             table.add_column(head, overflow="fold", min_width=12)
         else:
-            table.add_column(head, no_wrap=True, min_width=max(len(r[heads.index(head)]) for r in rows) if rows else 0)
-    for row in rows:
+            table.add_column(head, no_wrap=True, min_width=max(len(c[i]) for c in cells) if cells else 0)
+    for row in cells:
         table.add_row(*row)
     console.print(table)
 
