@@ -11,7 +11,8 @@ import click
 from .._version import __version__
 from ..config.spec import load_spec, resolve_spec_path
 from ..core.paths import current_user
-from .commands import cluster_cmds, image_cmds, job_cmds, member_cmds, result_cmds, stack_cmds, sweep_cmds
+from .commands import cluster_cmds, image_cmds, job_cmds, member_cmds, race_cmds, result_cmds, stack_cmds, sweep_cmds
+from .commands.after_submit import after_submit
 from .commands.cluster_choice import resolve_able, resolve_chosen, submit_first_cmd
 from .commands.common import CONTEXT, Main, job_options, resolve_submission
 from .commands.job_command import RemoteCommand, slurm_client
@@ -88,7 +89,8 @@ def render(**kw: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (job_id, job_dir, nodes, state).")
 @click.option("--hold", is_flag=True, help="Submit held; start it later with `scontrol release JOBID`.")
 @click.option("--estimate", is_flag=True, hidden=True, help="SLURM's estimated start as JSON; submit nothing.")
-def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, estimate: bool, **kw: Any) -> None:
+@click.option("--start-gate-s", "gate_s", type=int, default=0, hidden=True, help="Wait this long for a race's go.")
+def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, estimate: bool, gate_s: int, **kw: Any) -> None:
     """Submit EXPERIMENT as one SLURM job running one Ray cluster over --nodes nodes.
 
     \b
@@ -102,7 +104,7 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, estimate: bool,
     chosen = None  # the cluster named or chosen (--cluster NAME|auto): the id is printed with it
     choice = click.get_current_context().meta.get("cluster_choice")
     if choice == "first":  # every cluster that can run it; the first to start is kept
-        submit_first_cmd(resolve_able(kw), dry_run, wait, as_json, hold, _after_submit)
+        submit_first_cmd(resolve_able(kw), dry_run, wait, as_json, hold, after_submit)
         return
     if choice:  # (one reached through its login node: the submit goes there, and this exits)
         s, opts, client, chosen = resolve_chosen(kw)
@@ -115,6 +117,8 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, estimate: bool,
         return
     else:
         s, opts = resolve_submission(kw)
+        if gate_s:  # a laptop's --cluster first racing this cluster (login/commands/race_remote.py)
+            opts = opts.model_copy(update={"start_gate_s": gate_s})
         client = slurm_client(s)
         chosen = click.get_current_context().meta.get("cluster")  # --cluster NAME
     if dry_run:  # what submit would stage, resolved as submit resolves it
@@ -133,48 +137,11 @@ def submit(dry_run: bool, wait: bool, as_json: bool, hold: bool, estimate: bool,
         return
     res = do_submit(s, opts, client, release=not hold)
     try:  # from here on the job exists: Ctrl-C stops following it, never the job
-        _after_submit(res, opts, client, wait, as_json, chosen)
+        after_submit(res, opts, client, wait, as_json, chosen)
     except KeyboardInterrupt:
         from .commands.job_cmds import still_running
 
         still_running(res.job_id)
-
-
-def _after_submit(res: Any, opts: Any, client: Any, wait: bool, as_json: bool, cluster: str | None = None) -> None:
-    named = {"cluster": cluster} if cluster else {}  # --cluster auto's choice
-    if as_json and not wait:
-        click.echo(
-            json.dumps(
-                {
-                    "job_id": res.job_id,
-                    "job_dir": str(res.paths.job_dir),
-                    "nodes": opts.total_nodes,
-                    "state": client.job_state(res.job_id).state,
-                    **named,
-                }
-            )
-        )
-        return
-    if not as_json:
-        job = f"{cluster}:{res.job_id}" if cluster else res.job_id  # a chosen cluster: the id says which
-        click.echo(
-            f"Submitted job {job} ({opts.total_nodes} node{'s' * (opts.total_nodes > 1)})\n"
-            f"  job dir: {res.paths.job_dir}\n"
-            f"  status:  slurm-rl status {job}\n"
-            f"  logs:    slurm-rl logs {job} -f\n"
-            f"  stop:    slurm-rl teardown {job}"
-        )
-    if wait:
-        from .reading.job_wait import wait_for_job
-        from .reading.plots import redraw_after_end
-
-        summary = wait_for_job(res.paths, res.job_id, client, quiet=as_json)
-        redraw_after_end(res.paths)
-        if as_json:  # slurm_calls: every SLURM command this submit ran, the wait included
-            click.echo(
-                json.dumps({**summary.as_dict(), "nodes": opts.total_nodes, "slurm_calls": client.calls, **named})
-            )
-        sys.exit(summary.exit_code if summary.exit_code is not None else 1)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -253,6 +220,7 @@ for _command in (
     result_cmds.dashboard,
     image_cmds.images,
     cluster_cmds.clusters,
+    race_cmds.race,
 ):
     cli.add_command(_command)
 

@@ -67,7 +67,9 @@ def test_the_first_to_start_gets_the_go_and_the_others_are_cancelled_and_gone(ra
     offers, gates, root = race
     a, b = Queue(["PENDING", "PENDING", "PENDING", "RUNNING"]), Queue(["PENDING", "RUNNING"])
     said: list[str] = []
-    kept, res = first.submit_first(offers(a=a, b=b), said.append)
+    won = first.submit_first(offers(a=a, b=b), said.append)
+    assert isinstance(won, first.Placed)
+    kept, res = won.offer, won.res
     assert kept.name == "b" and res.job_id == 1002 and gates == [first.GATE_S, first.GATE_S]
     assert res.paths.start_go.exists() and a.cancelled and not b.cancelled
     assert not (root / "1001").exists(), "the cancelled job leaves no job dir"
@@ -81,8 +83,8 @@ def test_the_first_to_start_gets_the_go_and_the_others_are_cancelled_and_gone(ra
 def test_one_ending_before_it_starts_leaves_the_race_and_all_ending_is_an_error(race) -> None:  # type: ignore[no-untyped-def]
     offers, _, root = race
     said: list[str] = []
-    kept, _ = first.submit_first(offers(a=Queue(["FAILED"]), b=Queue(["PENDING", "RUNNING"])), said.append)
-    assert kept.name == "b"
+    kept = first.submit_first(offers(a=Queue(["FAILED"]), b=Queue(["PENDING", "RUNNING"])), said.append)
+    assert kept.label == "b:1002"
     assert "--cluster first: a:1001 ended before it started (FAILED); the others still race" in said
     with pytest.raises(JobError, match="every job ended before one started"):
         first.submit_first(offers(c=Queue(["PENDING", "TIMEOUT"])), said.append)

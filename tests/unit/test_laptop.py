@@ -235,7 +235,8 @@ def test_a_cluster_choice_is_made_here_never_on_the_default_specs_login_node(
         res.output
     )
     first = runner.invoke(cli, ["submit", "--cluster", "first", str(exp), "--dry-run"], obj=Forwarder())
-    assert "cluster a: not asked: reached through me@nowhere.invalid; --cluster first asks only" in first.output
+    assert first.exit_code == 2 and not forwarded, (first.output, forwarded)  # first asks there too
+    assert "cluster a: cannot run it: login node me@nowhere.invalid is unreachable" in first.output
     # --login HOST: that login node chooses, among its own clusters (the choice goes with the command)
     res = runner.invoke(cli, ["submit", "--cluster", "first", str(exp), "--login", "other"], obj=Forwarder())
     assert res.exit_code == 0 and forwarded == ["submit first -> other"], (res.output, forwarded)

@@ -92,7 +92,7 @@ def resolve_able(kw: dict[str, Any]) -> list[Offer]:
     from ..submission.choose import ask_all
     from .job_command import slurm_client
 
-    able, lines = ask_all(_per_cluster(kw), slurm_client, "first")
+    able, lines = ask_all(_per_cluster(kw), slurm_client, "first", _through_login(click.get_current_context()))
     click.echo(f"slurm-rl: --cluster first: {', '.join(o.name for o in able)} (" + "; ".join(lines) + ")", err=True)
     return able
 
@@ -101,26 +101,36 @@ def submit_first_cmd(
     able: list[Offer], dry_run: bool, wait: bool, as_json: bool, hold: bool, after: Callable[..., None]
 ) -> None:
     """--cluster first, as `submit` takes it: the race (login/submission/first.py), then what
-    submit does after any submission (``after``)."""
-    from ..submission.first import GATE_S, submit_first
+    submit does after any submission (``after``; a job kept on a cluster reached through its
+    login node: there)."""
+    from ..submission.first import GATE_S, Placed, submit_first
     from ..submission.plan import preview_plan
     from ..submission.render import render_job
+    from .race_remote import LoginRacer, through_login
 
     lead = able[0]
-    assert lead.spec is not None and lead.opts is not None and lead.client is not None  # first: none via a login
-    if hold or lead.opts.chain > 1:
+    ctx = click.get_current_context()
+    chain = next((o.opts.chain for o in able if o.opts is not None), int(ctx.params.get("chain") or 1))
+    if hold or chain > 1:
         raise UsageError(f"--cluster first: {'--hold' if hold else '--chain'} is not for a race; name a cluster")
     if dry_run:  # the gated script of the earliest estimate; nothing submitted anywhere
+        names = [o.name for o in able]
+        said: dict[str, Any] = {"cluster": lead.name, "clusters": names, "submitted": False}
+        if lead.login:  # its script is made on its login node: the choice only
+            click.echo(json.dumps(said) if as_json else f"--cluster first would race {', '.join(names)}")
+            return
+        assert lead.spec is not None and lead.opts is not None and lead.client is not None
         gated = lead.opts.model_copy(update={"start_gate_s": GATE_S})
         job = render_job(preview_plan(lead.spec, gated, lead.client))
-        names = [o.name for o in able]
-        said = {"script": job.script, "cluster": lead.name, "clusters": names, "submitted": False}
-        click.echo(json.dumps(said)) if as_json else click.echo(job.script, nl=False)
+        click.echo(json.dumps({"script": job.script, **said})) if as_json else click.echo(job.script, nl=False)
         return
-    offer, res = submit_first(able, lambda line: click.echo(f"slurm-rl: {line}", err=True))
+    kept = submit_first(able, lambda line: click.echo(f"slurm-rl: {line}", err=True), through_login(ctx))
+    if isinstance(kept, LoginRacer):
+        sys.exit(kept.follow(wait, as_json))
+    assert isinstance(kept, Placed) and kept.offer.client is not None
     try:
-        after(res, offer.opts, offer.client, wait, as_json, offer.name)
+        after(kept.res, kept.offer.opts, kept.offer.client, wait, as_json, kept.offer.name)
     except KeyboardInterrupt:
         from .job_cmds import still_running
 
-        still_running(res.job_id)
+        still_running(kept.res.job_id)

@@ -199,6 +199,7 @@ def job_command(
     json_help: str | None = None,
     argument: str = "job",
     argument_type: Any = None,
+    hidden: bool = False,
 ) -> Callable[[Callable[..., Any]], click.Command]:
     """A job command: ``f(session, JOB, **its own options)``. It gets the job argument (``job``:
     "required", "optional" or None for none), --spec, --json where ``json_help`` says what it
@@ -218,6 +219,6 @@ def job_command(
             common.append(click.Option(["--json", "as_json"], is_flag=True, help=json_help))
         first = [click.Argument([argument], required=job == "required", type=argument_type)] if job else []
         callback.__click_params__ = [*common, *own, *first]  # type: ignore[attr-defined]  # click reverses
-        return click.command(name, cls=RemoteCommand, context_settings=CONTEXT)(callback)
+        return click.command(name, cls=RemoteCommand, context_settings=CONTEXT, hidden=hidden)(callback)
 
     return decorate

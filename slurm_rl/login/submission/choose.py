@@ -78,7 +78,7 @@ def ask(
     """One cluster's answer: refused in one line, or SLURM's estimated start of the job there."""
     try:
         if entry.login and not client_installed():
-            if through_login is None or how != "auto":
+            if through_login is None:
                 why = f"reached through {entry.login}; --cluster {how} asks only clusters whose SLURM answers here"
                 return Offer(name, why=why, unasked=True)
             start, waiting = through_login(name, entry)
