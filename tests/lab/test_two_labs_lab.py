@@ -2,11 +2,12 @@
 nodes, network, slurmctld, slurmdbd, config and job ids, the same users and accounts), both in
 one clusters file, each reached from this machine through its own slurm.conf. A job submitted
 to each runs on its own lab; a bare id finds the right one; `list` shows both, with the
-cluster; with the lab full, `--cluster auto` goes to lab b and says why (from a laptop too, each
-cluster asked through the login node), and a GPU job goes to
+cluster; with the lab full, `--cluster auto` goes to lab b and says why, and a GPU job goes to
 the lab (b has none); `--cluster first` with both free runs one job and cancels the other at its
 start gate (no step, no job dir, nothing on its nodes); with lab b down, `list` says so in one
-line and still shows the lab's jobs. Lab b comes up for this module only."""
+line and still shows the lab's jobs. From a laptop namespace (no SLURM there, each cluster
+reached through the login node): auto, `list` (both labs, then lab b down) and `first`. Lab b
+comes up for this module only."""
 
 from __future__ import annotations
 
@@ -137,24 +138,16 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
     # --cluster first, both labs free: one job runs, the other is cancelled at its start gate
     t0 = time.monotonic()
     raced = run_cli("submit", "--cluster", "first", hello, "-N", "1", "--wait", "--json", env=env, timeout=240)
-    kept = job_of(raced)
+    kept = one_kept_the_other_gone(
+        raced, lab, lab_b, {json.loads(Path(p).read_text())["fileroot"] for p in (spec_a, B_SPEC)}
+    )
     print(f"--cluster first over two free labs: {time.monotonic() - t0:.1f} s to the kept job's end")
-    assert kept["state"] == "COMPLETED" and kept["cluster"] in ("a", "b"), raced.stderr
-    sent = next(line for line in raced.stderr.splitlines() if "--cluster first: submitted " in line)
-    ids = dict(label.split(":") for label in sent.split("submitted ")[1].split(";")[0].split(", "))
-    assert sorted(ids) == ["a", "b"] and ids[kept["cluster"]] == str(kept["job_id"]), sent
-    loser = "b" if kept["cluster"] == "a" else "a"
-    conf = {"a": "/etc/slurm/slurm.conf", "b": B_CONF}[loser]
-    gone = subprocess.run(["sacct", "-n", "-X", "-j", ids[loser], "-o", "state"], capture_output=True, text=True,
-                          timeout=30, env={**os.environ, "SLURM_CONF": conf})  # fmt: skip
-    assert gone.stdout.split() and gone.stdout.split()[0].startswith("CANCELLED"), gone.stdout
-    steps = subprocess.run(["sacct", "-n", "-j", ids[loser], "-o", "jobid"], capture_output=True, text=True,
-                           timeout=30, env={**os.environ, "SLURM_CONF": conf})  # fmt: skip
-    assert not [s for s in steps.stdout.split() if s.endswith(".0")], f"the cancelled one ran a step: {steps.stdout}"
-    assert f"{loser}:{ids[loser]}" in raced.stderr.split("--cluster first: cancelled ")[1].splitlines()[0]
-    roots = {json.loads(Path(spec).read_text())["fileroot"] for spec in (spec_a, B_SPEC)}
-    assert not [d for root in roots for d in Path(root).glob(f"*/*/{ids[loser]}")], "the cancelled job's dir is gone"
-    assert_no_leftovers(lab_b if loser == "b" else lab, int(ids[loser]))
+    assert f"{kept['loser']}:{kept['loser_id']}" in raced.stderr.split("--cluster first: cancelled ")[1].splitlines()[0]
+    # the same race from the laptop: each lab raced through the login node
+    t0 = time.monotonic()
+    raced = laptop.run("submit", "--cluster", "first", str(exp), "-N", "1", "--wait", "--json", timeout=300)
+    one_kept_the_other_gone(raced, lab, lab_b, {"/var/tmp/slurm-rl"})  # the laptop's specs' fileroot
+    print(f"--cluster first from a laptop, through the login node: {time.monotonic() - t0:.1f} s to the end")
     # lab b down: list says it in one line and shows the lab's jobs within its own time
     down = lab_b_cmd("down", timeout=300)
     assert down.returncode == 0, down.stderr[-2000:]
@@ -177,6 +170,30 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
     if not pyxis_missing():
         boxed = run_cli("submit", SPEC_PYXIS, hello, "-N", "1", "--wait", "--json", timeout=300)
         assert job_of(boxed)["state"] == "COMPLETED", boxed.stderr[-2000:]
+
+
+def one_kept_the_other_gone(
+    raced: subprocess.CompletedProcess[str], lab: list[str], lab_b: list[str], roots: set[str]
+) -> dict:
+    """A --cluster first race over both labs: the kept job completed, and the other is CANCELLED
+    with no step run, no job dir under ROOTS and nothing on its nodes; the kept job's JSON with
+    the loser's cluster and id."""
+    kept = job_of(raced)
+    assert kept["state"] == "COMPLETED" and kept["cluster"] in ("a", "b"), raced.stderr
+    sent = next(line for line in raced.stderr.splitlines() if "--cluster first: submitted " in line)
+    ids = dict(label.split(":") for label in sent.split("submitted ")[1].split(";")[0].split(", "))
+    assert sorted(ids) == ["a", "b"] and ids[kept["cluster"]] == str(kept["job_id"]), sent
+    loser = "b" if kept["cluster"] == "a" else "a"
+    env = {**os.environ, "SLURM_CONF": {"a": "/etc/slurm/slurm.conf", "b": B_CONF}[loser]}
+    gone = subprocess.run(["sacct", "-n", "-X", "-j", ids[loser], "-o", "state"], capture_output=True, text=True,
+                          timeout=30, env=env)  # fmt: skip
+    assert gone.stdout.split() and gone.stdout.split()[0].startswith("CANCELLED"), gone.stdout
+    steps = subprocess.run(["sacct", "-n", "-j", ids[loser], "-o", "jobid"], capture_output=True, text=True,
+                           timeout=30, env=env)  # fmt: skip
+    assert not [s for s in steps.stdout.split() if s.endswith(".0")], f"the cancelled one ran a step: {steps.stdout}"
+    assert not [d for root in roots for d in Path(root).glob(f"*/*/{ids[loser]}")], "the cancelled job's dir is gone"
+    assert_no_leftovers(lab_b if loser == "b" else lab, int(ids[loser]))
+    return {**kept, "loser": loser, "loser_id": ids[loser]}
 
 
 def _squeue_state(job_id: str) -> str:
