@@ -77,7 +77,7 @@ class NodeContext:
     memory_limit: MemoryLimit | None = None  # what SLURM gave the job here (Ray's sizes, OOM reports)
     board: Board | None = None  # the job's signals in the head's GCS, once this node's Ray is up
     service_urls: dict[str, str] = field(default_factory=dict)  # node 0 of a job of parts: each service's URL
-    spawns: SpawnGate = field(default_factory=SpawnGate)  # every start of the role thread; cleanup closes it
+    spawns: SpawnGate = field(default_factory=lambda: SpawnGate(Stopped))  # the role thread's starts; cleanup closes it
     _ports: RayPorts | None = None
     _address: NodeAddress | None = None
 

@@ -21,9 +21,11 @@ CLOSE_WAIT_S = 20.0
 
 
 class SpawnGate:
-    def __init__(self) -> None:
+    def __init__(self, closed: type[Exception]) -> None:
+        """``closed``: what a start raises once the gate is closed (context.py's Stopped)."""
         self._lock = threading.Lock()
         self._closed = False
+        self._error = closed
 
     @property
     def closed(self) -> bool:
@@ -32,11 +34,9 @@ class SpawnGate:
     @contextlib.contextmanager
     def starting(self, what: str) -> Iterator[None]:
         """Held while WHAT starts processes; Stopped at once when cleanup has begun."""
-        from .context import Stopped  # context.py holds the gate
-
         with self._lock:
             if self._closed:
-                raise Stopped(f"not starting {what}: the node is cleaning up")
+                raise self._error(f"not starting {what}: the node is cleaning up")
             yield
 
     def close(self, wait_s: float = CLOSE_WAIT_S) -> bool:

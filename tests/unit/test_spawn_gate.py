@@ -75,14 +75,14 @@ def test_a_start_in_flight_when_the_node_stops_leaves_no_process(tmp_path: Path)
 
 
 def test_no_start_begins_once_cleanup_closed_the_gate() -> None:
-    gate = SpawnGate()
+    gate = SpawnGate(Stopped)
     assert gate.close(wait_s=0.1)
     with pytest.raises(Stopped, match="not starting the driver: the node is cleaning up"), gate.starting("the driver"):
         pytest.fail("started after the close")
 
 
 def test_a_start_that_never_ends_delays_cleanup_only_by_the_wait() -> None:
-    gate = SpawnGate()
+    gate = SpawnGate(Stopped)
     started, release = threading.Event(), threading.Event()
 
     def hung() -> None:
