@@ -15,22 +15,17 @@ from click.testing import CliRunner
 from slurm_rl.laptop import cli as laptop_cli
 from slurm_rl.laptop.forward import to_argv
 from slurm_rl.login.cli import cli
-from slurm_rl.login.submission import choose, first
+from slurm_rl.login.submission import first
+from tests.unit.conftest import Laptop
 
 pytestmark = pytest.mark.unit
 
 
 def test_first_races_through_each_login_node_and_follows_the_kept_job_there(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, laptop: Laptop, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    exp = tmp_path / "exp.py"
-    exp.write_text("print('hi')\n")
-    monkeypatch.setenv("SLURM_RL_CLUSTERS", str(tmp_path / "clusters.json"))
-    monkeypatch.delenv("CLUSTER_SPEC_PATH", raising=False)
-    monkeypatch.delenv("SLURM_RL_LOGIN", raising=False)
+    exp = laptop.exp
     monkeypatch.setattr(first, "POLL_S", 0.01)
-    for module in (laptop_cli, choose):
-        monkeypatch.setattr(module, "client_installed", lambda: False)  # a laptop: no sbatch
     states = {"me@a": ["PENDING"], "me@b": ["PENDING", "PENDING", "RUNNING"]}
     ids = {"me@a": 48001, "me@b": 55000001}
     calls: list[tuple[str, str, list[str]]] = []
@@ -53,10 +48,7 @@ def test_first_races_through_each_login_node_and_follows_the_kept_job_there(
             return 3  # the kept job's driver exit code, as submit --wait there exits
 
     runner = CliRunner()
-    for name in "ab":
-        spec = tmp_path / f"{name}.json"
-        spec.write_text(json.dumps({"cluster_name": name, "fileroot": str(tmp_path / name)}))
-        assert runner.invoke(cli, ["clusters", "add", name, str(spec), "--login", f"me@{name}"]).exit_code == 0
+    laptop.add_clusters("ab")
     res = runner.invoke(cli, ["submit", "--cluster", "first", str(exp), "-N", "2", "--wait"], obj=Forwarder())
     assert res.exit_code == 3, res.output
     placed = [(t, argv) for n, t, argv in calls if n == "submit" and "--estimate" not in argv]

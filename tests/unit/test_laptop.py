@@ -18,6 +18,7 @@ from slurm_rl.laptop.forward import to_argv
 from slurm_rl.laptop.session import Remote, connect, laptop_spec_text
 from slurm_rl.laptop.ssh import Login, LoginError
 from slurm_rl.login.cli import cli
+from tests.unit.conftest import Laptop
 
 pytestmark = pytest.mark.unit
 
@@ -243,21 +244,13 @@ def test_a_cluster_choice_is_made_here_never_on_the_default_specs_login_node(
 
 
 def test_auto_asks_a_cluster_through_its_login_node_and_the_submit_goes_to_the_chosen_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, laptop: Laptop
 ) -> None:
     import time
 
     from click.testing import CliRunner
 
-    from slurm_rl.login.submission import choose
-
-    exp = tmp_path / "exp.py"
-    exp.write_text("print('hi')\n")
-    monkeypatch.setenv("SLURM_RL_CLUSTERS", str(tmp_path / "clusters.json"))
-    monkeypatch.delenv("CLUSTER_SPEC_PATH", raising=False)
-    monkeypatch.delenv("SLURM_RL_LOGIN", raising=False)
-    for module in (laptop_cli, choose):
-        monkeypatch.setattr(module, "client_installed", lambda: False)  # a laptop: no sbatch
+    exp = laptop.exp
     now = time.time()
     answers = {"me@a": (0, json.dumps({"start": now + 3 * 3600, "waiting": 4}), ""),
                "me@b": (0, json.dumps({"start": now, "waiting": None}), ""),
@@ -275,10 +268,7 @@ def test_auto_asks_a_cluster_through_its_login_node_and_the_submit_goes_to_the_c
             return 0
 
     runner = CliRunner()
-    for name in "abc":
-        spec = tmp_path / f"{name}.json"
-        spec.write_text(json.dumps({"cluster_name": name, "fileroot": str(tmp_path / name)}))
-        assert runner.invoke(cli, ["clusters", "add", name, str(spec), "--login", f"me@{name}"]).exit_code == 0
+    laptop.add_clusters("abc")
     res = runner.invoke(cli, ["submit", "--cluster", "auto", str(exp), "-N", "2", "--wait"], obj=Forwarder())
     assert res.exit_code == 0, res.output
     assert forwarded == [("submit", str(tmp_path / "b.json"), "me@b")]  # the submit, as typed, to b's login

@@ -16,7 +16,7 @@ from slurm_rl.laptop import cli as laptop_cli
 from slurm_rl.laptop.forward import to_argv
 from slurm_rl.laptop.ssh import LoginError
 from slurm_rl.login.cli import cli
-from slurm_rl.slurm import runner as slurm_runner
+from tests.unit.conftest import Laptop
 
 pytestmark = pytest.mark.unit
 
@@ -29,14 +29,10 @@ def row(job: str, cluster_name: str, t: float, state: str = "COMPLETED") -> str:
 
 
 def test_list_asks_each_login_node_at_once_and_one_that_does_not_answer_is_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, laptop: Laptop, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SLURM_RL_CLUSTERS", str(tmp_path / "clusters.json"))
     monkeypatch.setenv("SLURM_RL_INDEX", str(tmp_path / "jobs.jsonl"))  # nothing run here
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the local default spec's fileroot: empty
-    monkeypatch.delenv("SLURM_RL_LOGIN", raising=False)
-    for module in (laptop_cli, slurm_runner):
-        monkeypatch.setattr(module, "client_installed", lambda: False)  # a laptop: no squeue
     now = time.time()
     answers = {
         # a's login node has another cluster's job in the same fileroot too: not a's, not shown as a's
@@ -56,10 +52,7 @@ def test_list_asks_each_login_node_at_once_and_one_that_does_not_answer_is_one_l
             return answers[target]
 
     runner = CliRunner()
-    for name in "abc":
-        spec = tmp_path / f"{name}.json"
-        spec.write_text(json.dumps({"cluster_name": name, "fileroot": str(tmp_path / name)}))
-        assert runner.invoke(cli, ["clusters", "add", name, str(spec), "--login", f"me@{name}"]).exit_code == 0
+    laptop.add_clusters("abc")
     # the laptop's default spec names a login node too: list still asks every cluster, not that one
     monkeypatch.setenv("CLUSTER_SPEC_PATH", str(tmp_path / "a.json"))
     laptop_spec = {"cluster_name": "a", "fileroot": str(tmp_path / "a"), "login": "me@a"}
