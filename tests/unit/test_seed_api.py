@@ -163,7 +163,8 @@ def test_list_keeps_ids_and_times_whole_at_80_columns(monkeypatch, capsys) -> No
         manifest.stat.return_value.st_mtime = time.mktime((2026, 11, 28, 18, 7 + i, 0, 0, 0, -1))
         name = SimpleNamespace(name="a-very-long-experiment-name-that-goes-on")
         job_dir = f"/shared/home/someone/slurm_rl/a-very-long-experiment-name-that-goes-on/{job}"
-        dirs.append(SimpleNamespace(job_id=job, name_dir=name, job_dir=job_dir, manifest=manifest))
+        spec = Path(job_dir) / "spec.json"  # not there: the cluster column is empty
+        dirs.append(SimpleNamespace(job_id=job, name_dir=name, job_dir=job_dir, manifest=manifest, spec=spec))
     state = SimpleNamespace(state="COMPLETED", shown_state="COMPLETED", progress=None)
     monkeypatch.setattr(
         job_tables, "states_by_cluster", lambda dirs, client, client_for: ({p.job_id: None for p in dirs}, {}, [])

@@ -25,6 +25,7 @@ from slurm_rl.job.balancer import start_balancers
 from slurm_rl.job.context import NodeFailure
 from slurm_rl.job.service_instances import ServiceRunner
 from slurm_rl.job.service_watch import ServiceWatch
+from slurm_rl.job.spawn_gate import SpawnGate
 
 SUPERVISOR = Path(__file__).resolve().parents[2] / "slurm_rl" / "job" / "service_supervise.sh"
 SERVER = (
@@ -49,7 +50,7 @@ def fake_ctx(tmp_path: Path, parts: dict[str, Part]):  # type: ignore[no-untyped
                                own_image_parts=[n for n, p in parts.items() if p.image])  # fmt: skip
     return SimpleNamespace(
         manifest=manifest, paths=JobPaths(tmp_path / "123"), node="n1", ip="127.0.0.1", attempt=0,
-        stop_requested=threading.Event(), events=events, say=lambda _msg: None,
+        stop_requested=threading.Event(), events=events, say=lambda _msg: None, spawns=SpawnGate(RuntimeError),
         event=lambda name, **f: events.append({"event": name, **f}),
     )  # fmt: skip
 
