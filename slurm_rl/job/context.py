@@ -232,12 +232,13 @@ class NodeContext:
         for attempt in (1, 2):
             self.say("ray start " + " ".join(argv))
             try:
-                with self.spawns.starting("Ray"):
-                    start_in_process(argv, dashboard=self.manifest.wants_dashboard)
+                start_in_process(argv, dashboard=self.manifest.wants_dashboard, spawns=self.spawns)  # each spawn gated
                 return
             except Stopped:  # cleanup began before this start: not a failure of Ray's
                 raise
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - click raises SystemExit on bad arguments
+            except (Exception, SystemExit) as exc:  # click raises SystemExit on bad arguments
+                if self.spawns.closed:  # cleanup began mid-start and stopped what it had spawned
+                    raise Stopped("`ray start` cut short: the node is cleaning up") from exc
                 why = raylet_fatal(self.ray_session_logs)
                 failure = f"`ray start` failed: {exc!r}" + (f"; its raylet: {why}" if why else "")
             if attempt == 2 or not retry or not agents_were_late(why) or self.stop_requested.is_set():

@@ -4,8 +4,10 @@ node-local files."""
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import subprocess
+import sys
 import time
 
 import psutil
@@ -20,8 +22,8 @@ def clean_node(ctx: NodeContext) -> None:
     """Stop exactly this job's processes on this node (the driver first: terminate, then kill),
     copy Ray's logs to the job dir, remove the node-local temp dir, and say what was done."""
     t0 = time.monotonic()
-    if not ctx.spawns.close():  # a start in flight (`ray start`, the driver) ends first: nothing starts after
-        ctx.say(f"cleanup: a start still running after {CLOSE_WAIT_S:.0f} s; stopping what is there")
+    if not ctx.spawns.close():  # a spawn in flight (Ray's daemon, the driver) ends first: nothing starts after
+        ctx.say(f"cleanup: a process spawn still running after {CLOSE_WAIT_S:.0f} s; stopping what is there")
     try:  # what we started, and orphans re-parented to us (we are their subreaper)
         children = psutil.Process().children(recursive=True)
     except psutil.Error:
@@ -46,12 +48,23 @@ def clean_node(ctx: NodeContext) -> None:
     else:
         copy_ray_logs(ctx)
         killed = stop_job_processes(ctx.job_id, ctx.temp_dir, grace_s=0.5, also=descendants)
+        forget_ray_at_exit()
         shutil.rmtree(ctx.temp_dir, ignore_errors=True)
     ctx.say(
         f"cleanup: stopped {len(killed)} processes in {time.monotonic() - t0:.2f} s: "
         + ", ".join(f"{k.name}({k.pid},{k.signal})" for k in killed)
     )
     ctx.event("node_cleaned", killed=len(killed), seconds=round(time.monotonic() - t0, 3))
+
+
+def forget_ray_at_exit() -> None:
+    """Importing Ray registers `ray.shutdown` to run at exit, and its first line imports more of
+    Ray. The bootstrap never connects as a driver, and an unprivileged Apptainer job runs from the
+    image extracted into the node-local dir removed next: the import would fail there, a
+    traceback at the end of every such node log."""
+    worker = sys.modules.get("ray._private.worker")
+    if worker is not None:
+        atexit.unregister(worker.shutdown)
 
 
 def copy_ray_logs(ctx: NodeContext) -> None:

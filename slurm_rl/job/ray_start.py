@@ -21,7 +21,10 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .spawn_gate import SpawnGate
 
 GRPC_FORK_ENV = "GRPC_ENABLE_FORK_SUPPORT"
 
@@ -70,7 +73,7 @@ def ray_config_env(nodes: int) -> dict[str, str]:
     return env
 
 
-def start_in_process(argv: list[str], dashboard: bool = False) -> None:
+def start_in_process(argv: list[str], dashboard: bool = False, spawns: SpawnGate | None = None) -> None:
     """Run `ray start ARGV` in this process; raises on failure instead of exiting.
 
     Without the dashboard, the node starts lean (distributed/worker_env/lean_node.py): the head
@@ -90,8 +93,30 @@ def start_in_process(argv: list[str], dashboard: bool = False) -> None:
         _client_proxy_without_grpc_fork_handlers()
     else:
         scripts.get_ray_client_dependency_error = lambda: "disabled by slurm-rl"  # type: ignore[assignment,return-value]
-    with contextlib.nullcontext() if dashboard else without_dashboard():
+    with contextlib.nullcontext() if dashboard else without_dashboard(), _gated_spawns(spawns):
         scripts.start.main(args=argv, prog_name="ray start", standalone_mode=False)
+
+
+@contextlib.contextmanager
+def _gated_spawns(spawns: SpawnGate | None) -> Iterator[None]:
+    """Each daemon `ray start` spawns (GCS, raylet, ...) holds the node's spawn gate while it
+    spawns (spawn_gate.py): once cleanup has closed it, the next one raises instead."""
+    from ray._private import services
+
+    if spawns is None:
+        yield
+        return
+    spawn = services.start_ray_process
+
+    def gated(command: list[str], process_type: str, *args: Any, **kw: Any) -> Any:
+        with spawns.starting(f"Ray's {process_type}"):
+            return spawn(command, process_type, *args, **kw)
+
+    services.start_ray_process = gated  # services.py calls it by its global name
+    try:
+        yield
+    finally:
+        services.start_ray_process = spawn
 
 
 # Command groups that Ray's CLI module registers only when it can import them (ray/scripts/scripts.py

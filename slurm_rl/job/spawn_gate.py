@@ -5,8 +5,11 @@ loop (node_lifecycle.py) may already have decided to stop: a required service fa
 node failed, a signal came. Cleanup kills what it finds; a `ray start` still running in the role
 thread would start the GCS a moment later, and nothing would be left to stop it (seen in CI: a
 service that failed in 1 s, the head's `ray start` mid-way, a `gcs_server` left on the node after
-the job). So every start holds the gate, cleanup closes it first and waits for a start in
-flight to finish, and no start begins once it is closed."""
+the job). So each process start holds the gate while it spawns (the driver's Popen, a service
+instance's, each of Ray's daemons inside `ray start`: ray_start.py), cleanup closes it first,
+waiting only for a spawn in flight, and no spawn begins once it is closed: what cleanup then
+finds is all there is. A `ray start` in flight is not waited for (under load it takes tens of
+seconds, and a time limit's SIGTERM comes KillWait before SIGKILL): its next spawn fails."""
 
 from __future__ import annotations
 
@@ -14,10 +17,10 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-# How long cleanup waits for a start in flight: a head's `ray start` under load takes seconds;
-# a worker's blocks only when the head it was told is up went away meanwhile. Well inside
-# SLURM's KillWait (30 s by default), which comes after a cancel's SIGTERM.
-CLOSE_WAIT_S = 20.0
+# How long cleanup waits for a spawn in flight (a fork and exec: milliseconds, seconds on a
+# machine out of memory). Well inside SLURM's KillWait (30 s by default), which comes after a
+# cancel's SIGTERM and before its SIGKILL.
+CLOSE_WAIT_S = 10.0
 
 
 class SpawnGate:

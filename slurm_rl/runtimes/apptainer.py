@@ -31,15 +31,23 @@ MIN_VERSION = (1, 1)  # user namespaces by default, --no-mount
 # extracted tree (0.2 s): Apptainer's own APPTAINER_UNSQUASH extracted it again at each start
 # (4.3 s, 6 CPU-s) and an attach cost as much. Two starts at once each extract, one tree stays
 # (a rename); where the extraction fails (a full disk) the start extracts as Apptainer does.
+# A signal mid-extraction (a time limit or a cancel while a loaded node still extracts: no
+# bootstrap runs yet to clean up) removes the half-made tree, and the node dir if it made it.
 # $1: --node-temp=DIR, the job's node-local dir; $2: --image=IMAGE; then apptainer's argv.
 HAS_SETUID_STARTER = '[ -u "$(apptainer buildcfg LIBEXECDIR 2>/dev/null)/apptainer/bin/starter-suid" ]'
 OPEN_IMAGE_SHELL = f"""t=${{1#--node-temp=}} img=${{2#--image=}}; shift 2
 if [ "$(id -u)" != 0 ] && ! [ -r /dev/fuse -a -w /dev/fuse ] && ! {HAS_SETUID_STARTER}; then
   export APPTAINER_TMPDIR=$t
+  fresh=; [ -d "$t" ] || fresh=1
   (umask 077; mkdir -p "$APPTAINER_TMPDIR")
   tree=$t/image
   if [ ! -d "$tree" ] && new=$(mktemp -d "$t/image.XXXXXX"); then
-    apptainer -q build --sandbox --force "$new/tree" "$img" >&2 && mv -T "$new/tree" "$tree" 2>/dev/null
+    apptainer -q build --sandbox --force "$new/tree" "$img" >&2 &
+    b=$!
+    gone() {{ kill "$b" 2>/dev/null; wait "$b"; rm -rf "$new"; [ -z "$fresh" ] || rm -rf "$t"; exit "$1"; }}
+    trap 'gone 143' TERM; trap 'gone 130' INT; trap 'gone 129' HUP
+    wait "$b" && mv -T "$new/tree" "$tree" 2>/dev/null
+    trap - TERM INT HUP
     rm -rf "$new"
   fi
   if [ -d "$tree" ]; then

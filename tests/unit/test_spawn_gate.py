@@ -99,3 +99,44 @@ def test_a_start_that_never_ends_delays_cleanup_only_by_the_wait() -> None:
     assert gate.closed
     release.set()
     t.join(10)
+
+
+def test_cleanup_waits_for_one_of_rays_spawns_not_for_the_whole_ray_start() -> None:
+    """`ray start` under load takes tens of seconds, and a time limit's SIGKILL comes KillWait
+    after its SIGTERM: cleanup must not wait for it. Each daemon it spawns holds the gate, so
+    cleanup waits for a spawn at most, and the spawn after it fails (ray_start.py)."""
+    from ray._private import services
+
+    from slurm_rl.job.ray_start import _gated_spawns
+
+    gate, spawned, said = SpawnGate(Stopped), [], []
+    gcs_waited = threading.Event()
+
+    def a_ray_start() -> None:  # as Ray's: the GCS, a wait for it, then the raylet
+        spawned.append(services.start_ray_process(["sleep", "302.5"], "gcs_server", fate_share=False))
+        gcs_waited.wait(10)
+        try:
+            spawned.append(services.start_ray_process(["sleep", "302.5"], "raylet", fate_share=False))
+        except Stopped as exc:
+            said.append(str(exc))
+
+    try:
+        with _gated_spawns(gate):
+            start = threading.Thread(target=a_ray_start)
+            start.start()
+            end = time.monotonic() + 10
+            while not spawned and time.monotonic() < end:
+                time.sleep(0.01)
+            t0 = time.monotonic()
+            assert gate.close(wait_s=5)
+            closed_s = time.monotonic() - t0
+            gcs_waited.set()
+            start.join(10)
+        assert closed_s < 1.0, f"cleanup waited {closed_s:.1f} s for a start in flight"
+        assert said == ["not starting Ray's raylet: the node is cleaning up"]
+        assert len(spawned) == 1
+        assert services.start_ray_process.__name__ == "start_ray_process"  # Ray's own again
+    finally:
+        for info in spawned:
+            info.process.kill()
+            info.process.wait()
