@@ -20,7 +20,12 @@ SANDBOX_IMAGE=$CACHE/images/sandbox.sqsh
 SANDBOX_KEY=base-nodev  # what the sandbox image was sealed as: a new value rebuilds it
 IMAGE_PYTHON=/opt/slurm-rl/bin/python
 PYXIS_CONF=$CONF_DIR/plugstack.conf.d/pyxis.conf
-ENROOT_CONF=/usr/local/etc/enroot/enroot.conf.d/slurm-lab.conf
+# enroot's config dir: the machine's for the first lab; a lab beside it (its nodes in a rootfs)
+# gets a copy of its own, bound over it in its nodes' root (mount_rootfs), its state its own
+HOST_ENROOT_ETC=/usr/local/etc/enroot
+ENROOT_ETC=$HOST_ENROOT_ETC
+[ -z "$LAB_NAME" ] || ENROOT_ETC=$STATE/enroot-etc
+ENROOT_CONF=$ENROOT_ETC/enroot.conf.d/slurm-lab.conf
 PYXIS_APT="build-essential libslurm-dev libbsd-dev squashfs-tools debootstrap makeself zstd pigz jq bsdextrautils squashfuse"
 # Debian's mirror apt already uses (the lab reaches no other host)
 MIRROR=$(awk '/^URIs:/{print $2; exit} /^deb /{print $2; exit}' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null || true)
@@ -104,7 +109,15 @@ install_pyxis() {
 configure_pyxis() {
   local scope=${1:-}
   mkdir -p "$(dirname "$PYXIS_CONF")"
-  if [ -z "$scope" ]; then rm -f "$PYXIS_CONF" "$ENROOT_CONF"; return 0; fi
+  if [ -z "$scope" ]; then
+    rm -f "$PYXIS_CONF" "$ENROOT_CONF"
+    [ -z "$LAB_NAME" ] || rm -rf "$ENROOT_ETC" "$CONF_DIR/plugstack.conf"
+    return 0
+  fi
+  if [ -n "$LAB_NAME" ]; then  # its own plugin stack (SLURM reads plugstack.conf beside slurm.conf) and enroot config
+    echo "include $CONF_DIR/plugstack.conf.d/*.conf" >"$CONF_DIR/plugstack.conf"
+    rm -rf "$ENROOT_ETC"; mkdir -p "$ENROOT_ETC"; cp -a "$HOST_ENROOT_ETC/." "$ENROOT_ETC/"
+  fi
   # on a newer SLURM ($rootfs, set by `up`): its own build, by a path valid inside the rootfs and out
   echo "required ${rootfs:-}/usr/local/lib/slurm/spank_pyxis.so runtime_path=/tmp/pyxis container_scope=$scope${2:+ use_squashfuse=1}" >"$PYXIS_CONF"
   mkdir -p "$(dirname "$ENROOT_CONF")" "$STATE/enroot"

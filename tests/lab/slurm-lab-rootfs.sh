@@ -117,7 +117,9 @@ mount_rootfs() {
   for p in /usr/local/lib/enroot /usr/local/etc/enroot /usr/local/share/enroot /usr/local/bin/enroot*; do
     [ -e "$p" ] || continue
     if [ -d "$p" ]; then mkdir -p "$r$p"; else mkdir -p "$(dirname "$r$p")"; touch "$r$p"; fi
-    mount --bind "$p" "$r$p"; echo "$r$p" >>"$STATE/run/rootfs-mounts"
+    local from=$p  # a lab beside the first: its own enroot config (slurm-lab-pyxis.sh)
+    [ "$p" != "$HOST_ENROOT_ETC" ] || [ "$ENROOT_ETC" = "$p" ] || [ ! -d "$ENROOT_ETC" ] || from=$ENROOT_ETC
+    mount --bind "$from" "$r$p"; echo "$r$p" >>"$STATE/run/rootfs-mounts"
   done
   mount -t proc proc "$r/proc"; echo "$r/proc" >>"$STATE/run/rootfs-mounts"
   for p in /sys /dev; do

@@ -20,8 +20,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LAB, REPO, run_cli
-from tests.lab.helpers import SPEC_PYXIS, STATE, assert_no_leftovers, lab_spec, pyxis_missing, wait_for
+from tests.conftest import LAB, REPO, cli_argv, run_cli
+from tests.lab.helpers import (
+    EXPERIMENTS,
+    SPEC_APPTAINER,
+    SPEC_PYXIS,
+    STATE,
+    apptainer_missing,
+    assert_no_leftovers,
+    lab_spec,
+    last_json,
+    pyxis_missing,
+    wait_for,
+)
 from tests.lab.laptop import Laptop
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]
@@ -37,10 +48,12 @@ def lab_b_cmd(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[s
 
 @pytest.fixture(scope="module")
 def lab_b(lab: list[str]) -> Iterator[list[str]]:
-    """Lab b, two nodes of two CPUs, on the SLURM the lab runs; down again after the module."""
+    """Lab b, two nodes of two CPUs, on the SLURM the lab runs, with the lab's container runtimes
+    (their config its own: the machine's stays the lab's); down again after the module."""
     version = (STATE / "run" / "slurm").read_text().strip()
+    runtimes = [*(["--pyxis"] if not pyxis_missing() else []), *(["--apptainer"] if not apptainer_missing() else [])]
     t0 = time.monotonic()
-    res = lab_b_cmd("up", "--nodes", "2", "--cpus", "2", "--slurm", version)
+    res = lab_b_cmd("up", "--nodes", "2", "--cpus", "2", "--slurm", version, *runtimes)
     assert res.returncode == 0, res.stderr[-3000:]
     print(f"lab b up in {time.monotonic() - t0:.1f} s")
     try:
@@ -59,6 +72,39 @@ def status_of(job_id: int, env: dict[str, str]) -> dict:
     res = run_cli("status", str(job_id), "--json", env=env)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout.splitlines()[-1])
+
+
+@pytest.mark.as_lab_user
+def test_lab_b_runs_a_user_s_pyxis_and_apptainer_jobs_beside_the_lab(lab_b: list[str], tmp_path: Path) -> None:
+    """Lab b with Pyxis and Apptainer (`up --name b --pyxis --apptainer`): a user's job of each
+    runs there in the image, on b's nodes, and leaves nothing; the lab's own enroot config, the
+    machine's, is untouched (b's is a copy bound over it in b's nodes)."""
+    runtimes = {"pyxis": SPEC_PYXIS, "apptainer": SPEC_APPTAINER}
+    missing = {"pyxis": pyxis_missing(), "apptainer": apptainer_missing()}
+    if any(missing.values()):
+        pytest.skip("; ".join(f"{k}: {v}" for k, v in missing.items() if v))
+    machine_enroot = Path("/usr/local/etc/enroot/enroot.conf.d/slurm-lab.conf").read_text()
+    b = json.loads(B_SPEC.read_text())
+    jobs = {}
+    for name, spec in runtimes.items():
+        fields = json.loads(Path(spec).read_text())
+        fields.update({k: b[k] for k in ("cluster_name", "node_name_prefix", "node_type_from_node_name", "slurm_conf")})
+        path = tmp_path / f"lab-b-{name}.json"
+        path.write_text(json.dumps(fields))
+        jobs[name] = subprocess.Popen(
+            [*cli_argv("submit", str(path), str(EXPERIMENTS / "container_check.py"), "--nodes", "2",
+                       "--cpus-per-node", "1", "--wait", "--json", "--", "2")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        )  # fmt: skip
+    for name, proc in jobs.items():
+        out, err = proc.communicate(timeout=300)
+        job = job_of(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+        assert job["state"] == "COMPLETED", (name, err[-2000:])
+        seen = last_json((Path(job["job_dir"]) / "logs" / "driver.log").read_text(), "nodes")
+        assert sorted(n["host"] for n in seen["per_node"]) == B_NODES, (name, seen)
+        assert {n["python"] for n in seen["per_node"]} == {"/opt/slurm-rl/bin/python"}, (name, seen)  # the image's
+        assert_no_leftovers(lab_b, job["job_id"])
+    assert Path("/usr/local/etc/enroot/enroot.conf.d/slurm-lab.conf").read_text() == machine_enroot
 
 
 def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it_starts(
