@@ -59,15 +59,27 @@ class Laptop:
         shutil.copy(own_key or login_key(), key)  # a lab user's key: the login node accepts it (slurm-lab user)
         key.chmod(0o600)
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh / "id_stranger")], check=True)
-        (ssh / "config").write_text(
-            f"Host login login-stranger\n  HostName login\n  User {self.remote_user}\n"
-            f"  UserKnownHostsFile {ssh}/known_hosts\n"
-            "  StrictHostKeyChecking accept-new\n  IdentitiesOnly yes\n"
-            f"Host login\n  IdentityFile {key}\n"
-            f"Host login-stranger\n  IdentityFile {ssh}/id_stranger\n"
-        )
+        self.logins = {"login": key}  # the login hosts this laptop reaches, each with its key
+        self._write_ssh_config()
         self.fileroot = json.loads(Path(SPEC).read_text())["fileroot"]
         self.spec = self.write_spec("laptop.json")
+
+    def _write_ssh_config(self) -> None:
+        ssh = self.home / ".ssh"
+        hosts = "".join(f"Host {host}\n  IdentityFile {key}\n" for host, key in self.logins.items())
+        (ssh / "config").write_text(
+            f"Host login-stranger\n  HostName login\n  IdentityFile {ssh}/id_stranger\n{hosts}"
+            f"Host *\n  User {self.remote_user}\n  UserKnownHostsFile {ssh}/known_hosts\n"
+            "  StrictHostKeyChecking accept-new\n  IdentitiesOnly yes\n"
+        )
+
+    def reach(self, host: str, root_key: Path) -> None:
+        """Another login host (lab b's own, `blogin`): the user's own key, or root's for it."""
+        key = self.home / ".ssh" / f"id_{host}"
+        shutil.copy(self.home / ".ssh" / "id_lab" if self.user else root_key, key)
+        key.chmod(0o600)
+        self.logins[host] = key
+        self._write_ssh_config()
 
     def write_spec(self, name: str, **fields: object) -> Path:
         """The lab's spec as a laptop holds it: the login node named, and its slurm-rl (this venv's
@@ -124,7 +136,7 @@ class Laptop:
 
     def close(self) -> None:
         """End the shared ssh connection (the laptop's own `ssh -O exit`)."""
-        stop = "from slurm_rl.laptop.ssh import Login; Login('login').close()"
+        stop = f"from slurm_rl.laptop.ssh import Login; [Login(h).close() for h in {sorted(self.logins)!r}]"
         subprocess.run(self._argv((), ("-c", stop)), env=self._env(), capture_output=True, timeout=60)
 
 

@@ -7,10 +7,12 @@
 # the private key it accepts for root@login. Every login is logged ("Accepted publickey") in
 # $STATE/log/login-sshd.log, so a test can count connections.
 
-LOGIN_HOST=login
+# A lab beside the first has its own: host `blogin` (lab b), its subnet's .5, sessions with
+# SLURM_CONF set to that lab's config (the SLURM commands are the machine's, as on the host).
+LOGIN_HOST=${LAB_NAME}login
 LOGIN_IP=$SUBNET_PREFIX.5
-LOGIN_NS=srl-login
-LOGIN_VETH=srlvlogin
+LOGIN_NS=srl${LAB_NAME}-login
+LOGIN_VETH=srlvlogin$LAB_NAME
 LOGIN_DIR=$STATE/login
 
 login_pid() { node_init_pid "$LOGIN_HOST"; }
@@ -43,6 +45,7 @@ MaxStartups 64:30:128
 AllowTcpForwarding yes
 Subsystem sftp internal-sftp
 CONF
+  [ -z "$LAB_NAME" ] || echo "SetEnv SLURM_CONF=$CONF_DIR/slurm.conf" >>"$LOGIN_DIR/sshd_config"
 }
 
 start_login() {
@@ -64,14 +67,14 @@ start_login() {
     i=0; while IFS= read -r p; do mkdir -p "$STAGE/$i"; mount --bind "$p" "$STAGE/$i"; i=$((i+1)); done <"$SHARES"
     mount --bind "$NTMP" /tmp
     i=0; while IFS= read -r p; do mkdir -p "$p"; mount --bind "$STAGE/$i" "$p"; i=$((i+1)); done <"$SHARES"
-    hostname login
+    hostname "$LOGIN_HOST"
     mkdir -p /run/sshd
     exec tini -s -- /usr/sbin/sshd -D -f "$CONFIG" -E "$LOG"'
-  SHARES=$STATE/run/shares STAGE=$STATE/nodes/login/stage NTMP=$STATE/nodes/login/tmp \
+  LOGIN_HOST=$LOGIN_HOST SHARES=$STATE/run/shares STAGE=$STATE/nodes/login/stage NTMP=$STATE/nodes/login/tmp \
     CONFIG=$LOGIN_DIR/sshd_config LOG=$STATE/log/login-sshd.log setsid nsenter --net="/run/netns/$LOGIN_NS" \
     unshare --pid --mount --uts --fork --mount-proc --propagation private \
     bash -c "$inner" </dev/null >>"$STATE/log/node-login.console" 2>&1 &
-  echo $! >"$STATE/run/unshare-login.pid"
+  echo $! >"$STATE/run/unshare-$LOGIN_HOST.pid"
   for _ in $(seq 100); do
     (exec 3<>"/dev/tcp/$LOGIN_IP/22") 2>/dev/null && { log "login node up: ssh -i $LOGIN_DIR/id_ed25519 root@$LOGIN_HOST"; return 0; }
     sleep 0.1
@@ -82,7 +85,7 @@ start_login() {
 kill_login() {  # what a killed lab left of the login node: its namespaces and link
   local pid
   if pid=$(login_pid 2>/dev/null) && [ -n "$pid" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
-  kill_pidfile "$STATE/run/unshare-login.pid" unshare
+  kill_pidfile "$STATE/run/unshare-$LOGIN_HOST.pid" unshare
   ip netns del "$LOGIN_NS" 2>/dev/null || true
   ip link del "$LOGIN_VETH" 2>/dev/null || true
 }

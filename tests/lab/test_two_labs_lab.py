@@ -6,8 +6,9 @@ cluster; with the lab full, `--cluster auto` goes to lab b and says why, and a G
 the lab (b has none); `--cluster first` with both free runs one job and cancels the other at its
 start gate (no step, no job dir, nothing on its nodes); with lab b down, `list` says so in one
 line and still shows the lab's jobs. From a laptop namespace (no SLURM there, each cluster
-reached through the login node): auto, `list` (both labs, then lab b down) and `first`. Lab b
-comes up for this module only."""
+reached through its own login node: lab b's is blogin): auto, `list` (both labs, then lab b
+down) and `first`. Lab b comes up for this module only, with the lab's runtimes (a user's Pyxis
+and Apptainer jobs run there) and a login node of its own."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]
 B_NODES = ["bnode1", "bnode2"]
 B_SPEC = REPO / "cluster_specs" / "lab-b.json"
 B_CONF = json.loads(B_SPEC.read_text())["slurm_conf"]
+B_STATE = Path("/var/lib/slurm-lab-b")
 
 
 def lab_b_cmd(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -49,9 +51,12 @@ def lab_b_cmd(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[s
 @pytest.fixture(scope="module")
 def lab_b(lab: list[str]) -> Iterator[list[str]]:
     """Lab b, two nodes of two CPUs, on the SLURM the lab runs, with the lab's container runtimes
-    (their config its own: the machine's stays the lab's); down again after the module."""
+    (their config its own: the machine's stays the lab's) and, as the lab has one, a login node
+    of its own (blogin); down again after the module."""
     version = (STATE / "run" / "slurm").read_text().strip()
     runtimes = [*(["--pyxis"] if not pyxis_missing() else []), *(["--apptainer"] if not apptainer_missing() else [])]
+    if "--login" in (STATE / "run" / "up-args").read_text().split():
+        runtimes.append("--login")  # its own login node, blogin
     t0 = time.monotonic()
     res = lab_b_cmd("up", "--nodes", "2", "--cpus", "2", "--slurm", version, *runtimes)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -151,9 +156,13 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
         # the same from a laptop (no SLURM there): each cluster asked through its login node
         laptop = Laptop(tmp_path / "laptop")
         request.addfinalizer(laptop.close)
+        b_login = lab_b_cmd("login-key", timeout=30)  # lab b's own login node, where it has one
+        if b_login.returncode == 0:
+            laptop.reach("blogin", Path(b_login.stdout.strip()))
         for name, fields in (("a", {}), ("b", json.loads(B_SPEC.read_text()))):
-            added = laptop.run("clusters", "add", name, str(laptop.write_spec(f"{name}.json", **fields)),
-                               "--login", "login")  # fmt: skip
+            host = "blogin" if name == "b" and "blogin" in laptop.logins else "login"
+            added = laptop.run("clusters", "add", name, str(laptop.write_spec(f"{name}.json", login=host, **fields)),
+                               "--login", host)  # fmt: skip
             assert added.returncode == 0, added.stderr
         exp = laptop.home / "hello.py"  # the laptop's own code: it goes along with the submit
         exp.write_text((REPO / "examples" / "hello.py").read_text())
@@ -164,6 +173,8 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
         print(f"--cluster auto from a laptop, through the login node: {time.monotonic() - t0:.1f} s; {said}")
         assert said.startswith("slurm-rl: --cluster auto: b (cluster b: starts now; cluster a: starts in ~"), said
         assert job["state"] == "COMPLETED" and job["job_id"] >= 55_000_000, job
+        if "blogin" in laptop.logins:  # b was asked on its own login node
+            assert "Accepted publickey" in (B_STATE / "log" / "login-sshd.log").read_text()
         # list from the laptop: each cluster's jobs from its login node, with the cluster
         t0 = time.monotonic()
         mine = laptop.run("list", timeout=120)
