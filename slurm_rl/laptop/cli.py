@@ -12,6 +12,7 @@ import click
 from ..core.job_env import Settings
 from ..login.cli import cli
 from ..login.commands.job_command import LOCAL, Forwarder
+from ..login.commands.job_remote import pinned_params
 from ..slurm.runner import client_installed
 from .forward import capture, forward, spec_path_of
 
@@ -40,6 +41,8 @@ class LoginForwarder(Forwarder):
     """Every RemoteCommand (login/commands/job_command.py) asks this one where to run."""
 
     def target(self, name: str, flag: str | None, params: dict[str, Any]) -> str | None:
+        if flag is None and Settings.current().login is None:  # a job of a named cluster: its login node
+            flag = pinned_params(click.get_current_context(), params, flag)
         return login_target(name, flag, params)
 
     def forward(self, name: str, command: click.Command, params: dict[str, Any], target: str) -> int:

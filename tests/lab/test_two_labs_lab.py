@@ -175,6 +175,13 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
         assert job["state"] == "COMPLETED" and job["job_id"] >= 55_000_000, job
         if "blogin" in laptop.logins:  # b was asked on its own login node
             assert "Accepted publickey" in (B_STATE / "log" / "login-sshd.log").read_text()
+        # by bare id from the laptop: each job's own cluster's login node answers (its SLURM's record)
+        t0 = time.monotonic()
+        shown = laptop.run("status", str(job["job_id"]), timeout=120)
+        print(f"status by bare id from a laptop over two clusters: {time.monotonic() - t0:.1f} s")
+        assert shown.returncode == 0 and "SLURM accounting: COMPLETED" in shown.stdout, shown.stdout + shown.stderr
+        logs = laptop.run("logs", str(ja["job_id"]), timeout=120)
+        assert logs.returncode == 0 and "node1" in logs.stdout.split(), logs.stdout + logs.stderr
         # list from the laptop: each cluster's jobs from its login node, with the cluster
         t0 = time.monotonic()
         mine = laptop.run("list", timeout=120)

@@ -42,10 +42,11 @@ def login_only() -> dict[str, tuple[Cluster, str]]:
 
 
 def through_logins(
-    rows: Rows, remote: dict[str, tuple[Cluster, str]], opts: dict[str, Any], older: int
+    rows: Rows, remote: dict[str, tuple[Cluster, str]], opts: dict[str, Any], older: int, command: Any = None
 ) -> tuple[Rows, list[str], int]:
     """``rows`` with every login-only cluster's; the lines of those that did not answer, and how
-    many older jobs are left out in all (``opts``: list's --last and --all)."""
+    many older jobs are left out in all (``opts``: list's --last and --all; ``command``: the list
+    command, where another command asks: job_remote.py)."""
     from .job_command import Forwarder
 
     ctx = click.get_current_context()
@@ -56,7 +57,7 @@ def through_logins(
         entry, cluster = remote[name]
         typed = {**opts, "spec_flag": entry.spec, "as_json": True, "only_spec": True}
         try:
-            rc, out, err = forwarder.capture("list", ctx.command, typed, str(entry.login))
+            rc, out, err = forwarder.capture("list", command or ctx.command, typed, str(entry.login))
         except (SlurmRlError, OSError) as exc:
             why = " ".join(str(exc).split())[:200]
             return [], f"cluster {name}: does not answer ({why}); its jobs are not shown", 0
