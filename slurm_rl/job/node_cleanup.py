@@ -41,6 +41,7 @@ def clean_node(ctx: NodeContext) -> None:
         except subprocess.TimeoutExpired:
             ctx.driver.kill()
     ray_threads.stop()  # the driver has ended: before the GCS they talk to goes
+    forget_ray_at_exit()  # before the node-local dir goes, whichever branch removes it
     if ctx.is_service:  # a service part's task: its own instances only (a Ray node may share the node)
         killed = stop_processes(children, grace_s=0.5)
         if ctx.node not in ctx.nodes:  # no Ray node of the job here: the node-local dir is this task's
@@ -48,7 +49,6 @@ def clean_node(ctx: NodeContext) -> None:
     else:
         copy_ray_logs(ctx)
         killed = stop_job_processes(ctx.job_id, ctx.temp_dir, grace_s=0.5, also=descendants)
-        forget_ray_at_exit()
         shutil.rmtree(ctx.temp_dir, ignore_errors=True)
     ctx.say(
         f"cleanup: stopped {len(killed)} processes in {time.monotonic() - t0:.2f} s: "

@@ -98,7 +98,7 @@ rootfs_bind_paths() {
 
 # Mount proc, sys, dev and the shared host paths into the rootfs (recorded for unmount_rootfs).
 mount_rootfs() {
-  local r=$1 p
+  local r=$1 p from
   unmount_rootfs
   # what a lab left whose state was wiped (its list of mounts gone with it); a lab beside the
   # first has just mounted its own fresh overlay at $r
@@ -114,11 +114,11 @@ mount_rootfs() {
   # bind: not this lab's nodes' to see, and it would keep that lab's loop devices busy
   for p in "$CACHE"/rootfs-* "$CACHE"/lab-*-root; do unmount_under "$r$p"; done
   # enroot as the host built it (slurm-lab-pyxis.sh), at the same paths: Pyxis runs it
-  for p in /usr/local/lib/enroot /usr/local/etc/enroot /usr/local/share/enroot /usr/local/bin/enroot*; do
+  for p in /usr/local/lib/enroot "$HOST_ENROOT_ETC" /usr/local/share/enroot /usr/local/bin/enroot*; do
     [ -e "$p" ] || continue
     if [ -d "$p" ]; then mkdir -p "$r$p"; else mkdir -p "$(dirname "$r$p")"; touch "$r$p"; fi
-    local from=$p  # a lab beside the first: its own enroot config (slurm-lab-pyxis.sh)
-    [ "$p" != "$HOST_ENROOT_ETC" ] || [ "$ENROOT_ETC" = "$p" ] || [ ! -d "$ENROOT_ETC" ] || from=$ENROOT_ETC
+    from=$p  # a lab beside the first: its own enroot config (slurm-lab-pyxis.sh), where it has one
+    if [ "$p" = "$HOST_ENROOT_ETC" ] && [ -d "$ENROOT_ETC" ]; then from=$ENROOT_ETC; fi
     mount --bind "$from" "$r$p"; echo "$r$p" >>"$STATE/run/rootfs-mounts"
   done
   mount -t proc proc "$r/proc"; echo "$r/proc" >>"$STATE/run/rootfs-mounts"

@@ -147,26 +147,21 @@ class Session:
         it; a bare id only one named cluster has is that one's; one that several have is refused,
         the ways to say which named. The session then has that cluster's spec and SLURM client.
         Returns the id without its cluster."""
-        from ...config.clusters import cluster_entry, cluster_spec, known, load_clusters
+        from ...config.clusters import cluster_entry, cluster_spec, load_clusters
         from ..reading import index
 
         named = load_clusters()
-        name, sep, bare = text.partition(":")
-        if not named or (not sep and self.spec_flag):  # no clusters, or a spec (--spec, --cluster) says which
+        if not named or (":" not in text and self.spec_flag):  # no clusters, or a spec (--spec, --cluster) says which
             return text
-        if sep:
-            if name not in named:
-                raise UsageError(f"job {text}: no cluster {name!r}; {known(named)}")
-            self.use_cluster(cluster_entry(name).spec)
-            return bare
-        on = index.clusters_of(text)
-        names = sorted(n for n in named if cluster_spec(n).cluster_name in on)
-        if len(names) > 1:
-            ways = " or ".join(f"`{n}:{text}`" for n in names)
-            raise UsageError(f"job {text}: clusters {', '.join(names)} each have a job {text}; say which: {ways}")
-        if names:
-            self.use_cluster(cluster_entry(names[0]).spec)
-        return text
+
+        def holders(job: str) -> list[str]:
+            on = index.clusters_of(job)
+            return [n for n in named if cluster_spec(n).cluster_name in on]
+
+        cluster, bare = job_cluster(text, named, holders)
+        if cluster is not None:
+            self.use_cluster(cluster_entry(cluster).spec)
+        return bare
 
     def use_cluster(self, spec_path: str) -> None:
         self.spec_flag = spec_path
@@ -178,6 +173,25 @@ class Session:
         from ..reading.lookup import resolve_job
 
         return resolve_job(text, self.user, self.client, self.spec)
+
+
+def job_cluster(text: str, named: dict[str, Any], holders: Callable[[str], list[str]]) -> tuple[str | None, str]:
+    """Which of the ``named`` clusters a job argument is, and its bare id: ``CLUSTER:JOBID``
+    says it (a name not among them is refused); a bare id is the one cluster ``holders(id)``
+    names (None where none does; several are refused, the ways to say which named). Decided
+    here for a login node's session (Session.pin_job) and a laptop's forward (job_remote.py)."""
+    from ...config.clusters import known
+
+    name, sep, bare = text.partition(":")
+    if sep:
+        if name not in named:
+            raise UsageError(f"job {text}: no cluster {name!r}; {known(named)}")
+        return name, bare
+    names = sorted(holders(text))
+    if len(names) > 1:
+        ways = " or ".join(f"`{n}:{text}`" for n in names)
+        raise UsageError(f"job {text}: clusters {', '.join(names)} each have a job {text}; say which: {ways}")
+    return (names[0] if names else None), text
 
 
 def slurm_client(spec: ClusterSpec | None = None) -> SlurmClient:

@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ...core.errors import UsageError
-
 if TYPE_CHECKING:
     from ...config.clusters import Cluster
 
@@ -23,29 +21,28 @@ def pin_remote(ctx: click.Context, text: str) -> tuple[str, Cluster] | None:
     """The job's id as the login node takes it and its cluster's entry, where this machine
     reaches the clusters only through their login nodes; None anywhere else, or where no
     cluster answered that it has the job (the command then goes where it went before)."""
-    from ...config.clusters import known, load_clusters
+    from ...config.clusters import load_clusters
+    from .job_command import job_cluster
     from .list_remote import login_only, through_logins
 
     remote = login_only()
     if not remote:
         return None
-    name, sep, bare = text.partition(":")
-    if sep:
-        named = load_clusters()
-        if name not in named:
-            raise UsageError(f"job {text}: no cluster {name!r}; {known(named)}")
-        return (bare, named[name]) if named[name].login else None
-    if len(remote) == 1:
-        return text, next(iter(remote.values()))[0]
-    lister = ctx.find_root().command.get_command(ctx, "list")  # type: ignore[attr-defined]
-    assert isinstance(lister, click.Command)
-    with ctx.scope():
-        rows, _, _ = through_logins([], remote, {"last": 1, "every": True}, 0, command=lister)
-    names = sorted({r["cluster"] for r in rows if r.get("job") == text})
-    if len(names) > 1:
-        ways = " or ".join(f"`{n}:{text}`" for n in names)
-        raise UsageError(f"job {text}: clusters {', '.join(names)} each have a job {text}; say which: {ways}")
-    return (text, remote[names[0]][0]) if names else None
+
+    def holders(job: str) -> list[str]:  # every login node asked at once: those whose own rows have it
+        if len(remote) == 1:
+            return list(remote)
+        lister = ctx.find_root().command.get_command(ctx, "list")  # type: ignore[attr-defined]
+        assert isinstance(lister, click.Command)
+        with ctx.scope():
+            rows, _, _ = through_logins([], remote, {"last": 1, "every": True}, 0, command=lister)
+        return sorted({r["cluster"] for r in rows if r.get("job") == job})
+
+    named = load_clusters()
+    cluster, bare = job_cluster(text, named, holders)
+    if cluster is None or not named[cluster].login:
+        return None
+    return bare, named[cluster]
 
 
 def pinned_params(ctx: click.Context, params: dict[str, Any], flag: str | None) -> str | None:
@@ -57,6 +54,6 @@ def pinned_params(ctx: click.Context, params: dict[str, Any], flag: str | None) 
     pinned = pin_remote(ctx, text)
     if pinned is None:
         return flag
-    params["job"], entry = pinned[0], pinned[1]
+    params["job"], entry = pinned
     params["spec_flag"] = entry.spec
     return str(entry.login)
