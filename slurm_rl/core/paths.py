@@ -159,6 +159,11 @@ class JobPaths:
         """Every node marker of ``kind`` in this attempt."""
         return sorted(self.markers.glob(f"{attempt}-*.{kind}"))
 
+    def preflight_leave(self, attempt: int) -> Path:
+        """Written by node 0 under --heal once preflight's verdict is in: the nodes it found bad
+        that leave the job for replacements (one per line; empty: none)."""
+        return self.markers / f"{attempt}-preflight-leave"
+
     def stop_flag_for(self, attempt: int) -> Path:
         """Created by node 0 when the driver has ended: every other node stops its Ray."""
         return self.markers / f"{attempt}-stop"

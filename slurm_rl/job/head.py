@@ -135,10 +135,11 @@ def run_head(ctx: NodeContext) -> int:
     ctx.event("node_up", address=address, **ctx.ray_node_cost())
     threading.Thread(target=watch_joins, args=(ctx, cluster), name="joins", daemon=True).start()
     # members come and go (grow, shrink), lost worker nodes are replaced with --heal (member_watch.py)
-    threading.Thread(target=MemberWatch(ctx, address).run, name="members", daemon=True).start()
+    members = MemberWatch(ctx, address)
+    threading.Thread(target=members.run, name="members", daemon=True).start()
     write_gym_env(ctx.paths, address)
     start_services_view(ctx, head_ip)
-    if ctx.manifest.preflight and not preflight_passed(ctx):
+    if ctx.manifest.preflight and not preflight_passed(ctx, members):
         return 1
     if ctx.manifest.interactive:  # no driver: up until teardown, scancel or the time limit
         off_nodes = f"; off its nodes: `slurm-rl attach {ctx.job_id} --client` ({cluster['client_address']})"

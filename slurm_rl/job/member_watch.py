@@ -21,6 +21,7 @@ node of the job itself is SLURM's to handle (the step's --kill-on-bad-exit ends 
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,8 @@ class Replacement:
     replaces: str
     seen_lost: float  # time.monotonic() when the loss was seen
     deadline: float
+    why: str = "was lost"  # what happened to the node it replaces, for a failure's words
+    cause: Cause | None = None  # the job's cause if it fails (node lost (NODE) unless given)
 
 
 class MemberWatch:
@@ -55,6 +58,8 @@ class MemberWatch:
         self.address = address
         self.alive: dict[str, tuple[str, int]] = {}  # Ray node id (hex) -> (SLURM node name, rank)
         self.lost: list[str] = []
+        self.retired: set[str] = set()  # nodes told to leave (preflight found them bad): no loss
+        self.lock = threading.Lock()  # one round of the watch, or node 0's retire, at a time
         self.pending: dict[int, Replacement] = {}
         self.used = 0
         self.kinds: dict[int, str] = {}  # member number -> its kind (its request file's)
@@ -76,9 +81,12 @@ class MemberWatch:
             except Exception:  # noqa: BLE001 - our own GCS busy: next round
                 continue
             try:
-                self.observe({nid.hex(): (info.state == 0, info.node_manager_address) for nid, info in infos.items()})
-                self.check_pending()
-                self.check_shrinks()
+                with self.lock:
+                    self.observe(
+                        {nid.hex(): (info.state == 0, info.node_manager_address) for nid, info in infos.items()}
+                    )
+                    self.check_pending()
+                    self.check_shrinks()
             except Exception as exc:  # noqa: BLE001 - said where people look, never silent
                 self.ctx.say(f"{WATCH_STOPPED}: {exc!r}")
                 self.ctx.event("heal_error", error=repr(exc))
@@ -104,6 +112,8 @@ class MemberWatch:
                 n = rank // MEMBER_RANK_BASE
                 if n >= 1 and self.kind(n) == GROW:
                     self.on_member_left(n, name)
+                elif name in self.retired:
+                    self.ctx.event("node_left", left=name, why="preflight found it bad; replaced")
                 elif self.limit:
                     self.on_lost(name)
 
@@ -170,15 +180,39 @@ class MemberWatch:
             )
             return
         self.used += 1
+        self.replace(node)
+
+    @property
+    def left(self) -> int:
+        """Replacements the job may still ask for (--heal K)."""
+        return max(0, self.limit - self.used)
+
+    def retire(self, node: str, why: str, cause: Cause) -> int:
+        """``node`` leaves the job on node 0's word (preflight found it bad): its Ray going away
+        is no loss, and a member job replaces it; the replacement's member number."""
+        with self.lock:
+            self.retired.add(node)
+            self.used += 1
+            return self.replace(node, why, cause)
+
+    def waiting_for(self, members: list[int]) -> bool:
+        """Whether any of ``members`` is still on its way (not joined; a failed one fails the job)."""
+        with self.lock:
+            return any(n in self.pending for n in members)
+
+    def replace(self, node: str, why: str = "was lost", cause: Cause | None = None) -> int:
+        """Ask for member job N to replace ``node`` (one replacement of the K already counted)."""
+        ctx = self.ctx
         # never a node the job has or had: a replacement shares no node (nor its temp dir) with the job
         ours = sorted({*ctx.nodes, *(name for name, _ in self.alive.values()), *self.lost})
         exclude = ",".join(filter(None, [ctx.manifest.exclude or "", *ours]))
         n = claim_member(ctx.paths.members, Request(1, exclude, HEAL))
         self.kinds[n] = HEAL
         now = time.monotonic()
-        self.pending[n] = Replacement(node, now, now + ctx.manifest.heal_timeout_s)
+        self.pending[n] = Replacement(node, now, now + ctx.manifest.heal_timeout_s, why, cause)
         ctx.say(f"asked for a replacement of {node}: member job {n} (excluding {exclude})")
         ctx.event("replacement_requested", member=n, replaces=node, exclude=exclude)
+        return n
 
     def on_joined(self, n: int, node: str) -> None:
         """Member ``n``'s node is alive in Ray: Ray places the lost node's bundles there now."""
@@ -192,16 +226,16 @@ class MemberWatch:
         """A replacement that SLURM refused, that ended unjoined, or that is late fails the job."""
         for n, want in list(self.pending.items()):
             error = self.ctx.paths.members / f"{n}.error"
+            cause = want.cause or Cause(c.NODE_LOST, want.replaces)
             if error.exists():
                 why = error.read_text(errors="replace").strip().splitlines() or ["no reason given"]
                 self.ctx.fail(
-                    f"node {want.replaces} was lost and its replacement (member job {n}) failed: {why[-1]}",
-                    Cause(c.NODE_LOST, want.replaces),
+                    f"node {want.replaces} {want.why} and its replacement (member job {n}) failed: {why[-1]}", cause
                 )
             elif time.monotonic() > want.deadline:
                 self.ctx.fail(
-                    f"node {want.replaces} was lost and no replacement joined within "
+                    f"node {want.replaces} {want.why} and no replacement joined within "
                     f"{self.ctx.manifest.heal_timeout_s:g} s (--heal-timeout; member job {n}: "
                     f"{self.ctx.paths.member_log(n)})",
-                    Cause(c.NODE_LOST, want.replaces),
+                    cause,
                 )

@@ -5,7 +5,7 @@ and torch and the nodes exchange data through gloo, timed (job/node_checks_torch
 publishes its results in the job dir (the local ones first: a downed fabric cannot answer through
 Ray); node 0 holds the driver until every result is in, and fails the attempt naming each bad node and
 its check (core/node_verdict.py judges), which finalize runs again without them (--on-bad-node
-exclude)."""
+exclude), or, under --heal, replaces the bad worker nodes with member jobs (preflight_replace.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core import causes as c
 from ..core.causes import Cause
@@ -24,6 +25,10 @@ from ..core.job_env import MEMBER_RANK_BASE
 from ..core.node_verdict import MIN_FREE_BYTES, Check, NodeResult, Verdict, judge
 from ..core.retries import add_bad_nodes
 from .context import NodeContext
+from .preflight_replace import publish_leaving, replace_bad, replaceable
+
+if TYPE_CHECKING:
+    from .member_watch import MemberWatch
 
 COLLECTIVE_TIMEOUT_S = 30.0  # the rendezvous and the exchange, together
 CHILD_TIMEOUT_S = 120.0  # the child (a torch import on a busy node, then the exchange)
@@ -135,15 +140,21 @@ def settled(ctx: NodeContext, deadline: float) -> Verdict:
         time.sleep(0.2)
 
 
-def preflight_passed(ctx: NodeContext) -> bool:
-    """Every node's preflight is in and good; else the job fails naming the bad nodes' checks
-    (finalize runs it again without them under --on-bad-node exclude)."""
+def preflight_passed(ctx: NodeContext, members: MemberWatch | None = None) -> bool:
+    """Every node's preflight is in and good, or (--heal) each bad worker node replaced by a
+    member job; else the job fails naming the bad nodes' checks (finalize runs it again without
+    them under --on-bad-node exclude)."""
     t0 = time.monotonic()
     verdict = settled(ctx, t0 + ctx.manifest.ready_timeout_s)
     waited = round(time.monotonic() - t0, 2)
     ctx.event("preflight_verdict", ok=verdict.ok, bad=[list(b) for b in verdict.bad], waited_s=waited)
     if verdict.ok or not verdict.bad:  # all good, or a node that never reported: the join watch's to judge
+        publish_leaving(ctx, [])
         return True
+    nodes = list(dict.fromkeys(node for node, _, _ in verdict.bad))
+    if members is not None and replaceable(ctx, nodes, members):
+        return replace_bad(ctx, members, verdict.bad)
+    publish_leaving(ctx, [])  # none leaves: the job goes again (or fails)
     ctx.fail(*bad_node_ending(ctx, verdict.bad))
     return False
 

@@ -28,6 +28,7 @@ from .network import socket_ifname_env
 from .node_checks import NodePreflight
 from .node_cleanup import clean_node
 from .parts_role import run_node_role
+from .preflight_replace import LEAVING, LeaveWatch, wait_replaced
 from .progress_watch import OutputWatch
 from .ray_watch import RayWatch
 from .service_watch import ServiceWatch
@@ -51,6 +52,7 @@ class Lifecycle:
         self.failed_by = ""  # why node 0 ended the job as failed: a stall (--stall-action fail), Ray's death
         self.failed_cause: Cause | None = None  # ... its cause (core/causes.py)
         self.signals = SignalInbox()  # node.py installs its handler
+        self.replaced = False  # node 0 told this node to leave: preflight found it bad (--heal)
 
     def act_on_signals(self) -> None:
         ctx = self.ctx  # what the handler noted (signal_inbox.py): the stop, its line, the driver's copy
@@ -149,7 +151,12 @@ class Lifecycle:
         stall = self.stall_watch()
         services = ServiceWatch(ctx) if ctx.rank == 0 else None  # a required service past its restarts
         ray = RayWatch()
+        leave = LeaveWatch(ctx)
         while not done.wait(POLL_S):
+            if leave.told():
+                self.replaced = True
+                ctx.stop_reason = LEAVING
+                ctx.stop_requested.set()
             self.act_on_signals()
             note_oom()
             stacks.poll()
@@ -236,7 +243,12 @@ class Lifecycle:
                 pass
 
     def conclude(self, outcome: dict[str, object]) -> int:
-        """The node's exit code from the role's outcome; node 0 records the job's exit (conclusion.py)."""
+        """The node's exit code from the role's outcome; node 0 records the job's exit (conclusion.py).
+        A node told to leave (its Ray failed on what preflight found, or up) ends quietly: 0."""
+        if self.replaced or ("failure" in outcome and wait_replaced(self.ctx)):
+            self.ctx.say(f"{LEAVING}; this node's failure, if any, was that: {outcome.get('failure', 'none')}")
+            self.ctx.event("node_replaced", reason=LEAVING)
+            return 0
         return conclude(self.ctx, outcome, self.failed_by, self.failed_cause)
 
     def _driver_running(self, grace_s: float) -> bool:

@@ -32,9 +32,8 @@ def slurm_lab(*args: str) -> None:
     assert res.returncode == 0, res.stderr
 
 
-FAULTS = [  # (fault, node, spec fields); node1 is the head's
+FAULTS = [  # (fault, node, spec fields); node1 is the head's (a worker's python: under --heal below)
     ("disk", "node1", {}),
-    ("python", "node2", {}),
     ("fabric-slow", "node2", {"network_interface": "fab0"}),
 ]
 CHECK = {"disk": "disk", "python": "python", "fabric-down": "fabric", "fabric-slow": "collective", "gpu": "gpus"}
@@ -64,6 +63,35 @@ def test_a_node_broken_so_is_named_and_the_job_completes_without_it(
     status = json.loads(run_cli("status", str(data["job_id"]), "--json", timeout=60).stdout.splitlines()[-1])
     assert status["state"] == "COMPLETED", status
     print(f"{fault} on {node}: {requeue['reason']}; completed without it {took:.0f} s after submit")
+    assert_no_leftovers(lab, data["job_id"])
+
+
+@pytest.mark.parametrize("fault", ["disk", "python"])
+def test_under_heal_a_bad_worker_node_is_replaced_and_the_first_attempt_runs(lab: list[str], fault: str) -> None:
+    """--heal 1: node2 (the job's worker: -w node1,node2) found bad is replaced by a member job
+    on node3, and the driver starts in the job's first attempt, no requeue; node2 leaves, its
+    Ray failed (a full disk) or up (a Python without torch), and nothing of the job stays."""
+    slurm_lab("break", "node2", fault)
+    t0 = time.monotonic()
+    try:
+        extra = ("--preflight", "--heal", "1", "-w", "node1,node2")
+        res, data = submit("nodes_seen.py", nodes=2, extra=extra, timeout=300)
+    finally:
+        slurm_lab("mend", "node2")
+    took = time.monotonic() - t0
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    events = read_events(job_dir(data) / "events.jsonl")
+    assert not any(e["event"] == "requeue" for e in events), "replaced, not sent again"
+    replacing = next(e for e in events if e["event"] == "preflight_replacing")
+    assert replacing["nodes"] == ["node2"] and replacing["found"].startswith(f"node2 failed the check {CHECK[fault]}: ")
+    replaced = next(e for e in events if e["event"] == "preflight_replaced")
+    left = next(e for e in events if e["event"] == "node_replaced")
+    assert left["node"] == "node2" and not any(e["event"] == "node_lost" for e in events), left
+    answer = json.loads((job_dir(data) / "answer.json").read_text())
+    assert answer["hosts"] == ["node1", "node3"] and answer["attempt"]["attempt"] == 0, answer
+    status = json.loads(run_cli("status", str(data["job_id"]), "--json", timeout=60).stdout.splitlines()[-1])
+    assert status["state"] == "COMPLETED", status
+    print(f"{fault} on node2 under --heal 1: replaced {replaced['seconds']} s after the verdict; done {took:.0f} s")
     assert_no_leftovers(lab, data["job_id"])
 
 

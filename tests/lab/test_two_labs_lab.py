@@ -6,8 +6,9 @@ cluster; with the lab full, `--cluster auto` goes to lab b and says why, and a G
 the lab (b has none); `--cluster first` with both free runs one job and cancels the other at its
 start gate (no step, no job dir, nothing on its nodes); with lab b down, `list` says so in one
 line and still shows the lab's jobs. From a laptop namespace (no SLURM there, each cluster
-reached through its own login node: lab b's is blogin): auto, `list` (both labs, then lab b
-down) and `first`. Lab b comes up for this module only, with the lab's runtimes (a user's Pyxis
+reached through its own login node: lab b's is blogin): `submit --cluster a|b`, status and logs
+by bare id, a pending job's reason in words, auto, the GPU job's choice, `list` (both labs, then
+lab b down) and `first`. Lab b comes up for this module only, with the lab's runtimes (a user's Pyxis
 and Apptainer jobs run there) and a login node of its own."""
 
 from __future__ import annotations
@@ -123,6 +124,13 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
     lines = dict(line.split(": ", 1) for line in shown.stdout.splitlines())
     assert lines["a"].startswith("SLURM ") and lines["b"].startswith("SLURM "), shown.stdout
     hello = str(REPO / "examples" / "hello.py")
+    # from a laptop (no SLURM there), each cluster by its name, through its own login node: they
+    # run beside the ones below, and are looked at by bare id once lab a is full
+    laptop, exp = laptop_of_both(tmp_path, request)
+    la = job_of(laptop.run("submit", "--cluster", "a", str(exp), "-N", "1", "--json", timeout=300))
+    lb = job_of(laptop.run("submit", "--cluster", "b", str(exp), "-N", "2", "--json", timeout=300))
+    assert la["job_id"] < 51_000_000 <= 55_000_000 <= lb["job_id"], (la, lb)
+    assert la.get("cluster") == "a" and lb.get("cluster") == "b", (la, lb)
     ja = job_of(run_cli("submit", "--cluster", "a", hello, "-N", "1", "--wait", "--json", env=env, timeout=240))
     jb = job_of(run_cli("submit", "--cluster", "b", hello, "-N", "2", "--wait", "--json", env=env, timeout=240))
     assert ja["job_id"] < 51_000_000 <= 55_000_000 <= jb["job_id"], (ja["job_id"], jb["job_id"])
@@ -145,7 +153,27 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
     assert hold.returncode == 0, hold.stderr
     held = hold.stdout.strip().split(";")[0]
     try:
-        assert wait_for(lambda: _squeue_state(held) == "RUNNING", 60), _squeue_state(held)
+        assert wait_for(lambda: _squeue_state(held) == "RUNNING", 120), _squeue_state(held)
+        # the laptop's two ran on their own labs, by bare id each from its own login node
+        for job, node in ((la, "node"), (lb, "bnode")):
+            shown = laptop.run("status", str(job["job_id"]), timeout=120)
+            assert "SLURM accounting: COMPLETED" in shown.stdout, shown.stdout + shown.stderr
+            ran_on = {w.rstrip(":,") for w in laptop.run("logs", str(job["job_id"]), timeout=120).stdout.split()}
+            assert any(w.startswith(node) and w.removeprefix(node).isdigit() for w in ran_on), (job, ran_on)
+        # a job for the full lab, from the laptop: pending, and why in words, with its place
+        waiting = job_of(laptop.run("submit", "--cluster", "a", str(exp), "-N", "1", "--json", timeout=300))
+        pending = {"waits_for": ""}
+
+        def reason_given() -> bool:
+            pending.update(json.loads(laptop.run("status", f"a:{waiting['job_id']}", "--json").stdout or "{}"))
+            return pending["waits_for"] not in ("", "SLURM's scheduler")
+
+        wait_for(reason_given, 60, poll_s=1)
+        assert pending["state"] == "PENDING" and "(Resources)" in pending["waits_for"], pending
+        table = laptop.run("status", str(waiting["job_id"])).stdout  # its bare id: lab a's alone
+        said = f"job {waiting['job_id']}: pending, waiting for "
+        assert said in table and " ahead of it in partition " in table, table
+        assert laptop.run("teardown", str(waiting["job_id"]), timeout=120).returncode == 0
         t0 = time.monotonic()
         res = run_cli("submit", "--cluster", "auto", hello, "-N", "1", "--wait", "--json", env=env, timeout=240)
         job = job_of(res)
@@ -154,18 +182,6 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
         assert job["cluster"] == "b" and job["state"] == "COMPLETED", job
         assert said.startswith("slurm-rl: --cluster auto: b (cluster b: starts now; cluster a: starts in ~"), said
         # the same from a laptop (no SLURM there): each cluster asked through its login node
-        laptop = Laptop(tmp_path / "laptop")
-        request.addfinalizer(laptop.close)
-        b_login = lab_b_cmd("login-key", timeout=30)  # lab b's own login node, where it has one
-        if b_login.returncode == 0:
-            laptop.reach("blogin", Path(b_login.stdout.strip()))
-        for name, fields in (("a", {}), ("b", json.loads(B_SPEC.read_text()))):
-            host = "blogin" if name == "b" and "blogin" in laptop.logins else "login"
-            added = laptop.run("clusters", "add", name, str(laptop.write_spec(f"{name}.json", login=host, **fields)),
-                               "--login", host)  # fmt: skip
-            assert added.returncode == 0, added.stderr
-        exp = laptop.home / "hello.py"  # the laptop's own code: it goes along with the submit
-        exp.write_text((REPO / "examples" / "hello.py").read_text())
         t0 = time.monotonic()
         far = laptop.run("submit", "--cluster", "auto", str(exp), "-N", "1", "--wait", "--json", timeout=300)
         job = job_of(far)
@@ -197,6 +213,11 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
     # a GPU job: lab b has no GPUs, so it goes to the lab, and b's refusal says why
     gpu = run_cli("submit", "--cluster", "auto", hello, "-N", "1", "-p", "labgpu", "--gpus-per-node", "1",
                   "--dry-run", "--json", env=env, timeout=120)  # fmt: skip
+    assert job_of(gpu)["cluster"] == "a", gpu.stderr
+    assert "cluster b: cannot run it: " in gpu.stderr and "GPU" in gpu.stderr.split("cluster b: cannot run it: ")[1]
+    # the same choice from the laptop
+    gpu = laptop.run("submit", "--cluster", "auto", str(exp), "-N", "1", "-p", "labgpu", "--gpus-per-node", "1",
+                     "--dry-run", "--json", timeout=120)  # fmt: skip
     assert job_of(gpu)["cluster"] == "a", gpu.stderr
     assert "cluster b: cannot run it: " in gpu.stderr and "GPU" in gpu.stderr.split("cluster b: cannot run it: ")[1]
     # --cluster first, both labs free: one job runs, the other is cancelled at its start gate
@@ -234,6 +255,24 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
     if not pyxis_missing():
         boxed = run_cli("submit", SPEC_PYXIS, hello, "-N", "1", "--wait", "--json", timeout=300)
         assert job_of(boxed)["state"] == "COMPLETED", boxed.stderr[-2000:]
+
+
+def laptop_of_both(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Laptop, Path]:
+    """A laptop with both labs in its clusters file, each reached through its own login node
+    (lab b's is blogin where it has one), and the laptop's own copy of hello.py."""
+    laptop = Laptop(tmp_path / "laptop")
+    request.addfinalizer(laptop.close)
+    b_login = lab_b_cmd("login-key", timeout=30)
+    if b_login.returncode == 0:
+        laptop.reach("blogin", Path(b_login.stdout.strip()))
+    for name, fields in (("a", {}), ("b", json.loads(B_SPEC.read_text()))):
+        host = "blogin" if name == "b" and "blogin" in laptop.logins else "login"
+        added = laptop.run("clusters", "add", name, str(laptop.write_spec(f"{name}.json", login=host, **fields)),
+                           "--login", host)  # fmt: skip
+        assert added.returncode == 0, added.stderr
+    exp = laptop.home / "hello.py"  # the laptop's own code: it goes along with the submit
+    exp.write_text((REPO / "examples" / "hello.py").read_text())
+    return laptop, exp
 
 
 def one_kept_the_other_gone(
