@@ -26,6 +26,7 @@ from .conclusion import named_node
 from .context import NodeContext, NodeFailure
 from .member_watch import MemberWatch
 from .node_checks import preflight_passed
+from .preflight_replace import leaving
 from .service_watch import ServiceWatch
 from .warning_relay import relay_warning
 
@@ -84,8 +85,11 @@ def watch_joins(ctx: NodeContext, cluster: dict[str, object]) -> None:
             announced = True
         if up >= len(ctx.nodes):
             return
+        missing = watch.missing(joined)
+        if time.monotonic() > deadline and set(missing) <= set(leaving(ctx) or ()) and missing:
+            deadline = time.monotonic() + 1  # leaving (preflight found them bad): --heal-timeout times them
         if time.monotonic() > deadline:
-            late = ", ".join(watch.missing(joined))
+            late = ", ".join(missing)
             if not announced:
                 ctx.fail(
                     f"{late} did not join the Ray head within {ctx.manifest.ready_timeout_s:g} s "
