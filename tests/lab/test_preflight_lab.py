@@ -2,8 +2,10 @@
 breaks one node, a 2-node job on the 3-node lab names that node and the check, and under
 --on-bad-node exclude (the default) goes again at once without it and completes on the two good
 nodes, the user doing nothing: the head's node too (node1, where SLURM puts an idle lab's first
-node). Three nodes broken at once, the other three ways, are all named by one attempt. What
-preflight costs: the driver's start with and without it, the same job, the same run."""
+node). Under --heal, a worker node broken so (its fabric down, its Python without torch) is
+replaced by a member job in the same attempt. Three nodes broken at once, three ways, are all
+named by one attempt. What preflight costs: the driver's start with and without it, the same
+job, the same run."""
 
 from __future__ import annotations
 
@@ -66,16 +68,20 @@ def test_a_node_broken_so_is_named_and_the_job_completes_without_it(
     assert_no_leftovers(lab, data["job_id"])
 
 
-@pytest.mark.parametrize("fault", ["disk", "python"])
-def test_under_heal_a_bad_worker_node_is_replaced_and_the_first_attempt_runs(lab: list[str], fault: str) -> None:
+@pytest.mark.parametrize("fault", ["fabric-down", "python"])
+def test_under_heal_a_bad_worker_node_is_replaced_and_the_first_attempt_runs(
+    lab: list[str], tmp_path, fault: str
+) -> None:  # type: ignore[no-untyped-def]
     """--heal 1: node2 (the job's worker: -w node1,node2) found bad is replaced by a member job
-    on node3, and the driver starts in the job's first attempt, no requeue; node2 leaves, its
-    Ray failed (a full disk) or up (a Python without torch), and nothing of the job stays."""
+    on node3, and the driver starts in the job's first attempt, no requeue; node2 leaves, never
+    having reached the head (its fabric down) or with its Ray up (a Python without torch), and
+    nothing of the job stays."""
     slurm_lab("break", "node2", fault)
     t0 = time.monotonic()
     try:
         extra = ("--preflight", "--heal", "1", "-w", "node1,node2")
-        res, data = submit("nodes_seen.py", nodes=2, extra=extra, timeout=300)
+        spec = lab_spec(tmp_path, network_interface="fab0")
+        res, data = submit("nodes_seen.py", nodes=2, spec=spec, extra=extra, timeout=300)
     finally:
         slurm_lab("mend", "node2")
     took = time.monotonic() - t0
