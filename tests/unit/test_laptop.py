@@ -243,6 +243,37 @@ def test_a_cluster_choice_is_made_here_never_on_the_default_specs_login_node(
     assert res.exit_code == 0 and forwarded == ["submit first -> other"], (res.output, forwarded)
 
 
+def test_a_named_cluster_goes_to_its_login_node_with_the_name_the_laptop_knows_it_by(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`submit --cluster a` from a laptop: the command goes to a's login node, which may have
+    no clusters file, so a's name goes along (hidden --as-cluster), and what submit prints
+    there names it, as it would here (CLUSTER:JOBID, --json's cluster)."""
+    from click.testing import CliRunner
+
+    spec = tmp_path / "a.json"
+    spec.write_text(json.dumps({"cluster_name": "c", "fileroot": str(tmp_path / "root")}))
+    exp = tmp_path / "exp.py"
+    exp.write_text("print('hi')\n")
+    monkeypatch.setenv("SLURM_RL_CLUSTERS", str(tmp_path / "clusters.json"))
+    monkeypatch.delenv("SLURM_RL_LOGIN", raising=False)
+    monkeypatch.setattr(laptop_cli, "client_installed", lambda: False)
+    sent: list[tuple[str, list[str]]] = []
+
+    class Forwarder(laptop_cli.LoginForwarder):
+        def forward(self, name, command, params, target):  # type: ignore[no-untyped-def]
+            sent.append((target, to_argv(command, params)))
+            return 0
+
+    runner = CliRunner()
+    assert runner.invoke(cli, ["clusters", "add", "a", str(spec), "--login", "me@a-login"]).exit_code == 0
+    res = runner.invoke(cli, ["submit", "--cluster", "a", str(exp), "--json"], obj=Forwarder())
+    assert res.exit_code == 0, res.output
+    [(target, argv)] = sent
+    assert target == "me@a-login" and argv[argv.index("--as-cluster") + 1] == "a", argv
+    assert "--cluster" not in argv and "--as-cluster" not in runner.invoke(cli, ["submit", "--help"]).output
+
+
 def test_auto_asks_a_cluster_through_its_login_node_and_the_submit_goes_to_the_chosen_one(
     tmp_path: Path, laptop: Laptop
 ) -> None:

@@ -82,7 +82,7 @@ def _forward_to_chosen(chosen: Offer) -> typing.NoReturn:
     ctx = click.get_current_context()
     forwarder = ctx.find_object(Forwarder)
     assert forwarder is not None and chosen.login
-    typed = {**ctx.params, "spec_flag": cluster_entry(chosen.name).spec}
+    typed = {**ctx.params, "spec_flag": cluster_entry(chosen.name).spec, "as_cluster": chosen.name}
     sys.exit(forwarder.forward(ctx.command.name or "submit", ctx.command, typed, chosen.login))
 
 

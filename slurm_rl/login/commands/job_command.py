@@ -66,11 +66,16 @@ class RemoteCommand(click.Command):
         super().__init__(*args, **kwargs)
         if any(p.name == "spec_flag" for p in self.params):  # a command of a cluster: name it instead
             self.params.append(click.Option(["--cluster"], metavar="NAME", default=None, help=CLUSTER_HELP))
+            # the name a laptop knows the cluster by, passed to its login node (which may not)
+            self.params.append(click.Option(["--as-cluster"], default=None, hidden=True))
         self.params.append(click.Option(["--login"], metavar="[USER@]HOST", default=None, help=LOGIN_HELP))
 
     def invoke(self, ctx: click.Context) -> Any:
         flag = ctx.params.pop("login", None)
         cluster = ctx.params.pop("cluster", None)
+        label = ctx.params.pop("as_cluster", None)  # typed on a laptop as --cluster NAME
+        if label and not cluster:
+            ctx.meta["cluster"] = label  # submit prints the id with it, as there
         if cluster in CHOOSING:  # the command chooses among the clusters itself (submit)
             if self.name not in CHOOSERS.get(cluster, ()):
                 which = "submit and sweep choose" if cluster == "auto" else "only submit races"
@@ -98,7 +103,8 @@ class RemoteCommand(click.Command):
         if target is None:
             return super().invoke(ctx)
         chooses = {"cluster": choice} if choice else {}  # --login HOST: HOST chooses among its clusters
-        sys.exit(forwarder.forward(name, self, {**ctx.params, **chooses}, target))
+        named = {"as_cluster": cluster} if cluster and "as_cluster" in {p.name for p in self.params} else {}
+        sys.exit(forwarder.forward(name, self, {**ctx.params, **chooses, **named}, target))
 
 
 def _named() -> bool:
