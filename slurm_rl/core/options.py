@@ -125,7 +125,8 @@ class JobOptions(DerivedOptions, BaseModel):
         "exclude",
         "--on-bad-node",
         spec=True,
-        help="A node preflight finds bad: exclude (the job goes again at once without it) or fail.",
+        help="A node preflight finds bad: exclude (the job goes again at once without it; under "
+        "--heal a worker node is replaced by a member job instead) or fail.",
     )
     retry_on: RetryOnCauses | None = option(
         None,
