@@ -169,7 +169,7 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
             return pending["waits_for"] not in ("", "SLURM's scheduler")
 
         wait_for(reason_given, 60, poll_s=1)
-        assert pending["state"] == "PENDING" and "(Resources)" in pending["waits_for"], pending
+        assert pending["state"] == "PENDING" and pending["waits_for"].endswith(("(Resources)", "(Priority)")), pending
         table = laptop.run("status", str(waiting["job_id"])).stdout  # its bare id: lab a's alone
         said = f"job {waiting['job_id']}: pending, waiting for "
         assert said in table and " ahead of it in partition " in table, table
