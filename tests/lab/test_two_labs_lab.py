@@ -155,9 +155,15 @@ def test_two_labs_each_runs_its_jobs_a_bare_id_finds_them_and_auto_goes_where_it
     try:
         assert wait_for(lambda: _squeue_state(held) == "RUNNING", 120), _squeue_state(held)
         # the laptop's two ran on their own labs, by bare id each from its own login node
+        shown = {"out": ""}
+
+        def completed(job: dict) -> bool:
+            res = laptop.run("status", str(job["job_id"]), timeout=120)
+            shown["out"] = res.stdout + res.stderr
+            return "SLURM accounting: COMPLETED" in res.stdout
+
         for job, node in ((la, "node"), (lb, "bnode")):
-            shown = laptop.run("status", str(job["job_id"]), timeout=120)
-            assert "SLURM accounting: COMPLETED" in shown.stdout, shown.stdout + shown.stderr
+            assert wait_for(lambda job=job: completed(job), 90, poll_s=2), shown["out"]
             ran_on = {w.rstrip(":,") for w in laptop.run("logs", str(job["job_id"]), timeout=120).stdout.split()}
             assert any(w.startswith(node) and w.removeprefix(node).isdigit() for w in ran_on), (job, ran_on)
         # a job for the full lab, from the laptop: pending, and why in words, with its place
