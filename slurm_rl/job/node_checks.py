@@ -25,7 +25,7 @@ from ..core.job_env import MEMBER_RANK_BASE
 from ..core.node_verdict import MIN_FREE_BYTES, Check, NodeResult, Verdict, judge
 from ..core.retries import add_bad_nodes
 from .context import NodeContext
-from .preflight_replace import publish_leaving, replace_bad, replaceable
+from .preflight_replace import leaving, publish_leaving, replace_bad, replaceable
 
 if TYPE_CHECKING:
     from .member_watch import MemberWatch
@@ -184,5 +184,6 @@ def found_bad(ctx: NodeContext) -> tuple[str, Cause] | None:
     deadline = time.monotonic() + OWN_RESULT_WAIT_S  # this node's local checks come within a second
     while not own.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    bad = settled(ctx, deadline).bad
+    replaced = set(leaving(ctx) or ())  # (--heal) gone from the job: a later failure is not theirs
+    bad = tuple(b for b in settled(ctx, deadline).bad if b[0] not in replaced)
     return bad_node_ending(ctx, bad) if bad else None

@@ -54,6 +54,7 @@ def test_a_bad_worker_leaves_and_a_member_job_replaces_it_before_the_driver_star
     members.observe({**UP, "m": (True, "10.0.0.3")})
     verdict.join(timeout=10)
     assert passed == [True] and head.failure is None
+    assert preflight.found_bad(head) is None  # a later failure (a cancel, a lost node) is not node2's
     assert head.paths.bad_nodes.read_text().split() == ["node2"]  # a later attempt is not given it either
     members.observe({"h": UP["h"], "w": (False, "10.0.0.2"), "m": (True, "10.0.0.3")})  # the bad one's Ray goes
     assert not (head.paths.members / "2.request").exists() and head.failure is None  # no loss, no second ask
