@@ -26,6 +26,9 @@ MEMBER_EVENTS = (
     "member_left",
     "workers_restored",
     "heal_error",
+    "preflight_replacing",  # --preflight under --heal: a bad worker node replaced before the driver
+    "preflight_replaced",
+    "node_left",
 )
 
 

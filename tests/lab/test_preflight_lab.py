@@ -97,6 +97,8 @@ def test_under_heal_a_bad_worker_node_is_replaced_and_the_first_attempt_runs(
     assert answer["hosts"] == ["node1", "node3"] and answer["attempt"]["attempt"] == 0, answer
     status = json.loads(run_cli("status", str(data["job_id"]), "--json", timeout=60).stdout.splitlines()[-1])
     assert status["state"] == "COMPLETED", status
+    table = run_cli("status", str(data["job_id"]), timeout=60).stdout  # the replacement, and why, in words
+    assert f"preflight: node2 failed the check {CHECK[fault]}: " in table and "; replaced by member 1" in table, table
     print(f"{fault} on node2 under --heal 1: replaced {replaced['seconds']} s after the verdict; done {took:.0f} s")
     assert_no_leftovers(lab, data["job_id"])
 

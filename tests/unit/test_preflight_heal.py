@@ -15,10 +15,12 @@ import pytest
 from slurm_rl.core import causes as c
 from slurm_rl.core.causes import Cause
 from slurm_rl.core.events import append_event, read_events
+from slurm_rl.core.members import member_history as healing_history
 from slurm_rl.core.node_verdict import Check, NodeResult
 from slurm_rl.job import node_checks as preflight
 from slurm_rl.job import preflight_replace as replace
 from slurm_rl.job.member_watch import MemberWatch
+from slurm_rl.login.reading.job_tables import healing_lines
 from tests.unit.test_preflight import _node
 
 FULL = Check("disk", False, "0.0 GiB free in /tmp/srl-9 (needs 1.0 GiB)")
@@ -67,6 +69,9 @@ def test_a_bad_worker_leaves_and_a_member_job_replaces_it_before_the_driver_star
         "preflight_replaced",
         "node_left",
     ], names
+    said = healing_lines(healing_history(read_events(head.paths.events)))  # what `status JOB` shows
+    assert said[1].endswith(f" preflight: node2 failed the check disk: {FULL.found}; replaced by member 1"), said
+    assert said[-1].endswith(" node2 left the job: preflight found it bad; replaced"), said
 
 
 def test_a_failed_replacement_fails_the_job_naming_what_preflight_found(tmp_path: Path) -> None:

@@ -168,6 +168,9 @@ _HEALING_TEXT = {
     "member_left": "{left} (member {member}) left: {why}",
     "workers_restored": "worker group {group!r}: workers {workers} restored in {seconds} s",
     "heal_error": "the member watch (healing, members joining and leaving) stopped by an unexpected error: {error}",
+    "preflight_replacing": "preflight: {found}; replaced by member {members}",
+    "preflight_replaced": "the replacement of {nodes} joined, {seconds} s after preflight's verdict; the driver starts",
+    "node_left": "{left} left the job: {why}",
 }
 
 
