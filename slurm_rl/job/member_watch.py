@@ -167,6 +167,8 @@ class MemberWatch:
 
     def on_lost(self, node: str) -> None:
         ctx = self.ctx
+        if ctx.stop_flag.exists():  # the driver ended: the nodes leave as node 0 told them to
+            return
         self.lost.append(node)
         ctx.say(f"node {node} lost (Ray declared its raylet dead)")
         ctx.event("node_lost", lost=node, replacements_used=self.used, heal=self.limit)

@@ -36,6 +36,7 @@ def head(tmp_path: Path, heal: int = 1, timeout_s: float = 600.0, exclude: str |
         node="node1",
         nodes=["node1", "node2", "node3"],
         manifest=SimpleNamespace(heal=heal, heal_timeout_s=timeout_s, exclude=exclude),
+        stop_flag=paths.stop_flag_for(0),
         failures=[],
         said=[],
     )
@@ -80,6 +81,17 @@ def test_a_lost_worker_is_asked_for_once_and_joins_as_member_one(tmp_path: Path)
     ]
     assert [h["event"] for h in healing_history(read_events(ctx.paths.events))] == names
     assert healer.alive["d"] == ("node4", 1000)
+
+
+def test_nodes_leaving_once_the_driver_ended_are_no_loss(tmp_path: Path) -> None:
+    ctx = head(tmp_path, heal=1)
+    healer = MemberWatch(ctx, "x")  # type: ignore[arg-type]
+    healer.observe(ALL_UP)
+    ctx.paths.markers.mkdir()
+    ctx.stop_flag.touch()  # node 0 says stop: every other node stops its Ray
+    healer.observe({**ALL_UP, "b": (False, "10.0.0.2"), "c": (False, "10.0.0.3")})
+    assert not ctx.failures and not healer.pending and not ctx.paths.members.exists()
+    assert not [e for e in read_events(ctx.paths.events) if e["event"] == "node_lost"]
 
 
 def test_a_requeued_jobs_member_numbers_go_on_after_the_earlier_attempts(tmp_path: Path) -> None:
