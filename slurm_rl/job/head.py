@@ -85,10 +85,10 @@ def watch_joins(ctx: NodeContext, cluster: dict[str, object]) -> None:
             announced = True
         if up >= len(ctx.nodes):
             return
-        missing = watch.missing(joined)
-        if time.monotonic() > deadline and set(missing) <= set(leaving(ctx) or ()) and missing:
+        missing = watch.missing(joined) if time.monotonic() > deadline else []
+        if missing and set(missing) <= set(leaving(ctx) or ()):
             deadline = time.monotonic() + 1  # leaving (preflight found them bad): --heal-timeout times them
-        if time.monotonic() > deadline:
+        elif missing:
             late = ", ".join(missing)
             if not announced:
                 ctx.fail(
